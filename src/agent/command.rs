@@ -1,0 +1,261 @@
+//! The `command` adapter: any program, from an argv template.
+//!
+//! Outcome: the exit code decides failure (non-zero is `failed`). An optional result
+//! file at `$FANOUT_RESULT`, JSON `{"status": "success"|"partial"|"failed", "steps": N,
+//! "cost": USD, "reason": "…"}`, adds steps and cost and may lower the status to
+//! `partial` or `failed`; it can never raise a non-zero exit to success.
+
+use super::{
+    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, WorkerContext,
+    clean_reason, expand, fanout_env, format_usd_arg, sane_cost, sane_steps,
+};
+
+pub(super) struct CommandAdapter {
+    spec: AgentSpec,
+}
+
+impl CommandAdapter {
+    pub(super) fn new(spec: AgentSpec) -> Self {
+        CommandAdapter { spec }
+    }
+}
+
+/// Values of the placeholders for one worker.
+pub(super) fn lookup<'a>(ctx: &'a WorkerContext<'a>) -> impl FnMut(&str) -> Option<String> + 'a {
+    move |name| match name {
+        "task" => Some(ctx.task.to_owned()),
+        "model" => ctx.model.map(str::to_owned),
+        "worker_id" => Some(ctx.worker_id.to_string()),
+        "branch" => Some(ctx.branch.to_owned()),
+        "worktree" => Some(ctx.worktree.display().to_string()),
+        "run_id" => Some(ctx.run_id.to_owned()),
+        "max_steps" => Some(ctx.max_steps.to_string()),
+        "budget" => ctx.budget.map(format_usd_arg),
+        "timeout" => ctx.timeout.map(|t| t.as_secs().max(1).to_string()),
+        _ => None,
+    }
+}
+
+impl Adapter for CommandAdapter {
+    fn command(&self, ctx: &WorkerContext<'_>) -> Result<CommandLine, String> {
+        let mut vars = lookup(ctx);
+        let mut args = Vec::new();
+        for t in &self.spec.args {
+            args.push(expand(t, &mut vars)?);
+        }
+        if ctx.model.is_some() {
+            for t in &self.spec.model_args {
+                args.push(expand(t, &mut vars)?);
+            }
+        }
+        if ctx.budget.is_some() {
+            for t in &self.spec.budget_args {
+                args.push(expand(t, &mut vars)?);
+            }
+        }
+        let mut env = fanout_env(ctx);
+        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(CommandLine {
+            program: expand(&self.spec.program, &mut vars)?,
+            args,
+            env,
+        })
+    }
+
+    fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
+        let report = observed
+            .result_file
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok())
+            .filter(serde_json::Value::is_object);
+        let steps = report.as_ref().and_then(|r| sane_steps(r.get("steps")));
+        let cost = report.as_ref().and_then(|r| sane_cost(r.get("cost")));
+        let claimed = report
+            .as_ref()
+            .and_then(|r| r.get("status"))
+            .and_then(|s| s.as_str())
+            .map(str::to_ascii_lowercase);
+        let claimed_reason = report
+            .as_ref()
+            .and_then(|r| r.get("reason"))
+            .and_then(|s| s.as_str())
+            .map(clean_reason)
+            .filter(|s| !s.is_empty());
+        let unreadable = observed.result_file.is_some() && report.is_none();
+
+        let (status, reason) = match (observed.exit_code, claimed.as_deref()) {
+            (Some(0), None | Some("success")) => (AgentStatus::Success, None),
+            (Some(0), Some("partial")) => (
+                AgentStatus::Partial,
+                Some(
+                    claimed_reason
+                        .clone()
+                        .unwrap_or_else(|| "agent reported partial".into()),
+                ),
+            ),
+            (Some(0), Some("failed")) => (
+                AgentStatus::Failed,
+                Some(
+                    claimed_reason
+                        .clone()
+                        .unwrap_or_else(|| "agent reported failure".into()),
+                ),
+            ),
+            (Some(0), Some(other)) => (
+                AgentStatus::Failed,
+                Some(format!(
+                    "agent reported an unknown status {:?}",
+                    clean_reason(other)
+                )),
+            ),
+            (Some(code), Some("partial")) => (
+                AgentStatus::Partial,
+                Some(
+                    claimed_reason
+                        .clone()
+                        .unwrap_or_else(|| format!("agent reported partial, exit code {code}")),
+                ),
+            ),
+            (Some(code), _) => (
+                AgentStatus::Failed,
+                Some(match &claimed_reason {
+                    Some(r) => format!("exit code {code}: {r}"),
+                    None => format!("exit code {code}"),
+                }),
+            ),
+            (None, _) => (
+                AgentStatus::Failed,
+                Some(match observed.signal {
+                    Some(sig) => format!("killed by signal {sig}"),
+                    None => "agent did not exit normally".to_owned(),
+                }),
+            ),
+        };
+        let reason = if unreadable {
+            Some(match reason {
+                Some(r) => format!("{r}; result file is not a JSON object"),
+                None => "result file is not a JSON object".to_owned(),
+            })
+        } else {
+            reason
+        };
+        AgentOutcome {
+            status,
+            steps,
+            cost,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn adapter(yaml: &str) -> Box<dyn Adapter> {
+        let defs = crate::config::parse(yaml, Path::new("f.yml"))
+            .unwrap()
+            .agents;
+        AgentSpec::resolve("a", &defs, "f.yml", false)
+            .unwrap()
+            .adapter()
+    }
+
+    fn ctx<'a>(model: Option<&'a str>, budget: Option<f64>) -> WorkerContext<'a> {
+        WorkerContext {
+            run_id: "r1",
+            worker_id: 2,
+            task: "say \"hi\"; $(rm -rf /)",
+            model,
+            branch: "fanout/r1/w2",
+            worktree: Path::new("/tmp/wt"),
+            max_steps: 7,
+            budget,
+            timeout: None,
+            result_file: Path::new("/tmp/r.json"),
+        }
+    }
+
+    #[test]
+    fn argv_is_expanded_per_argument() {
+        let a = adapter(
+            "agents:\n  a:\n    command: [agent, --task, '{task}', --dir={worktree}, 'w{worker_id}']\n    model_args: [--model, '{model}']\n    budget_args: ['--budget={budget}']\n",
+        );
+        let c = a.command(&ctx(None, None)).unwrap();
+        assert_eq!(c.program, "agent");
+        assert_eq!(
+            c.args,
+            vec!["--task", "say \"hi\"; $(rm -rf /)", "--dir=/tmp/wt", "w2"]
+        );
+        let c = a.command(&ctx(Some("m1"), Some(0.25))).unwrap();
+        assert_eq!(&c.args[4..], ["--model", "m1", "--budget=0.25"]);
+        assert!(
+            c.env
+                .contains(&("FANOUT_RESULT".into(), "/tmp/r.json".into()))
+        );
+        assert!(c.env.contains(&("FANOUT_MODEL".into(), "m1".into())));
+    }
+
+    fn outcome(exit: Option<i32>, file: Option<&str>) -> AgentOutcome {
+        let a = adapter("agents:\n  a:\n    command: [x]\n");
+        a.outcome(&Observed {
+            exit_code: exit,
+            signal: if exit.is_none() { Some(9) } else { None },
+            stdout_tail: b"",
+            result_file: file.map(str::as_bytes),
+        })
+    }
+
+    #[test]
+    fn exit_code_and_result_file() {
+        let o = outcome(Some(0), None);
+        assert_eq!(
+            (o.status, o.steps, o.cost),
+            (AgentStatus::Success, None, None)
+        );
+        let o = outcome(
+            Some(0),
+            Some(r#"{"status":"success","steps":4,"cost":0.12}"#),
+        );
+        assert_eq!(
+            (o.status, o.steps, o.cost),
+            (AgentStatus::Success, Some(4), Some(0.12))
+        );
+        let o = outcome(
+            Some(0),
+            Some(r#"{"status":"partial","reason":"max steps"}"#),
+        );
+        assert_eq!(o.status, AgentStatus::Partial);
+        assert_eq!(o.reason.as_deref(), Some("max steps"));
+        // a non-zero exit is never raised to success by the agent's claim
+        let o = outcome(Some(3), Some(r#"{"status":"success","steps":1}"#));
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(o.reason.as_deref(), Some("exit code 3"));
+        assert_eq!(o.steps, Some(1));
+        let o = outcome(None, None);
+        assert_eq!(o.reason.as_deref(), Some("killed by signal 9"));
+    }
+
+    #[test]
+    fn hostile_result_files_are_contained() {
+        let o = outcome(Some(0), Some("not json"));
+        assert_eq!(o.status, AgentStatus::Success);
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("result file is not a JSON object")
+        );
+        let o = outcome(
+            Some(0),
+            Some(r#"{"status":"success","steps":-1,"cost":-5}"#),
+        );
+        assert_eq!((o.steps, o.cost), (None, None));
+        let o = outcome(Some(0), Some(r#"{"status":"winning"}"#));
+        assert_eq!(o.status, AgentStatus::Failed);
+        let long = format!(
+            r#"{{"status":"failed","reason":"{}\n\u001b[31m"}}"#,
+            "x".repeat(5000)
+        );
+        let o = outcome(Some(0), Some(&long));
+        assert!(o.reason.unwrap().chars().count() <= 300);
+    }
+}

@@ -1,0 +1,164 @@
+//! `fanout fake-agent`: a stand-in coding agent for the demo, the tests and the
+//! benchmarks. It is a real process that behaves like an agent: prints progress,
+//! edits a file in its working directory, writes `$FANOUT_RESULT`, and can be told to
+//! misbehave (sleep, ignore SIGTERM, spawn long-lived children, fail, spam output).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// Flags of the fake agent.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FakeAgentArgs {
+    /// The task (default: `$FANOUT_TASK`).
+    pub task: Option<String>,
+    /// File to write, relative to the working directory (default `fanout-demo/w<ID>.md`).
+    #[arg(long)]
+    pub write: Option<PathBuf>,
+    /// Write nothing.
+    #[arg(long)]
+    pub no_change: bool,
+    /// Seconds to sleep after writing.
+    #[arg(long, default_value_t = 0.0)]
+    pub sleep: f64,
+    /// Children to start that sleep for an hour (they share the agent's process group).
+    #[arg(long, default_value_t = 0)]
+    pub spawn: u32,
+    /// A marker placed on the command line of every child, to find them.
+    #[arg(long)]
+    pub marker: Option<String>,
+    /// Ignore SIGTERM (only SIGKILL stops it).
+    #[arg(long)]
+    pub ignore_term: bool,
+    /// Lines of noise to print on stdout.
+    #[arg(long, default_value_t = 0)]
+    pub spam: u64,
+    /// Exit code.
+    #[arg(long, default_value_t = 0)]
+    pub exit: i32,
+    /// Status written to `$FANOUT_RESULT`.
+    #[arg(long, default_value = "success")]
+    pub status: String,
+    /// Steps written to `$FANOUT_RESULT`.
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Cost written to `$FANOUT_RESULT` (default: 0.001 × worker id).
+    #[arg(long)]
+    pub cost: Option<f64>,
+    /// Do not write `$FANOUT_RESULT`.
+    #[arg(long)]
+    pub no_result: bool,
+    /// Append `start`/`end` lines with timestamps to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+fn trace(path: &Option<PathBuf>, what: &str, id: &str) {
+    if let Some(p) = path {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+        {
+            let _ = writeln!(f, "{what} {id} {} {}", now_ns(), std::process::id());
+        }
+    }
+}
+
+/// Run the fake agent; returns its exit code.
+pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
+    let id = std::env::var("FANOUT_WORKER_ID").unwrap_or_else(|_| "0".into());
+    trace(&args.trace, "start", &id);
+    if args.ignore_term {
+        // SAFETY: setting a signal disposition to SIG_IGN has no handler code to race.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::SigHandler::SigIgn,
+            );
+        }
+    }
+    let task = args
+        .task
+        .clone()
+        .or_else(|| std::env::var("FANOUT_TASK").ok())
+        .unwrap_or_default();
+    let model = std::env::var("FANOUT_MODEL").unwrap_or_else(|_| "default".into());
+    println!("fake-agent: worker {id}, model {model}");
+    eprintln!("fake-agent: task: {task}");
+    for i in 0..args.spam {
+        println!("fake-agent: noise line {i} {}", "x".repeat(64));
+    }
+    let mut children = Vec::new();
+    if args.spawn > 0 {
+        let exe = std::env::current_exe().unwrap_or_else(|_| "fanout".into());
+        for _ in 0..args.spawn {
+            let mut c = std::process::Command::new(&exe);
+            c.args([
+                "fake-agent",
+                "--no-change",
+                "--no-result",
+                "--sleep",
+                "3600",
+            ]);
+            if let Some(m) = &args.marker {
+                c.args(["--marker", m]);
+            }
+            c.env_remove("FANOUT_RESULT");
+            c.stdout(std::process::Stdio::null());
+            match c.spawn() {
+                Ok(child) => children.push(child),
+                Err(e) => eprintln!("fake-agent: could not spawn: {e}"),
+            }
+        }
+        println!("fake-agent: started {} helper processes", children.len());
+    }
+    if !args.no_change {
+        let path = args
+            .write
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("fanout-demo/w{id}.md")));
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let body = format!("# Worker {id}\n\nModel: {model}\n\nTask: {task}\n");
+        match std::fs::write(&path, body) {
+            Ok(()) => println!("fake-agent: wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("fake-agent: cannot write {}: {e}", path.display());
+                return 1;
+            }
+        }
+    }
+    if args.sleep > 0.0 {
+        println!("fake-agent: thinking for {}s", args.sleep);
+        std::thread::sleep(Duration::from_secs_f64(args.sleep));
+    }
+    if !args.no_result {
+        if let Ok(path) = std::env::var("FANOUT_RESULT") {
+            let cost = args
+                .cost
+                .unwrap_or_else(|| 0.001 * id.parse::<f64>().unwrap_or(0.0));
+            let report = serde_json::json!({
+                "status": args.status,
+                "steps": args.steps.unwrap_or(3),
+                "cost": cost,
+            });
+            let _ = std::fs::write(path, report.to_string());
+        }
+    }
+    println!("fake-agent: done");
+    trace(&args.trace, "end", &id);
+    // Children are deliberately left running: the supervisor must stop them.
+    std::mem::forget(children);
+    args.exit
+}

@@ -1,0 +1,166 @@
+//! `fanout run`: plan → worktrees → supervised agents → harvest → report.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use crate::cli::RunArgs;
+use crate::execute::signals::Dispatcher;
+use crate::execute::{Event, Executor};
+use crate::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle, write_atomic};
+use crate::plan::Plan;
+use crate::progress::{Style, reporter};
+use crate::repo::UserRepo;
+use crate::result::{REPORT_SCHEMA_VERSION, RunReport, Totals, rfc3339};
+use crate::settings::Settings;
+use crate::{exit, report, worktree};
+
+use super::{CliError, Context};
+
+/// Marker file holding the pid of the fanout process running a run.
+pub const PID_FILE: &str = "fanout.pid";
+
+/// Entry point of `fanout run`.
+pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
+    let (repo, settings) = ctx.settings(&args.plan)?;
+    let run_id = super::run_id(args.plan.run_id.as_deref())?;
+    let base = repo.resolve_base(&settings.base)?;
+    let plan = crate::plan::build(&settings, base, &run_id);
+    let style = Style::detect(args.quiet);
+    let report = execute_plan(&repo, &settings, plan, style)?;
+    if args.plan.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
+    } else {
+        print!("\n{}", report::table(&report.results));
+        println!(
+            "\nresults: {}",
+            repo.run_dir(&report.run_id).join("results.json").display()
+        );
+    }
+    Ok(report.exit_code)
+}
+
+/// Run `plan` in `repo` and write its report. Used by `run` and `demo`.
+pub fn execute_plan(
+    repo: &UserRepo,
+    settings: &Settings,
+    plan: Plan,
+    style: Style,
+) -> Result<RunReport, CliError> {
+    let started_at = SystemTime::now();
+    let clock = Instant::now();
+    let run_dir = repo.run_dir(&plan.run_id);
+    if run_dir.exists() {
+        return Err(CliError::Usage(format!(
+            "run {} already exists in {}",
+            plan.run_id,
+            run_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| CliError::Fatal(format!("{}: {e}", run_dir.display())))?;
+    let fatal = |what: &str, e: std::io::Error| CliError::Fatal(format!("{what}: {e}"));
+
+    match repo.uncommitted_changes() {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
+            repo.workdir.display(),
+            if n == 1 { "" } else { "s" },
+            report::short(&plan.base.commit)
+        ),
+        Err(e) => eprintln!("fanout: warning: could not read the checkout's status: {e}"),
+    }
+
+    let worktree_root = repo.worktree_root(settings.worktree_dir.as_deref());
+    if worktree_root.starts_with(&repo.workdir) {
+        eprintln!(
+            "fanout: warning: worktrees go inside the checkout ({}); they may show up as untracked files",
+            worktree_root.display()
+        );
+    }
+    let journal = Journal {
+        schema_version: JOURNAL_SCHEMA_VERSION,
+        run_id: plan.run_id.clone(),
+        created_at: rfc3339(started_at),
+        repo_workdir: repo.workdir.clone(),
+        worktree_root: worktree_root.clone(),
+        entries: plan
+            .workers
+            .iter()
+            .map(|w| JournalEntry {
+                worker_id: w.id,
+                branch: w.branch.clone(),
+                base_commit: plan.base.commit.clone(),
+                worktree_name: worktree::worktree_name(&plan.run_id, w.id),
+                worktree_path: worktree::worktree_path(&worktree_root, &plan.run_id, w.id),
+                branch_created: false,
+                worktree_created: false,
+            })
+            .collect(),
+    };
+    let journal = JournalHandle::create(&run_dir, journal).map_err(|e| fatal("journal", e))?;
+    let mut plan_json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
+    plan_json.push(b'\n');
+    write_atomic(&run_dir.join("plan.json"), &plan_json).map_err(|e| fatal("plan.json", e))?;
+    let pid_file = run_dir.join(PID_FILE);
+    let _ = std::fs::write(&pid_file, std::process::id().to_string());
+
+    let plan = Arc::new(plan);
+    let executor = Arc::new(Executor {
+        plan: Arc::clone(&plan),
+        repo_dir: repo.workdir.clone(),
+        run_dir: run_dir.clone(),
+        worktree_root,
+        journal: Arc::new(journal),
+        identity: settings.commit_identity.clone(),
+        base_env: std::env::vars_os().collect(),
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fatal("tokio runtime", e))?;
+    let (results, interrupted) = runtime
+        .block_on(async {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+            let dispatcher = Dispatcher::install(tx.clone())?;
+            let mut rep = reporter(style, &plan);
+            let shown = tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    rep.event(&ev);
+                }
+                rep.finish();
+            });
+            let results = executor.run(tx, dispatcher.subscribe()).await;
+            let interrupted = dispatcher.stopped();
+            drop(dispatcher);
+            let _ = shown.await;
+            Ok::<_, std::io::Error>((results, interrupted))
+        })
+        .map_err(|e| fatal("signal handlers", e))?;
+
+    let totals = Totals::of(&results);
+    let exit_code = exit::for_run(&totals, interrupted);
+    let report = RunReport {
+        schema_version: REPORT_SCHEMA_VERSION,
+        run_id: plan.run_id.clone(),
+        started_at: rfc3339(started_at),
+        finished_at: rfc3339(SystemTime::now()),
+        duration: clock.elapsed().as_secs_f64(),
+        interrupted,
+        plan: (*plan).clone(),
+        results,
+        totals,
+        exit_code,
+    };
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from);
+    report::write(&report, &run_dir, step_summary.as_deref())
+        .map_err(|e| fatal("writing the report", e))?;
+    let _ = std::fs::remove_file(&pid_file);
+    Ok(report)
+}

@@ -1,0 +1,601 @@
+//! The `fanout.yml` file: its raw shape, its JSON Schema, and loading it with
+//! errors that name the file, line, column and key.
+//!
+//! This module owns only what the file says. Merging it with command-line flags and
+//! validating the combination is [`crate::settings`]'s job; turning settings into
+//! workers is [`crate::plan`]'s.
+//!
+//! The seed's block is honoured exactly:
+//!
+//! ```yaml
+//! parallel_runs:
+//!   workers: 3            # 1–10
+//!   agent: build
+//!   max_steps: 50
+//!   budget_per_worker: null
+//!   timeout_per_worker: null
+//! ```
+//!
+//! Everything else (tasks, models, agents, base, worktree_dir, exclude, …) is fanout's own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// Highest `workers` value accepted (locally; matrix mode has its own limits).
+pub const MAX_WORKERS: u64 = 10;
+
+/// The whole `fanout.yml` file.
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "fanout.yml",
+    description = "Configuration of fanout, the parallel coding-agent runner"
+)]
+pub struct ConfigFile {
+    /// The seed's block: how many workers, which agent, and per-worker limits.
+    #[serde(default)]
+    pub parallel_runs: ParallelRuns,
+    /// Tasks to run: plain prompts or `{id, prompt, model}` objects. Command-line tasks replace these.
+    #[serde(default)]
+    pub tasks: Vec<TaskEntry>,
+    /// Models handed to workers in order; workers beyond the list use the agent's default model.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Run every task on every model instead of assigning round-robin.
+    #[serde(default)]
+    pub cross: bool,
+    /// The commit or branch workers start from (default: `HEAD`).
+    pub base: Option<String>,
+    /// Prefix of the branches fanout creates (default: `fanout`).
+    pub branch_prefix: Option<String>,
+    /// Directory under which worktrees are created; relative paths are taken from the
+    /// repository root. Default: a per-user data directory outside the checkout.
+    pub worktree_dir: Option<PathBuf>,
+    /// Paths never committed from a worker's worktree (`dir/` for a directory, `*` globs).
+    /// `.architect/` and `.fanout/` are always excluded.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Seconds between SIGTERM and SIGKILL when a worker is stopped (default 10).
+    pub kill_grace: Option<Seconds>,
+    /// Agent definitions, by name. `parallel_runs.agent` and `--agent` pick one of these,
+    /// a built-in adapter (`architect`), or else architect's agent of that name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentDef>,
+    /// Identity used for the commits fanout makes on worker branches.
+    pub commit: Option<CommitIdentity>,
+}
+
+/// The seed's `parallel_runs:` block.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelRuns {
+    /// Number of workers, 1–10. With more tasks than workers, every task still runs and
+    /// this is the number running at once.
+    #[serde(default = "default_workers")]
+    pub workers: WorkerCount,
+    /// The agent every worker runs.
+    #[serde(default = "default_agent")]
+    pub agent: String,
+    /// Most agent steps (turns) per worker.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    /// Most USD one worker may spend; `null` for no limit.
+    #[serde(default)]
+    pub budget_per_worker: Option<Usd>,
+    /// Wall-clock limit of one worker in seconds; `null` for no limit.
+    #[serde(default)]
+    pub timeout_per_worker: Option<Seconds>,
+}
+
+impl Default for ParallelRuns {
+    fn default() -> Self {
+        ParallelRuns {
+            workers: default_workers(),
+            agent: default_agent(),
+            max_steps: default_max_steps(),
+            budget_per_worker: None,
+            timeout_per_worker: None,
+        }
+    }
+}
+
+fn default_workers() -> WorkerCount {
+    WorkerCount(3)
+}
+fn default_agent() -> String {
+    "build".to_owned()
+}
+fn default_max_steps() -> u32 {
+    50
+}
+
+/// A task: a plain prompt, or an object with an id and an optional pinned model.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum TaskEntry {
+    /// Just the prompt.
+    Prompt(String),
+    /// A prompt with an id (used in branch names) and optionally a model it always runs on.
+    Detailed(TaskDef),
+}
+
+/// The object form of a task.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDef {
+    /// Short identifier: letters, digits, `-`, `_`, `.`.
+    pub id: Option<String>,
+    /// What the agent is asked to do.
+    pub prompt: String,
+    /// A model this task always runs on, whatever `models` says.
+    pub model: Option<String>,
+}
+
+/// Which built-in adapter an agent definition uses.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    /// Any command: an argv template, never run through a shell.
+    Command,
+    /// `architect run … --json`.
+    Architect,
+}
+
+/// An agent definition under `agents:`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDef {
+    /// The adapter (default: `command` when `command` is given, else `architect`).
+    pub adapter: Option<AdapterKind>,
+    /// `command` adapter: the argv template. Placeholders: `{task}`, `{model}`,
+    /// `{worker_id}`, `{branch}`, `{worktree}`, `{run_id}`, `{max_steps}`, `{budget}`,
+    /// `{timeout}`; `{{` and `}}` for literal braces.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Arguments appended only when the worker has a model (e.g. `["--model", "{model}"]`).
+    #[serde(default)]
+    pub model_args: Vec<String>,
+    /// Arguments appended only when a budget is set (e.g. `["--budget", "{budget}"]`).
+    #[serde(default)]
+    pub budget_args: Vec<String>,
+    /// `architect` adapter: the program to run (default `architect`).
+    pub binary: Option<String>,
+    /// `architect` adapter: architect's own agent name (default: this definition's name
+    /// when it is not `architect`, else `build`).
+    pub agent: Option<String>,
+    /// Extra arguments appended to the command line.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the agent (GitHub tokens are still removed).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Paths this agent writes that must never be committed.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// Author of fanout's commits.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CommitIdentity {
+    /// Author and committer name.
+    pub name: String,
+    /// Author and committer e-mail.
+    pub email: String,
+}
+
+/// Number of workers, 1 to [`MAX_WORKERS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct WorkerCount(pub u32);
+
+impl<'de> Deserialize<'de> for WorkerCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = WorkerCount;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "an integer from 1 to {MAX_WORKERS}")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<WorkerCount, E> {
+                if (1..=MAX_WORKERS).contains(&v) {
+                    Ok(WorkerCount(v as u32))
+                } else {
+                    Err(E::custom(format!(
+                        "expected an integer from 1 to {MAX_WORKERS}, found {v}"
+                    )))
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<WorkerCount, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!(
+                        "expected an integer from 1 to {MAX_WORKERS}, found {v}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for WorkerCount {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WorkerCount".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_WORKERS,
+            "description": "Number of workers, 1 to 10"
+        })
+    }
+}
+
+/// A duration in seconds: a number, or a string such as `"90s"`, `"10m"`, `"1h"`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Seconds(pub f64);
+
+impl Seconds {
+    /// Parse `"90"`, `"90s"`, `"10m"`, `"1.5h"`.
+    pub fn parse(s: &str) -> Result<Seconds, String> {
+        let s = s.trim();
+        let (num, mult) = match s.char_indices().last() {
+            Some((i, 's')) => (&s[..i], 1.0),
+            Some((i, 'm')) => (&s[..i], 60.0),
+            Some((i, 'h')) => (&s[..i], 3600.0),
+            _ => (s, 1.0),
+        };
+        match num.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(Seconds(v * mult)),
+            _ => Err(format!(
+                "expected a positive number of seconds or a duration like \"90s\", \"10m\", \"1h\", found \"{s}\""
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Seconds;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a positive number of seconds or a duration like \"10m\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
+                if v.is_finite() && v > 0.0 {
+                    Ok(Seconds(v))
+                } else {
+                    Err(E::custom(format!(
+                        "expected a positive number of seconds, found {v}"
+                    )))
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
+                Seconds::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Seconds {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Seconds".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Seconds, or a duration string like \"90s\", \"10m\", \"1h\"",
+            "oneOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*[smh]?\\s*$"}
+            ]
+        })
+    }
+}
+
+/// An amount of US dollars, zero or more.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Usd(pub f64);
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Usd;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an amount of USD, zero or more")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Usd, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Usd, E> {
+                self.visit_f64(v as f64)
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Usd, E> {
+                if v.is_finite() && v >= 0.0 {
+                    Ok(Usd(v))
+                } else {
+                    Err(E::custom(format!(
+                        "expected an amount of USD, zero or more, found {v}"
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Usd {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Usd".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "number", "minimum": 0, "description": "US dollars"})
+    }
+}
+
+/// A configuration error, located in the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML, or a value is not what the key expects.
+    #[error("{path}:{line}:{column}: {key}{message}", key = key_prefix(key))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The key path (`parallel_runs.workers`), empty at the top level.
+        key: String,
+        /// What was wrong and what was expected.
+        message: String,
+        /// The offending lines, for display.
+        snippet: String,
+    },
+}
+
+fn key_prefix(key: &str) -> String {
+    if key.is_empty() || key == "." {
+        String::new()
+    } else {
+        format!("key `{key}`: ")
+    }
+}
+
+impl ConfigError {
+    /// The source excerpt under the error, when there is one.
+    pub fn snippet(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { snippet, .. } if !snippet.is_empty() => Some(snippet),
+            _ => None,
+        }
+    }
+}
+
+/// Read and parse a config file.
+pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parse config text; `path` is used in error messages only.
+pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(ConfigFile::default());
+    }
+    let mut key = String::new();
+    let result = serde_saphyr::with_deserializer_from_str(text, |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            key = e.path().to_string();
+            e.into_inner()
+        })
+    });
+    result.map_err(|err| {
+        let loc = err.location();
+        let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+        let bare = err.without_snippet().to_string();
+        let message = strip_location_prefix(&bare).to_owned();
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            line: line as usize,
+            column: column as usize,
+            key,
+            message,
+            snippet: snippet(text, line as usize, column as usize),
+        }
+    })
+}
+
+/// serde-saphyr renders `error: line L column C: message`; keep the message.
+fn strip_location_prefix(s: &str) -> &str {
+    let s = s.trim();
+    let s = s.strip_prefix("error: ").unwrap_or(s);
+    if let Some(rest) = s.strip_prefix("line ") {
+        if let Some(idx) = rest.find(": ") {
+            let head = &rest[..idx];
+            if head.contains("column") {
+                return rest[idx + 2..].trim();
+            }
+        }
+    }
+    s
+}
+
+fn snippet(text: &str, line: usize, column: usize) -> String {
+    let Some(src) = text.lines().nth(line.saturating_sub(1)) else {
+        return String::new();
+    };
+    let num = line.to_string();
+    let pad = " ".repeat(num.len());
+    format!(
+        "{pad} |\n{num} | {src}\n{pad} | {caret:>width$}",
+        caret = "^",
+        width = column.max(1)
+    )
+}
+
+/// The JSON Schema of `fanout.yml`, pretty-printed.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(ConfigFile);
+    serde_json::to_string_pretty(&schema).expect("schema serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        parse(text, Path::new("fanout.yml")).expect_err("should fail")
+    }
+
+    #[test]
+    fn seed_block_is_honoured() {
+        let cfg = parse(
+            "parallel_runs:\n  workers: 5\n  agent: review\n  max_steps: 7\n  budget_per_worker: 0.5\n  timeout_per_worker: 120\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.workers, WorkerCount(5));
+        assert_eq!(cfg.parallel_runs.agent, "review");
+        assert_eq!(cfg.parallel_runs.max_steps, 7);
+        assert_eq!(cfg.parallel_runs.budget_per_worker, Some(Usd(0.5)));
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(120.0)));
+    }
+
+    #[test]
+    fn seed_defaults_and_nulls() {
+        let cfg = parse(
+            "parallel_runs:\n  budget_per_worker: null\n  timeout_per_worker: null\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.workers, WorkerCount(3));
+        assert_eq!(cfg.parallel_runs.agent, "build");
+        assert_eq!(cfg.parallel_runs.max_steps, 50);
+        assert_eq!(cfg.parallel_runs.budget_per_worker, None);
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, None);
+    }
+
+    #[test]
+    fn workers_out_of_range_names_line_column_and_key() {
+        let e = err("parallel_runs:\n  workers: 11\n");
+        assert_eq!(
+            e.to_string(),
+            "fanout.yml:2:12: key `parallel_runs.workers`: expected an integer from 1 to 10, found 11"
+        );
+        let e = err("parallel_runs:\n  workers: 0\n");
+        assert!(e.to_string().starts_with("fanout.yml:2:12:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_alternatives() {
+        let e = err("tasks: [a]\nparallel_runs:\n  wrkers: 3\n");
+        let s = e.to_string();
+        assert!(
+            s.starts_with("fanout.yml:3:3: key `parallel_runs.wrkers`: unknown field `wrkers`"),
+            "{s}"
+        );
+        assert!(s.contains("workers"), "{s}");
+        // the seed's misspelt key `parallel:` is an unknown key, not silently ignored
+        let s = err("parallel:\n  workers: 2\n").to_string();
+        assert!(s.starts_with("fanout.yml:1:1:"), "{s}");
+        assert!(s.contains("unknown field `parallel`"), "{s}");
+    }
+
+    #[test]
+    fn wrong_type_says_what_was_expected() {
+        let s = err("parallel_runs:\n  workers: many\n").to_string();
+        assert!(
+            s.starts_with("fanout.yml:2:12: key `parallel_runs.workers`:"),
+            "{s}"
+        );
+        assert!(s.contains("an integer from 1 to 10"), "{s}");
+        let s = err("parallel_runs:\n  max_steps: -3\n").to_string();
+        assert!(
+            s.starts_with("fanout.yml:2:14: key `parallel_runs.max_steps`:"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn bad_yaml_has_a_location() {
+        let e = err("parallel_runs: [\n");
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("not located")
+        };
+        assert_eq!((line, column), (1, 16));
+        let s = err("tasks:\n  - a\n - b\n").to_string();
+        assert!(s.starts_with("fanout.yml:"), "{s}");
+    }
+
+    #[test]
+    fn tasks_in_both_forms() {
+        let cfg = parse(
+            "tasks:\n  - fix the bug\n  - id: docs\n    prompt: write docs\n    model: m1\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.tasks[0], TaskEntry::Prompt("fix the bug".into()));
+        assert_eq!(
+            cfg.tasks[1],
+            TaskEntry::Detailed(TaskDef {
+                id: Some("docs".into()),
+                prompt: "write docs".into(),
+                model: Some("m1".into())
+            })
+        );
+    }
+
+    #[test]
+    fn durations_accept_units() {
+        assert_eq!(Seconds::parse("90s").unwrap(), Seconds(90.0));
+        assert_eq!(Seconds::parse("10m").unwrap(), Seconds(600.0));
+        assert_eq!(Seconds::parse("1.5h").unwrap(), Seconds(5400.0));
+        assert!(Seconds::parse("soon").is_err());
+        assert!(Seconds::parse("0").is_err());
+        let cfg = parse(
+            "parallel_runs:\n  timeout_per_worker: 10m\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(600.0)));
+    }
+
+    #[test]
+    fn schema_describes_the_seed_block() {
+        let schema: serde_json::Value = serde_json::from_str(&json_schema()).unwrap();
+        let props = &schema["properties"];
+        assert!(props["parallel_runs"].is_object());
+        let text = json_schema();
+        assert!(text.contains("\"maximum\": 10"), "{text}");
+        assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+    }
+}

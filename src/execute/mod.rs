@@ -1,0 +1,514 @@
+//! Running a plan locally: one worktree per worker, agents as supervised process
+//! groups, at most `concurrency` at once, every worker harvested into a
+//! [`WorkerResult`] whatever happens (failure to start, timeout, interruption).
+//!
+//! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
+//! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
+//! ([`signals`]) owns.
+
+pub mod process;
+pub mod signals;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use git2::Oid;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::agent::{AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env};
+use crate::harvest::{CommitSpec, commit_message, harvest};
+use crate::journal::JournalHandle;
+use crate::plan::{Plan, PlannedWorker};
+use crate::result::{Status, WorkerResult};
+use crate::worktree;
+use process::{Ending, ProcessSpec, Supervised, supervise};
+
+/// How hard fanout is being asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StopLevel {
+    /// Keep going.
+    Run,
+    /// Stop agents gracefully (SIGTERM, grace, SIGKILL); start no new ones.
+    Graceful,
+    /// Kill agents now.
+    Kill,
+}
+
+/// What the executor reports as it goes.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A worker's agent is starting.
+    WorkerStarted {
+        /// Worker id.
+        id: u32,
+        /// Its worktree.
+        worktree: PathBuf,
+        /// Its log file.
+        log: PathBuf,
+    },
+    /// The latest line a worker's agent printed.
+    WorkerOutput {
+        /// Worker id.
+        id: u32,
+        /// The line.
+        line: String,
+    },
+    /// A worker hit its timeout and is being stopped.
+    WorkerTimedOut {
+        /// Worker id.
+        id: u32,
+    },
+    /// A worker is done (any status).
+    WorkerFinished(Box<WorkerResult>),
+    /// fanout was asked to stop.
+    Stopping(StopLevel),
+}
+
+/// Everything the executor needs besides the plan.
+#[derive(Debug)]
+pub struct Executor {
+    /// The plan.
+    pub plan: Arc<Plan>,
+    /// The user's checkout (worktrees are added to its repository).
+    pub repo_dir: PathBuf,
+    /// This run's directory (logs, result files).
+    pub run_dir: PathBuf,
+    /// Where this run's worktrees go (`<root>/<run_id>/wN`).
+    pub worktree_root: PathBuf,
+    /// The journal of what was created.
+    pub journal: Arc<JournalHandle>,
+    /// Commit identity.
+    pub identity: (String, String),
+    /// fanout's environment, before scrubbing.
+    pub base_env: Vec<(OsString, OsString)>,
+}
+
+impl Executor {
+    /// Log file of worker `id`.
+    pub fn log_path(run_dir: &Path, id: u32) -> PathBuf {
+        run_dir.join("logs").join(format!("w{id}.log"))
+    }
+
+    /// `$FANOUT_RESULT` of worker `id`.
+    pub fn result_file_path(run_dir: &Path, id: u32) -> PathBuf {
+        run_dir.join("agent-results").join(format!("w{id}.json"))
+    }
+
+    /// Run every worker; returns one result per planned worker, in id order.
+    pub async fn run(
+        self: Arc<Self>,
+        events: mpsc::UnboundedSender<Event>,
+        stop: watch::Receiver<StopLevel>,
+    ) -> Vec<WorkerResult> {
+        for dir in ["logs", "agent-results"] {
+            let _ = std::fs::create_dir_all(self.run_dir.join(dir));
+        }
+        // libgit2 makes `<git dir>/worktrees` on first use and fails when two workers
+        // race to make it: make it once, up front.
+        if let Ok(repo) = git2::Repository::open(&self.repo_dir) {
+            let _ = std::fs::create_dir_all(repo.commondir().join("worktrees"));
+        }
+        let permits = Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize));
+        let mut set = JoinSet::new();
+        for w in self.plan.workers.iter().cloned() {
+            let ex = Arc::clone(&self);
+            let permits = Arc::clone(&permits);
+            let events = events.clone();
+            let stop = stop.clone();
+            set.spawn(async move {
+                let id = w.id;
+                let result = ex.run_one(w, permits, events.clone(), stop).await;
+                let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
+                (id, result)
+            });
+        }
+        let mut results: Vec<WorkerResult> = Vec::with_capacity(self.plan.workers.len());
+        while let Some(joined) = set.join_next().await {
+            if let Ok((_, r)) = joined {
+                results.push(r);
+            }
+        }
+        // A worker task that panicked still gets a row.
+        for w in &self.plan.workers {
+            if !results.iter().any(|r| r.worker_id == w.id) {
+                let r = self.skeleton(
+                    &w.clone(),
+                    Status::Failed,
+                    "internal error: worker task panicked",
+                );
+                let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
+                results.push(r);
+            }
+        }
+        results.sort_by_key(|r| r.worker_id);
+        results
+    }
+
+    /// A result for a worker that did not get to run its agent.
+    fn skeleton(&self, w: &PlannedWorker, status: Status, reason: &str) -> WorkerResult {
+        WorkerResult {
+            worker_id: w.id,
+            branch: w.branch.clone(),
+            model: w.model.clone(),
+            status,
+            steps: None,
+            cost: None,
+            duration: 0.0,
+            files_modified: Vec::new(),
+            worktree_path: None,
+            task: w.task.prompt.clone(),
+            task_id: w.task.id.clone(),
+            agent: w.agent.clone(),
+            reason: Some(reason.to_owned()),
+            commit: None,
+            committed_by_fanout: false,
+            exit_code: None,
+            signal: None,
+            log_path: None,
+        }
+    }
+
+    async fn run_one(
+        &self,
+        w: PlannedWorker,
+        permits: Arc<Semaphore>,
+        events: mpsc::UnboundedSender<Event>,
+        mut stop: watch::Receiver<StopLevel>,
+    ) -> WorkerResult {
+        // Wait for a slot, or for a stop.
+        let permit = tokio::select! {
+            p = permits.acquire_owned() => p.ok(),
+            _ = stop.wait_for(|l| *l != StopLevel::Run) => None,
+        };
+        let Some(_permit) = permit else {
+            return self.skeleton(&w, Status::Failed, "interrupted");
+        };
+        if *stop.borrow() != StopLevel::Run {
+            return self.skeleton(&w, Status::Failed, "interrupted");
+        }
+
+        // Make the worktree.
+        let base: Oid = match self.plan.base.commit.parse() {
+            Ok(o) => o,
+            Err(_) => return self.skeleton(&w, Status::Failed, "plan has an invalid base commit"),
+        };
+        let name = worktree::worktree_name(&self.plan.run_id, w.id);
+        let path = worktree::worktree_path(&self.worktree_root, &self.plan.run_id, w.id);
+        let made = {
+            let (repo_dir, name, path, branch) = (
+                self.repo_dir.clone(),
+                name.clone(),
+                path.clone(),
+                w.branch.clone(),
+            );
+            tokio::task::spawn_blocking(move || {
+                worktree::create(&repo_dir, &name, &path, &branch, base)
+            })
+            .await
+        };
+        match made {
+            Ok(Ok(())) => {
+                let _ = self.journal.update(w.id, |e| {
+                    e.branch_created = true;
+                    e.worktree_created = true;
+                });
+            }
+            Ok(Err(e)) => {
+                return self.skeleton(
+                    &w,
+                    Status::Failed,
+                    &format!("could not create worktree: {e}"),
+                );
+            }
+            Err(_) => {
+                return self.skeleton(&w, Status::Failed, "could not create worktree: task failed");
+            }
+        }
+        let mut result = self.skeleton(&w, Status::Failed, "interrupted");
+        result.worktree_path = Some(path.clone());
+        if *stop.borrow() != StopLevel::Run {
+            result.commit = Some(base.to_string());
+            return result;
+        }
+
+        // Run the agent.
+        let log = Self::log_path(&self.run_dir, w.id);
+        let result_file = Self::result_file_path(&self.run_dir, w.id);
+        let _ = std::fs::remove_file(&result_file);
+        result.log_path = Some(log.clone());
+        let limits = &self.plan.limits;
+        let timeout = limits.timeout_per_worker.map(Duration::from_secs_f64);
+        let ctx = WorkerContext {
+            run_id: &self.plan.run_id,
+            worker_id: w.id,
+            task: &w.task.prompt,
+            model: w.model.as_deref(),
+            branch: &w.branch,
+            worktree: &path,
+            max_steps: limits.max_steps,
+            budget: limits.budget_per_worker,
+            timeout,
+            result_file: &result_file,
+        };
+        let adapter = self.plan.agent.adapter();
+        let cmd = match adapter.command(&ctx) {
+            Ok(c) => c,
+            Err(e) => {
+                result.reason = Some(format!("could not build the agent's command: {e}"));
+                return self.finish_harvest(result, &w, base, None).await;
+            }
+        };
+        let _ = events.send(Event::WorkerStarted {
+            id: w.id,
+            worktree: path.clone(),
+            log: log.clone(),
+        });
+        let env = agent_env(self.base_env.iter().cloned(), &cmd.env);
+        let line_events = events.clone();
+        let id = w.id;
+        let spec = ProcessSpec {
+            program: &cmd.program,
+            args: &cmd.args,
+            cwd: &path,
+            env,
+            log: &log,
+            timeout,
+            grace: Duration::from_secs_f64(limits.kill_grace),
+        };
+        let supervised = supervise(spec, stop.clone(), move |line| {
+            let _ = line_events.send(Event::WorkerOutput {
+                id,
+                line: line.to_owned(),
+            });
+        })
+        .await;
+        let sup = match supervised {
+            Ok(s) => s,
+            Err(e) => {
+                result.reason = Some(format!("could not start `{}`: {e}", cmd.program));
+                return self.finish_harvest(result, &w, base, None).await;
+            }
+        };
+        if sup.ending == Ending::TimedOut {
+            let _ = events.send(Event::WorkerTimedOut { id: w.id });
+        }
+        let file = std::fs::read(&result_file).ok();
+        let outcome = adapter.outcome(&Observed {
+            exit_code: sup.exit_code,
+            signal: sup.signal,
+            stdout_tail: &sup.stdout_tail,
+            result_file: file.as_deref(),
+        });
+        result.exit_code = sup.exit_code;
+        result.signal = sup.signal;
+        result.duration = sup.duration.as_secs_f64();
+        result.steps = outcome.steps;
+        result.cost = outcome.cost;
+        self.finish_harvest(result, &w, base, Some((sup, outcome)))
+            .await
+    }
+
+    /// Commit leftovers, diff, and decide the final status.
+    async fn finish_harvest(
+        &self,
+        mut result: WorkerResult,
+        w: &PlannedWorker,
+        base: Oid,
+        ran: Option<(Supervised, AgentOutcome)>,
+    ) -> WorkerResult {
+        let Some(path) = result.worktree_path.clone() else {
+            return result;
+        };
+        let message = commit_message(
+            &w.task.prompt,
+            &w.agent,
+            w.model.as_deref(),
+            w.id,
+            &self.plan.run_id,
+        );
+        let exclude = self.plan.exclude.clone();
+        let identity = self.identity.clone();
+        let branch = w.branch.clone();
+        let harvested = tokio::task::spawn_blocking(move || {
+            let spec = CommitSpec {
+                identity: (&identity.0, &identity.1),
+                message,
+                exclude: &exclude,
+            };
+            harvest(&path, &branch, base, &spec)
+        })
+        .await;
+        let harvested = match harvested {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                result.status = Status::Failed;
+                result.reason = Some(format!("harvest failed: {}", e.message()));
+                return result;
+            }
+            Err(_) => {
+                result.status = Status::Failed;
+                result.reason = Some("harvest failed: task panicked".into());
+                return result;
+            }
+        };
+        result.commit = Some(harvested.commit.to_string());
+        result.committed_by_fanout = harvested.committed;
+        result.files_modified = harvested.files_modified;
+        let Some((sup, outcome)) = ran else {
+            // The agent never ran: the reason is already set.
+            result.status = Status::Failed;
+            return result;
+        };
+        let (status, reason) = decide(
+            &sup,
+            &outcome,
+            result.files_modified.is_empty(),
+            self.plan.limits.budget_per_worker,
+            self.plan.limits.timeout_per_worker,
+        );
+        result.status = status;
+        let mut notes: Vec<String> = reason.into_iter().collect();
+        if let Some(n) = harvested.note {
+            notes.push(n);
+        }
+        if sup.stragglers {
+            notes.push("agent left processes running; fanout stopped them".into());
+        }
+        if sup.pipes_leaked {
+            notes.push("a process outside the agent's group kept its output open".into());
+        }
+        result.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        result
+    }
+}
+
+/// The final status from what was observed and what the agent reported.
+pub fn decide(
+    sup: &Supervised,
+    outcome: &AgentOutcome,
+    no_changes: bool,
+    budget: Option<f64>,
+    timeout: Option<f64>,
+) -> (Status, Option<String>) {
+    match sup.ending {
+        Ending::Interrupted => return (Status::Failed, Some("interrupted".into())),
+        Ending::TimedOut => {
+            let how = if sup.killed {
+                "; killed after the grace period"
+            } else {
+                ""
+            };
+            return (
+                Status::Timeout,
+                Some(format!(
+                    "timed out after {}s{how}",
+                    format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+                )),
+            );
+        }
+        Ending::Exited => {}
+    }
+    let over_budget = match (budget, outcome.cost) {
+        (Some(b), Some(c)) if c > b => Some(format!("budget exceeded: ${c:.4} of ${b:.4}")),
+        _ => None,
+    };
+    match outcome.status {
+        AgentStatus::Success if no_changes => (
+            Status::Failed,
+            Some("agent finished but changed no files".into()),
+        ),
+        AgentStatus::Success => match over_budget {
+            Some(r) => (Status::Partial, Some(r)),
+            None => (Status::Success, outcome.reason.clone()),
+        },
+        AgentStatus::Partial => (Status::Partial, outcome.reason.clone().or(over_budget)),
+        AgentStatus::Failed => (Status::Failed, outcome.reason.clone()),
+        AgentStatus::Timeout => (Status::Timeout, outcome.reason.clone()),
+    }
+}
+
+fn format_secs(s: f64) -> String {
+    if (s - s.round()).abs() < 1e-9 {
+        format!("{}", s.round() as u64)
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sup(ending: Ending) -> Supervised {
+        Supervised {
+            exit_code: Some(0),
+            signal: None,
+            ending,
+            duration: Duration::from_secs(1),
+            stdout_tail: vec![],
+            stragglers: false,
+            killed: false,
+            pipes_leaked: false,
+        }
+    }
+    fn out(status: AgentStatus, cost: Option<f64>) -> AgentOutcome {
+        AgentOutcome {
+            status,
+            steps: None,
+            cost,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn status_rules() {
+        let s = sup(Ending::Exited);
+        assert_eq!(
+            decide(&s, &out(AgentStatus::Success, None), false, None, None).0,
+            Status::Success
+        );
+        assert_eq!(
+            decide(&s, &out(AgentStatus::Success, None), true, None, None),
+            (
+                Status::Failed,
+                Some("agent finished but changed no files".into())
+            )
+        );
+        assert_eq!(
+            decide(
+                &s,
+                &out(AgentStatus::Success, Some(2.0)),
+                false,
+                Some(1.0),
+                None
+            ),
+            (
+                Status::Partial,
+                Some("budget exceeded: $2.0000 of $1.0000".into())
+            )
+        );
+        assert_eq!(
+            decide(
+                &sup(Ending::TimedOut),
+                &out(AgentStatus::Success, None),
+                false,
+                None,
+                Some(5.0)
+            ),
+            (Status::Timeout, Some("timed out after 5s".into()))
+        );
+        assert_eq!(
+            decide(
+                &sup(Ending::Interrupted),
+                &out(AgentStatus::Success, None),
+                false,
+                None,
+                None
+            ),
+            (Status::Failed, Some("interrupted".into()))
+        );
+    }
+}

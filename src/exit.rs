@@ -1,0 +1,56 @@
+//! fanout's exit codes. They are part of the interface: CI scripts branch on them.
+//!
+//! | code | meaning |
+//! |-----:|---------|
+//! | 0    | every worker succeeded (or the command had nothing to report) |
+//! | 1    | some workers succeeded, some did not |
+//! | 2    | usage or configuration error: nothing was run |
+//! | 3    | no worker succeeded |
+//! | 4    | fanout itself failed (git, I/O): see the message |
+//! | 130  | interrupted by SIGINT or SIGTERM; results were still written |
+
+use crate::result::Totals;
+
+/// All workers succeeded.
+pub const SUCCESS: i32 = 0;
+/// Some, not all, workers succeeded.
+pub const SOME_FAILED: i32 = 1;
+/// Bad flags or config; nothing ran.
+pub const USAGE: i32 = 2;
+/// No worker succeeded.
+pub const NONE_SUCCEEDED: i32 = 3;
+/// fanout's own failure.
+pub const FATAL: i32 = 4;
+/// Stopped by a signal.
+pub const INTERRUPTED: i32 = 130;
+
+/// The exit code for a finished run.
+pub fn for_run(totals: &Totals, interrupted: bool) -> i32 {
+    if interrupted {
+        INTERRUPTED
+    } else if totals.workers > 0 && totals.success == totals.workers {
+        SUCCESS
+    } else if totals.success > 0 {
+        SOME_FAILED
+    } else {
+        NONE_SUCCEEDED
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_by_outcome() {
+        let t = |w, s| Totals {
+            workers: w,
+            success: s,
+            ..Totals::default()
+        };
+        assert_eq!(for_run(&t(3, 3), false), SUCCESS);
+        assert_eq!(for_run(&t(3, 1), false), SOME_FAILED);
+        assert_eq!(for_run(&t(3, 0), false), NONE_SUCCEEDED);
+        assert_eq!(for_run(&t(3, 3), true), INTERRUPTED);
+    }
+}

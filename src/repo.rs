@@ -1,0 +1,221 @@
+//! The user's repository: finding it, resolving the base commit, noticing a dirty
+//! checkout, and where fanout keeps its per-run state (inside the git directory, so
+//! the user's checkout never gains a file).
+
+use std::path::{Path, PathBuf};
+
+use git2::{Repository, StatusOptions};
+
+use crate::plan::Base;
+
+/// Errors about the user's repository.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    /// Not inside a git repository.
+    #[error("{path}: not inside a git repository ({source})")]
+    NotARepo {
+        /// Where we looked.
+        path: PathBuf,
+        /// libgit2's message.
+        source: git2::Error,
+    },
+    /// A bare repository has no checkout to start from.
+    #[error("{0}: is a bare repository; run fanout inside a checkout")]
+    Bare(PathBuf),
+    /// The base does not resolve to a commit.
+    #[error("--base {base:?}: not a commit in this repository ({source})")]
+    Base {
+        /// What was asked.
+        base: String,
+        /// libgit2's message.
+        source: git2::Error,
+    },
+    /// Any other git failure.
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+/// The user's repository, as fanout sees it.
+#[derive(Debug, Clone)]
+pub struct UserRepo {
+    /// The checkout fanout was started in (a main checkout or a linked worktree).
+    pub workdir: PathBuf,
+    /// The shared git directory (`.git` of the main checkout).
+    pub common_dir: PathBuf,
+}
+
+impl UserRepo {
+    /// Find the repository containing `dir`.
+    pub fn discover(dir: &Path) -> Result<UserRepo, RepoError> {
+        let repo = Repository::discover(dir).map_err(|source| RepoError::NotARepo {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let Some(workdir) = repo.workdir() else {
+            return Err(RepoError::Bare(repo.path().to_owned()));
+        };
+        Ok(UserRepo {
+            workdir: canonical(workdir),
+            common_dir: canonical(repo.commondir()),
+        })
+    }
+
+    /// Open a fresh handle (git2 handles are not shared across threads).
+    pub fn open(&self) -> Result<Repository, git2::Error> {
+        Repository::open(&self.workdir)
+    }
+
+    /// Resolve `requested` (`HEAD`, a branch, a tag, a sha) to the base commit.
+    pub fn resolve_base(&self, requested: &str) -> Result<Base, RepoError> {
+        let repo = self.open()?;
+        let commit = repo
+            .revparse_single(requested)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|source| RepoError::Base {
+                base: requested.to_owned(),
+                source,
+            })?;
+        let branch = if requested == "HEAD" {
+            repo.head()
+                .ok()
+                .filter(|h| h.is_branch())
+                .and_then(|h| h.shorthand().ok().map(str::to_owned))
+        } else if repo.find_branch(requested, git2::BranchType::Local).is_ok() {
+            Some(requested.to_owned())
+        } else if let Ok(b) = repo.find_branch(requested, git2::BranchType::Remote) {
+            // `origin/main` → `main`
+            b.name()
+                .ok()
+                .flatten()
+                .and_then(|n| n.split_once('/').map(|(_, rest)| rest.to_owned()))
+        } else {
+            None
+        };
+        Ok(Base {
+            requested: requested.to_owned(),
+            branch,
+            commit: commit.id().to_string(),
+        })
+    }
+
+    /// Number of uncommitted changes (modified, staged or untracked, not ignored).
+    pub fn uncommitted_changes(&self) -> Result<usize, git2::Error> {
+        let repo = self.open()?;
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true)
+            .include_ignored(false)
+            .exclude_submodules(true);
+        Ok(repo.statuses(Some(&mut opts))?.len())
+    }
+
+    /// `<git dir>/fanout/runs`: where run journals, logs and reports live.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.common_dir.join("fanout").join("runs")
+    }
+
+    /// The directory of one run.
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.runs_dir().join(run_id)
+    }
+
+    /// Where worktrees go unless configured: a per-user data directory outside the
+    /// checkout, one folder per repository (`<name>-<hash of its git dir>`).
+    pub fn default_worktree_root(&self) -> PathBuf {
+        let base = std::env::var_os("FANOUT_WORKTREE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_DATA_HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|d| PathBuf::from(d).join("fanout").join("worktrees"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".local/share/fanout/worktrees"))
+            })
+            .unwrap_or_else(|| std::env::temp_dir().join("fanout-worktrees"));
+        let name = self
+            .workdir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "repo".into());
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        base.join(format!(
+            "{name}-{:08x}",
+            fnv1a(self.common_dir.as_os_str().as_encoded_bytes())
+        ))
+    }
+
+    /// The worktree root for a run: `configured` (relative to the checkout) or the default.
+    pub fn worktree_root(&self, configured: Option<&Path>) -> PathBuf {
+        match configured {
+            Some(p) if p.is_absolute() => normalize(p),
+            Some(p) => normalize(&self.workdir.join(p)),
+            None => normalize(&self.default_worktree_root()),
+        }
+    }
+}
+
+/// Resolve `.` and `..` lexically (the path need not exist yet).
+pub fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+}
+
+/// 32-bit FNV-1a: a stable short hash for directory names.
+pub fn fnv1a(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bytes {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
+        assert_eq!(
+            normalize(Path::new("/a/repo/../worktrees")),
+            PathBuf::from("/a/worktrees")
+        );
+    }
+
+    #[test]
+    fn fnv_is_stable() {
+        assert_eq!(fnv1a(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
+    }
+}

@@ -1,0 +1,295 @@
+//! Reporting a finished run: `results.json` in the run directory, the Markdown
+//! summary (rendered from `templates/summary.md.j2` with minijinja in strict mode,
+//! appended to `$GITHUB_STEP_SUMMARY` in Actions), and the terminal table.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use minijinja::value::Serde;
+use minijinja::{Environment, UndefinedBehavior, Value};
+use serde::Serialize;
+
+use crate::journal::write_atomic;
+use crate::result::{RunReport, Status, WorkerResult};
+
+/// The summary template, embedded at build time.
+pub const SUMMARY_TEMPLATE: &str = include_str!("../templates/summary.md.j2");
+
+/// GitHub drops a step summary over 1 MiB; stay well under it.
+pub const STEP_SUMMARY_LIMIT: usize = 900 * 1024;
+
+/// Where a run's report files are.
+#[derive(Debug, Clone)]
+pub struct ReportPaths {
+    /// `results.json`.
+    pub results: PathBuf,
+    /// `summary.md`.
+    pub summary: PathBuf,
+}
+
+/// Write `results.json` and `summary.md` into `run_dir`; append the summary to
+/// `$GITHUB_STEP_SUMMARY` when `step_summary` is given.
+pub fn write(
+    report: &RunReport,
+    run_dir: &Path,
+    step_summary: Option<&Path>,
+) -> std::io::Result<ReportPaths> {
+    let results = run_dir.join("results.json");
+    let summary = run_dir.join("summary.md");
+    let mut json = serde_json::to_vec_pretty(report).expect("report serializes");
+    json.push(b'\n');
+    write_atomic(&results, &json)?;
+    let md = render_summary(report, None);
+    write_atomic(&summary, md.as_bytes())?;
+    if let Some(path) = step_summary {
+        let md = if md.len() > STEP_SUMMARY_LIMIT {
+            render_summary(report, Some(STEP_SUMMARY_LIMIT))
+        } else {
+            md
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(md.as_bytes())?;
+        f.write_all(b"\n")?;
+    }
+    Ok(ReportPaths { results, summary })
+}
+
+#[derive(Serialize)]
+struct Row {
+    id: u32,
+    icon: &'static str,
+    status: &'static str,
+    branch: String,
+    model: String,
+    steps: String,
+    cost: String,
+    duration: String,
+    files: usize,
+}
+
+#[derive(Serialize)]
+struct Failure {
+    id: u32,
+    branch: String,
+    status: &'static str,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct Count {
+    status: &'static str,
+    count: usize,
+}
+
+/// Render the Markdown summary; with `limit`, drop table rows until it fits.
+pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.add_template("summary.md", SUMMARY_TEMPLATE)
+        .expect("summary template parses");
+    let tmpl = env.get_template("summary.md").expect("template exists");
+    let mut keep = report.results.len();
+    loop {
+        let rows: Vec<Row> = report.results[..keep]
+            .iter()
+            .map(|r| Row {
+                id: r.worker_id,
+                icon: icon(r.status),
+                status: r.status.as_str(),
+                branch: md_escape(&r.branch),
+                model: md_escape(r.model.as_deref().unwrap_or("default")),
+                steps: r.steps.map_or("–".into(), |s| s.to_string()),
+                cost: format_cost(r.cost),
+                duration: format_duration(r.duration),
+                files: r.files_modified.len(),
+            })
+            .collect();
+        let failures: Vec<Failure> = report.results[..keep]
+            .iter()
+            .filter(|r| r.status != Status::Success)
+            .map(|r| Failure {
+                id: r.worker_id,
+                branch: md_escape(&r.branch),
+                status: r.status.as_str(),
+                reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
+            })
+            .collect();
+        let counts: Vec<Count> = Status::ALL
+            .iter()
+            .map(|s| Count {
+                status: s.as_str(),
+                count: report.totals.count(*s),
+            })
+            .collect();
+        let ctx = minijinja::context! {
+            run_id => &report.run_id,
+            interrupted => report.interrupted,
+            totals => Value::from(Serde(&report.totals)),
+            counts => Value::from(Serde(&counts)),
+            base_short => short(&report.plan.base.commit),
+            base_branch => &report.plan.base.branch,
+            agent => &report.plan.agent.name,
+            duration => format_duration(report.duration),
+            cost_total => total_cost(report),
+            rows => Value::from(Serde(&rows)),
+            failures => Value::from(Serde(&failures)),
+            truncated => report.results.len() - keep,
+        };
+        let out = tmpl.render(ctx).expect("summary renders");
+        match limit {
+            Some(l) if out.len() > l && keep > 0 => keep = keep * 9 / 10,
+            _ => return out,
+        }
+    }
+}
+
+fn total_cost(report: &RunReport) -> String {
+    let t = &report.totals;
+    match (t.cost_unknown, t.workers) {
+        (u, w) if u == w => "unknown".into(),
+        (0, _) => format!("${:.4}", t.cost),
+        (u, _) => format!("${:.4} (+{u} unknown)", t.cost),
+    }
+}
+
+fn icon(s: Status) -> &'static str {
+    match s {
+        Status::Success => "✅",
+        Status::Partial => "🟡",
+        Status::Failed => "❌",
+        Status::Timeout => "⏱️",
+    }
+}
+
+/// Escape text for a Markdown table cell or list item.
+pub fn md_escape(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    let mut out = String::with_capacity(one_line.len());
+    for c in one_line.chars() {
+        if matches!(c, '|' | '<' | '>' | '`' | '*' | '_' | '[' | ']') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// First 7 characters of a commit id.
+pub fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(7)]
+}
+
+/// `$0.0123`, or `–` when unknown.
+pub fn format_cost(c: Option<f64>) -> String {
+    c.map_or("–".into(), |c| format!("${c:.4}"))
+}
+
+/// `3.2s`, `4m05s`, `1h02m`.
+pub fn format_duration(secs: f64) -> String {
+    let s = secs.max(0.0);
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if s < 3600.0 {
+        format!("{}m{:02}s", (s / 60.0) as u64, (s % 60.0) as u64)
+    } else {
+        format!(
+            "{}h{:02}m",
+            (s / 3600.0) as u64,
+            ((s % 3600.0) / 60.0) as u64
+        )
+    }
+}
+
+/// The terminal table: one row per worker, then reasons.
+pub fn table(results: &[WorkerResult]) -> String {
+    let header = [
+        "#", "STATUS", "MODEL", "STEPS", "COST", "TIME", "FILES", "BRANCH",
+    ];
+    let rows: Vec<[String; 8]> = results
+        .iter()
+        .map(|r| {
+            [
+                r.worker_id.to_string(),
+                r.status.to_string(),
+                r.model.clone().unwrap_or_else(|| "default".into()),
+                r.steps.map_or("–".into(), |s| s.to_string()),
+                format_cost(r.cost),
+                format_duration(r.duration),
+                r.files_modified.len().to_string(),
+                r.branch.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let right = [true, false, false, true, true, true, true, false];
+    let fmt_row = |cells: &[String]| -> String {
+        let mut line = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if i == cells.len() - 1 {
+                line.push_str(cell);
+            } else if right[i] {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        line.trim_end().to_owned() + "\n"
+    };
+    let mut out = fmt_row(&header.map(str::to_owned));
+    for row in &rows {
+        out.push_str(&fmt_row(row));
+    }
+    let reasons: Vec<String> = results
+        .iter()
+        .filter(|r| r.status != Status::Success)
+        .map(|r| {
+            format!(
+                "  #{} {}: {}\n",
+                r.worker_id,
+                r.status,
+                r.reason.as_deref().unwrap_or("no reason given")
+            )
+        })
+        .collect();
+    if !reasons.is_empty() {
+        out.push('\n');
+        out.extend(reasons);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_costs() {
+        assert_eq!(format_duration(3.24), "3.2s");
+        assert_eq!(format_duration(245.0), "4m05s");
+        assert_eq!(format_duration(3720.0), "1h02m");
+        assert_eq!(format_cost(None), "–");
+        assert_eq!(format_cost(Some(0.007)), "$0.0070");
+    }
+
+    #[test]
+    fn markdown_cells_cannot_break_the_table() {
+        assert_eq!(md_escape("a|b\nc <script>"), "a\\|b c \\<script\\>");
+    }
+}

@@ -1,0 +1,200 @@
+//! What a run produces: one [`WorkerResult`] per planned worker, and the
+//! [`RunReport`] around them (`results.json`).
+//!
+//! # Status, precisely
+//!
+//! * `success` — the agent exited cleanly and reported success (or reported nothing and
+//!   exited 0), stayed within its budget, and the branch differs from the base
+//!   (non-empty `files_modified`).
+//! * `partial` — the agent stopped early by its own account (max steps, budget
+//!   exceeded) or spent more than `budget_per_worker`; its changes are committed.
+//! * `failed` — anything else: non-zero exit, a failure report, no changes at all, a
+//!   worktree that could not be made, or the run was interrupted (reason
+//!   `interrupted`).
+//! * `timeout` — fanout stopped the agent at `timeout_per_worker` (SIGTERM, grace,
+//!   SIGKILL), or the agent reported its own timeout. Whatever it reported and
+//!   changed so far is kept.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+
+/// Version of `results.json`'s shape.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// A worker's final status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// See the module docs.
+    Success,
+    /// See the module docs.
+    Partial,
+    /// See the module docs.
+    Failed,
+    /// See the module docs.
+    Timeout,
+}
+
+impl Status {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Partial => "partial",
+            Status::Failed => "failed",
+            Status::Timeout => "timeout",
+        }
+    }
+    /// All statuses, in report order.
+    pub const ALL: [Status; 4] = [
+        Status::Success,
+        Status::Partial,
+        Status::Failed,
+        Status::Timeout,
+    ];
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One worker's outcome. Every field of the seed's WorkerResult, plus fanout's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerResult {
+    /// 1-based worker id.
+    pub worker_id: u32,
+    /// The worker's branch.
+    pub branch: String,
+    /// The model, `None` for the agent's default.
+    pub model: Option<String>,
+    /// Final status.
+    pub status: Status,
+    /// Agent steps, when known.
+    pub steps: Option<u32>,
+    /// Cost in USD, when known (never a made-up zero).
+    pub cost: Option<f64>,
+    /// Wall-clock seconds of the agent's run (0 when it never started).
+    pub duration: f64,
+    /// Paths that differ between the base commit and the branch, sorted.
+    pub files_modified: Vec<String>,
+    /// The worker's worktree, absent when none was made.
+    pub worktree_path: Option<PathBuf>,
+    /// The task's prompt.
+    pub task: String,
+    /// The task's id, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The agent definition's name.
+    pub agent: String,
+    /// Why the status is not `success`, or a note.
+    pub reason: Option<String>,
+    /// The branch's commit after harvest.
+    pub commit: Option<String>,
+    /// Whether fanout made a commit of the agent's leftover changes.
+    #[serde(default)]
+    pub committed_by_fanout: bool,
+    /// The agent's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The agent's combined stdout/stderr log.
+    pub log_path: Option<PathBuf>,
+}
+
+/// Sums over all workers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Number of workers.
+    pub workers: usize,
+    /// Per status.
+    pub success: usize,
+    /// Per status.
+    pub partial: usize,
+    /// Per status.
+    pub failed: usize,
+    /// Per status.
+    pub timeout: usize,
+    /// Sum of known costs.
+    pub cost: f64,
+    /// Workers whose cost is unknown.
+    pub cost_unknown: usize,
+    /// Sum of known steps.
+    pub steps: u64,
+    /// Distinct files modified across workers.
+    pub files_modified: usize,
+}
+
+impl Totals {
+    /// Compute from results.
+    pub fn of(results: &[WorkerResult]) -> Totals {
+        let mut t = Totals {
+            workers: results.len(),
+            ..Totals::default()
+        };
+        let mut files = std::collections::BTreeSet::new();
+        for r in results {
+            match r.status {
+                Status::Success => t.success += 1,
+                Status::Partial => t.partial += 1,
+                Status::Failed => t.failed += 1,
+                Status::Timeout => t.timeout += 1,
+            }
+            match r.cost {
+                Some(c) => t.cost += c,
+                None => t.cost_unknown += 1,
+            }
+            t.steps += u64::from(r.steps.unwrap_or(0));
+            files.extend(r.files_modified.iter().cloned());
+        }
+        t.files_modified = files.len();
+        t
+    }
+
+    /// Count for one status.
+    pub fn count(&self, s: Status) -> usize {
+        match s {
+            Status::Success => self.success,
+            Status::Partial => self.partial,
+            Status::Failed => self.failed,
+            Status::Timeout => self.timeout,
+        }
+    }
+}
+
+/// The whole run: `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Version of this shape.
+    pub schema_version: u32,
+    /// The run id.
+    pub run_id: String,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// RFC 3339 end time.
+    pub finished_at: String,
+    /// Wall-clock seconds.
+    pub duration: f64,
+    /// Whether a signal stopped the run.
+    pub interrupted: bool,
+    /// The plan that was run.
+    pub plan: Plan,
+    /// One per planned worker, in id order.
+    pub results: Vec<WorkerResult>,
+    /// Sums.
+    pub totals: Totals,
+    /// The process exit code this run maps to.
+    pub exit_code: i32,
+}
+
+/// RFC 3339 timestamp of `t`.
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    time::OffsetDateTime::from(t)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
