@@ -438,15 +438,18 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
 fn strip_location_prefix(s: &str) -> &str {
     let s = s.trim();
     let s = s.strip_prefix("error: ").unwrap_or(s);
-    if let Some(rest) = s.strip_prefix("line ") {
-        if let Some(idx) = rest.find(": ") {
-            let head = &rest[..idx];
-            if head.contains("column") {
-                return rest[idx + 2..].trim();
-            }
-        }
+    let s = match s.strip_prefix("line ") {
+        Some(rest) => match rest.find(": ") {
+            Some(idx) if rest[..idx].contains("column") => rest[idx + 2..].trim(),
+            _ => s,
+        },
+        None => s,
+    };
+    // …and a trailing ` at line L, column C`, which the prefix already says.
+    match s.rfind(" at line ") {
+        Some(idx) if s[idx..].contains(", column ") => s[..idx].trim_end(),
+        _ => s,
     }
-    s
 }
 
 fn snippet(text: &str, line: usize, column: usize) -> String {
@@ -533,8 +536,9 @@ mod tests {
     #[test]
     fn wrong_type_says_what_was_expected() {
         let s = err("parallel_runs:\n  workers: many\n").to_string();
+        assert!(s.starts_with("fanout.yml:2:"), "{s}");
         assert!(
-            s.starts_with("fanout.yml:2:12: key `parallel_runs.workers`:"),
+            s.contains("key `parallel_runs.workers`: invalid type: string \"many\""),
             "{s}"
         );
         assert!(s.contains("an integer from 1 to 10"), "{s}");

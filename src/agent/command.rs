@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn argv_is_expanded_per_argument() {
         let a = adapter(
-            "agents:\n  a:\n    command: [agent, --task, '{task}', --dir={worktree}, 'w{worker_id}']\n    model_args: [--model, '{model}']\n    budget_args: ['--budget={budget}']\n",
+            "agents:\n  a:\n    command: [agent, --task, '{task}', '--dir={worktree}', 'w{worker_id}']\n    model_args: [--model, '{model}']\n    budget_args: ['--budget={budget}']\n",
         );
         let c = a.command(&ctx(None, None)).unwrap();
         assert_eq!(c.program, "agent");

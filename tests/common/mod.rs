@@ -1,0 +1,298 @@
+//! A hermetic test environment (after jj's `test_environment.rs`): a temp dir with a
+//! real git repository, a scratch HOME, git config isolated from the machine's, and
+//! helpers to run the real `fanout` binary in it.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
+
+pub struct TestEnv {
+    pub tmp: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub home: PathBuf,
+    pub worktrees: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+impl TestEnv {
+    /// A repository with a few committed files.
+    pub fn new() -> TestEnv {
+        let tmp = tempfile::Builder::new()
+            .prefix("fanout-test-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let repo = root.join("repo");
+        let home = root.join("home");
+        let worktrees = root.join("worktrees");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let mut env = BTreeMap::new();
+        for (k, v) in [
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_AUTHOR_NAME", "Test User"),
+            ("GIT_AUTHOR_EMAIL", "test@example.invalid"),
+            ("GIT_COMMITTER_NAME", "Test User"),
+            ("GIT_COMMITTER_EMAIL", "test@example.invalid"),
+            ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
+            ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
+            ("LC_ALL", "C"),
+        ] {
+            env.insert(k.to_owned(), v.to_owned());
+        }
+        env.insert("HOME".into(), home.display().to_string());
+        env.insert(
+            "XDG_DATA_HOME".into(),
+            home.join("data").display().to_string(),
+        );
+        let t = TestEnv {
+            tmp,
+            repo,
+            home,
+            worktrees,
+            env,
+        };
+        t.git(&["init", "-q", "-b", "main"]);
+        t.write("README.md", "# test repo\n");
+        t.write("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n");
+        t.write(".gitignore", "target/\n*.tmp\n");
+        t.git(&["add", "-A"]);
+        t.git(&["commit", "-q", "-m", "initial"]);
+        t
+    }
+
+    pub fn root(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn write(&self, rel: &str, body: &str) {
+        let p = self.repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+
+    /// Run git in the repo; panics on failure; returns stdout.
+    pub fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.repo, args)
+    }
+
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> String {
+        let out = self.command("git", dir).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A command with the hermetic environment (and no GitHub variables).
+    pub fn command(&self, program: &str, dir: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.current_dir(dir).env_clear();
+        c.env("PATH", std::env::var("PATH").unwrap_or_default());
+        c.envs(&self.env);
+        c
+    }
+
+    /// Write a config file outside the repository; returns its path.
+    pub fn config(&self, yaml: &str) -> PathBuf {
+        let p = self.root().join("fanout.yml");
+        std::fs::write(&p, yaml).unwrap();
+        p
+    }
+
+    /// `fanout ARGS` in the repo, with `--worktree-dir` under the temp dir.
+    pub fn fanout(&self, args: &[&str]) -> Command {
+        let mut c = self.command(FANOUT, &self.repo);
+        c.args(args);
+        c.stdin(Stdio::null());
+        c
+    }
+
+    pub fn run_ok(&self, args: &[&str]) -> Output {
+        let out = self.fanout(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "fanout {args:?} failed ({:?}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// The command line that runs the bundled fake agent, as YAML flow items.
+    pub fn fake_agent_yaml(extra: &[&str]) -> String {
+        let mut items = vec![format!("'{FANOUT}'"), "fake-agent".into()];
+        items.extend(extra.iter().map(|s| format!("'{s}'")));
+        items.push("'{task}'".into());
+        format!("[{}]", items.join(", "))
+    }
+
+    /// A config with the fake agent and worktrees under the temp dir.
+    pub fn fake_config(&self, agent_args: &[&str], extra_yaml: &str) -> PathBuf {
+        self.config(&format!(
+            "parallel_runs:\n  agent: fake\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\n{extra_yaml}",
+            self.worktrees.display(),
+            Self::fake_agent_yaml(agent_args)
+        ))
+    }
+
+    /// Run ids in the repository, oldest first.
+    pub fn runs(&self) -> Vec<String> {
+        let dir = self.repo.join(".git/fanout/runs");
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub fn run_dir(&self, id: &str) -> PathBuf {
+        self.repo.join(".git/fanout/runs").join(id)
+    }
+
+    pub fn results(&self, id: &str) -> serde_json::Value {
+        let bytes = std::fs::read(self.run_dir(id).join("results.json")).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    pub fn branches(&self) -> Vec<String> {
+        self.git(&["branch", "--format=%(refname:short)"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every file of the checkout (outside .git) with its bytes, plus the index.
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![self.repo.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                let rel = p.strip_prefix(&self.repo).unwrap().display().to_string();
+                if rel == ".git" {
+                    continue;
+                }
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.insert(rel, std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        out.insert(
+            ".git/index".into(),
+            std::fs::read(self.repo.join(".git/index")).unwrap(),
+        );
+        out.insert(
+            "HEAD-ref".into(),
+            std::fs::read(self.repo.join(".git/HEAD")).unwrap(),
+        );
+        out
+    }
+}
+
+/// Processes whose command line contains `marker` (Linux /proc).
+pub fn processes_with(marker: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let me = std::process::id();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(marker) {
+            // Zombies are already dead; they only wait for their parent to reap them.
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+                .unwrap_or_default();
+            if state != "Z" {
+                found.push((pid, cmd));
+            }
+        }
+    }
+    found
+}
+
+/// Poll `cond` every 20 ms until it holds or `limit` passes. This bounds a wait for
+/// an event; it is not a timing assertion.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// Wait for a child with a bound; kills it and panics when the bound passes.
+pub fn wait_child(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("fanout did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A unique marker for finding a test's processes.
+pub fn marker(name: &str) -> String {
+    format!(
+        "fanout-test-marker-{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// Largest number of intervals open at once, from `start ID T PID`/`end ID T PID` lines.
+pub fn max_overlap(trace: &str) -> usize {
+    let mut events: Vec<(u128, i32)> = trace
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let kind = it.next()?;
+            let _id = it.next()?;
+            let t: u128 = it.next()?.parse().ok()?;
+            Some((t, if kind == "start" { 1 } else { -1 }))
+        })
+        .collect();
+    // ends before starts at the same instant
+    events.sort();
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, d) in events {
+        cur += d;
+        max = max.max(cur);
+    }
+    max as usize
+}
