@@ -111,19 +111,41 @@ impl Executor {
         if let Ok(repo) = git2::Repository::open(&self.repo_dir) {
             let _ = std::fs::create_dir_all(repo.commondir().join("worktrees"));
         }
+        // Workers start in plan order: the dispatcher hands out slots one by one and
+        // stops handing them out once a stop is requested.
         let permits = Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize));
         let mut set = JoinSet::new();
+        let mut not_started = Vec::new();
+        let mut dispatch_stop = stop.clone();
         for w in self.plan.workers.iter().cloned() {
+            let permit = if *dispatch_stop.borrow() != StopLevel::Run {
+                None
+            } else {
+                tokio::select! {
+                    biased;
+                    _ = dispatch_stop.wait_for(|l| *l != StopLevel::Run) => None,
+                    p = Arc::clone(&permits).acquire_owned() => p.ok(),
+                }
+            };
+            let Some(permit) = permit else {
+                not_started.push(w);
+                continue;
+            };
             let ex = Arc::clone(&self);
-            let permits = Arc::clone(&permits);
             let events = events.clone();
             let stop = stop.clone();
             set.spawn(async move {
                 let id = w.id;
-                let result = ex.run_one(w, permits, events.clone(), stop).await;
+                let result = ex.run_one(w, events.clone(), stop).await;
+                drop(permit);
                 let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
                 (id, result)
             });
+        }
+        for w in not_started {
+            let r = self.skeleton(&w, Status::Failed, "interrupted");
+            let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
+            set.spawn(async move { (w.id, r) });
         }
         let mut results: Vec<WorkerResult> = Vec::with_capacity(self.plan.workers.len());
         while let Some(joined) = set.join_next().await {
@@ -174,18 +196,9 @@ impl Executor {
     async fn run_one(
         &self,
         w: PlannedWorker,
-        permits: Arc<Semaphore>,
         events: mpsc::UnboundedSender<Event>,
-        mut stop: watch::Receiver<StopLevel>,
+        stop: watch::Receiver<StopLevel>,
     ) -> WorkerResult {
-        // Wait for a slot, or for a stop.
-        let permit = tokio::select! {
-            p = permits.acquire_owned() => p.ok(),
-            _ = stop.wait_for(|l| *l != StopLevel::Run) => None,
-        };
-        let Some(_permit) = permit else {
-            return self.skeleton(&w, Status::Failed, "interrupted");
-        };
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }

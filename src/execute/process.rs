@@ -153,9 +153,11 @@ pub async fn supervise(
     };
     let duration = started.elapsed();
 
-    // The leader is gone; stop whatever it left in its group.
-    let stragglers = group_alive(pgid);
-    if stragglers {
+    // The leader is gone; stop whatever it left in its group. (When fanout signalled
+    // the group itself, members may simply still be dying: not the agent's fault.)
+    let lingering = group_alive(pgid);
+    let stragglers = lingering && ending == Ending::Exited;
+    if lingering {
         let grace = if *stop.borrow() == StopLevel::Kill {
             Duration::ZERO
         } else {
