@@ -195,17 +195,16 @@ impl Settings {
                             index: i + 1,
                         });
                     }
-                    if let Some(id) = &task.id {
-                        if id.is_empty()
+                    if let Some(id) = &task.id
+                        && (id.is_empty()
                             || !id
                                 .chars()
-                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                        {
-                            return Err(SettingsError::TaskId {
-                                origin: format!("{file_origin}: tasks[{i}].id"),
-                                id: id.clone(),
-                            });
-                        }
+                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                    {
+                        return Err(SettingsError::TaskId {
+                            origin: format!("{file_origin}: tasks[{i}].id"),
+                            id: id.clone(),
+                        });
                     }
                     Ok(task)
                 })
@@ -216,13 +215,13 @@ impl Settings {
         }
         let mut seen = std::collections::BTreeSet::new();
         for t in &tasks {
-            if let Some(id) = &t.id {
-                if !seen.insert(id.clone()) {
-                    return Err(SettingsError::DuplicateTaskId(
-                        id.clone(),
-                        format!("{file_origin}: tasks"),
-                    ));
-                }
+            if let Some(id) = &t.id
+                && !seen.insert(id.clone())
+            {
+                return Err(SettingsError::DuplicateTaskId(
+                    id.clone(),
+                    format!("{file_origin}: tasks"),
+                ));
             }
         }
 

@@ -178,23 +178,20 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, keep_branch: bool) -> Rem
             let _ = std::fs::remove_dir(parent);
         }
     }
-    if entry.branch_created && !keep_branch {
-        match repo.find_branch(&entry.branch, BranchType::Local) {
-            Ok(mut b) => {
-                if b.is_head() {
-                    out.kept
-                        .push(format!("branch {}: checked out: kept", entry.branch));
-                } else {
-                    match b.delete() {
-                        Ok(()) => out.branch = true,
-                        Err(e) => {
-                            out.kept
-                                .push(format!("branch {}: {}", entry.branch, e.message()))
-                        }
-                    }
-                }
+    if entry.branch_created
+        && !keep_branch
+        && let Ok(mut b) = repo.find_branch(&entry.branch, BranchType::Local)
+    {
+        if b.is_head() {
+            out.kept
+                .push(format!("branch {}: checked out: kept", entry.branch));
+        } else {
+            match b.delete() {
+                Ok(()) => out.branch = true,
+                Err(e) => out
+                    .kept
+                    .push(format!("branch {}: {}", entry.branch, e.message())),
             }
-            Err(_) => {}
         }
     }
     out

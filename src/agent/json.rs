@@ -24,10 +24,11 @@ pub fn last_json_object(buf: &[u8], accept: impl Fn(&Value) -> bool) -> Option<V
             }
             let mut stream =
                 serde_json::Deserializer::from_slice(&buf[start..]).into_iter::<Value>();
-            if let Some(Ok(v)) = stream.next() {
-                if v.is_object() && accept(&v) {
-                    return Some(v);
-                }
+            if let Some(Ok(v)) = stream.next()
+                && v.is_object()
+                && accept(&v)
+            {
+                return Some(v);
             }
         }
     }

@@ -16,11 +16,7 @@ use super::CliError;
 pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let root = match &args.dir {
         Some(d) => d.clone(),
-        None => {
-            let base =
-                std::env::temp_dir().join(format!("fanout-demo-{}", crate::plan::new_run_id()));
-            base
-        }
+        None => std::env::temp_dir().join(format!("fanout-demo-{}", crate::plan::new_run_id())),
     };
     let repo_dir = root.join("repo");
     if repo_dir.exists() {

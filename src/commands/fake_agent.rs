@@ -63,14 +63,13 @@ fn now_ns() -> u128 {
 }
 
 fn trace(path: &Option<PathBuf>, what: &str, id: &str) {
-    if let Some(p) = path {
-        if let Ok(mut f) = std::fs::OpenOptions::new()
+    if let Some(p) = path
+        && let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(p)
-        {
-            let _ = writeln!(f, "{what} {id} {} {}", now_ns(), std::process::id());
-        }
+    {
+        let _ = writeln!(f, "{what} {id} {} {}", now_ns(), std::process::id());
     }
 }
 
@@ -143,18 +142,18 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
         println!("fake-agent: thinking for {}s", args.sleep);
         std::thread::sleep(Duration::from_secs_f64(args.sleep));
     }
-    if !args.no_result {
-        if let Ok(path) = std::env::var("FANOUT_RESULT") {
-            let cost = args
-                .cost
-                .unwrap_or_else(|| 0.001 * id.parse::<f64>().unwrap_or(0.0));
-            let report = serde_json::json!({
-                "status": args.status,
-                "steps": args.steps.unwrap_or(3),
-                "cost": cost,
-            });
-            let _ = std::fs::write(path, report.to_string());
-        }
+    if !args.no_result
+        && let Ok(path) = std::env::var("FANOUT_RESULT")
+    {
+        let cost = args
+            .cost
+            .unwrap_or_else(|| 0.001 * id.parse::<f64>().unwrap_or(0.0));
+        let report = serde_json::json!({
+            "status": args.status,
+            "steps": args.steps.unwrap_or(3),
+            "cost": cost,
+        });
+        let _ = std::fs::write(path, report.to_string());
     }
     println!("fake-agent: done");
     trace(&args.trace, "end", &id);
