@@ -205,34 +205,28 @@ impl TestEnv {
     }
 }
 
-/// Processes whose command line contains `marker` (Linux /proc).
+/// Live processes whose command line contains `marker` (via `ps`, so it works on
+/// Linux and macOS). Zombies are left out: they are dead, only not yet reaped.
 pub fn processes_with(marker: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
+    let out = Command::new("ps")
+        .args(["-axo", "pid=,stat=,args="])
+        .output()
+        .expect("ps runs");
     let me = std::process::id();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(marker) {
-            // Zombies are already dead; they only wait for their parent to reap them.
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
-                .unwrap_or_default();
-            if state != "Z" {
-                found.push((pid, cmd));
-            }
-        }
-    }
-    found
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut it = line.split_whitespace();
+            let pid: u32 = it.next()?.parse().ok()?;
+            let stat = it.next()?;
+            let args = it.collect::<Vec<_>>().join(" ");
+            (pid != me
+                && !stat.starts_with('Z')
+                && args.contains(marker)
+                && !args.starts_with("ps "))
+            .then_some((pid, args))
+        })
+        .collect()
 }
 
 /// Poll `cond` every 20 ms until it holds or `limit` passes. This bounds a wait for
