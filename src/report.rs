@@ -138,7 +138,9 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             failures => Value::from(Serde(&failures)),
             truncated => report.results.len() - keep,
         };
-        let out = tmpl.render(ctx).expect("summary renders");
+        let mut out = tmpl.render(ctx).expect("summary renders");
+        out.truncate(out.trim_end().len());
+        out.push('\n');
         match limit {
             Some(l) if out.len() > l && keep > 0 => keep = keep * 9 / 10,
             _ => return out,
@@ -291,5 +293,121 @@ mod tests {
     #[test]
     fn markdown_cells_cannot_break_the_table() {
         assert_eq!(md_escape("a|b\nc <script>"), "a\\|b c \\<script\\>");
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::agent::AgentSpec;
+    use crate::plan::{Base, Limits, Plan};
+    use crate::result::{Totals, WorkerResult};
+
+    fn result(id: u32, status: Status, cost: Option<f64>, reason: Option<&str>) -> WorkerResult {
+        WorkerResult {
+            worker_id: id,
+            branch: format!("fanout/r1/w{id}-fix-it"),
+            model: (id == 1).then(|| "gpt-4o".to_owned()),
+            status,
+            steps: cost.map(|_| 3 * id),
+            cost,
+            duration: 61.5 * f64::from(id),
+            files_modified: (0..id).map(|i| format!("f{i}.rs")).collect(),
+            worktree_path: None,
+            task: "fix it".into(),
+            task_id: None,
+            agent: "build".into(),
+            reason: reason.map(str::to_owned),
+            commit: None,
+            committed_by_fanout: true,
+            exit_code: Some(0),
+            signal: None,
+            log_path: None,
+        }
+    }
+
+    fn report() -> RunReport {
+        let results = vec![
+            result(1, Status::Success, Some(0.0123), None),
+            result(2, Status::Failed, None, Some("exit code 1: bad | pipe")),
+            result(3, Status::Timeout, Some(0.5), Some("timed out after 300s")),
+        ];
+        RunReport {
+            schema_version: 1,
+            run_id: "r1".into(),
+            started_at: "2026-11-23T00:00:00Z".into(),
+            finished_at: "2026-11-23T00:05:00Z".into(),
+            duration: 300.0,
+            interrupted: false,
+            plan: Plan {
+                schema_version: 1,
+                run_id: "r1".into(),
+                base: Base {
+                    requested: "HEAD".into(),
+                    branch: Some("main".into()),
+                    commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                },
+                concurrency: 3,
+                agent: AgentSpec::resolve("build", &Default::default(), "f", false).unwrap(),
+                limits: Limits {
+                    max_steps: 50,
+                    budget_per_worker: None,
+                    timeout_per_worker: Some(300.0),
+                    kill_grace: 10.0,
+                },
+                exclude: vec![],
+                workers: vec![],
+            },
+            totals: Totals::of(&results),
+            results,
+            exit_code: 1,
+        }
+    }
+
+    #[test]
+    fn summary_markdown() {
+        insta::assert_snapshot!(render_summary(&report(), None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: exit code 1: bad \| pipe
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn terminal_table() {
+        insta::assert_snapshot!(table(&report().results), @r"
+        #  STATUS   MODEL    STEPS     COST   TIME  FILES  BRANCH
+        1  success  gpt-4o       3  $0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   default      –        –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  default      9  $0.5000  3m04s      3  fanout/r1/w3-fix-it
+
+          #2 failed: exit code 1: bad | pipe
+          #3 timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn oversized_summaries_drop_rows_and_say_so() {
+        let mut r = report();
+        r.results = (1..=500)
+            .map(|i| result(i, Status::Success, Some(0.01), None))
+            .collect();
+        r.totals = Totals::of(&r.results);
+        let full = render_summary(&r, None);
+        let cut = render_summary(&r, Some(full.len() / 2));
+        assert!(cut.len() <= full.len() / 2);
+        assert!(cut.contains("more rows are in `results.json`"), "{cut}");
     }
 }
