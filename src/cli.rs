@@ -42,6 +42,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the plan without running anything.
     Plan(PlanArgs),
+    /// Push successful branches and open or update one pull request each.
+    Publish(crate::commands::publish::PublishCommand),
     /// Print the JSON Schema of fanout.yml.
     Schema,
     /// Remove the worktrees and branches fanout created.
@@ -144,6 +146,14 @@ pub struct RunArgs {
     /// No live progress bars: plain log lines.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+
+    /// After the run, push successful branches and open or update their pull requests.
+    #[arg(long)]
+    pub publish: bool,
+
+    /// Publishing flags (with --publish).
+    #[command(flatten, next_help_heading = "Publishing (with --publish)")]
+    pub publish_args: crate::commands::publish::PublishArgs,
 }
 
 /// `fanout cleanup`.

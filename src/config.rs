@@ -68,6 +68,56 @@ pub struct ConfigFile {
     pub agents: BTreeMap<String, AgentDef>,
     /// Identity used for the commits fanout makes on worker branches.
     pub commit: Option<CommitIdentity>,
+    /// How successful branches become pull requests.
+    #[serde(default)]
+    pub publish: PublishConfig,
+}
+
+/// The `publish:` block.
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// Labels added to every pull request.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Open pull requests as drafts.
+    #[serde(default)]
+    pub draft: bool,
+    /// Users asked to review.
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    /// Teams asked to review (slugs).
+    #[serde(default)]
+    pub team_reviewers: Vec<String>,
+    /// Statuses published besides `success` (only `partial` is allowed).
+    #[serde(default)]
+    pub include: Vec<IncludeStatus>,
+    /// The remote to push to (default `origin`).
+    pub remote: Option<String>,
+    /// The base branch of the pull requests (default: the run's base branch).
+    pub base: Option<String>,
+    /// Title template (minijinja); default `templates/pr-title.j2`.
+    pub title: Option<String>,
+    /// Body template file (minijinja), relative to the repository root.
+    pub body_template: Option<PathBuf>,
+    /// Least time between two API mutations (default 1 s).
+    pub pace: Option<Seconds>,
+    /// Least wait after a rate-limit answer without timing headers (default 60 s).
+    pub rate_limit_wait: Option<Seconds>,
+    /// Longest single wait before a retry (default 15 min).
+    pub max_wait: Option<Seconds>,
+    /// Most attempts per API request (default 6).
+    pub max_attempts: Option<u32>,
+}
+
+/// Statuses that may be published besides `success`.
+#[derive(
+    Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum IncludeStatus {
+    /// Workers that stopped early with some work done.
+    Partial,
 }
 
 /// The seed's `parallel_runs:` block.

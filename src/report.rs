@@ -68,6 +68,7 @@ struct Row {
     cost: String,
     duration: String,
     files: usize,
+    pr: String,
 }
 
 #[derive(Serialize)]
@@ -105,6 +106,13 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
                 cost: format_cost(r.cost),
                 duration: format_duration(r.duration),
                 files: r.files_modified.len(),
+                pr: match &r.publish {
+                    Some(p) => match (&p.url, p.number) {
+                        (Some(url), Some(n)) => format!("[#{n}]({url}) {}", p.operation.as_str()),
+                        _ => p.operation.as_str().to_owned(),
+                    },
+                    None => "–".into(),
+                },
             })
             .collect();
         let failures: Vec<Failure> = report.results[..keep]
@@ -137,6 +145,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             rows => Value::from(Serde(&rows)),
             failures => Value::from(Serde(&failures)),
             truncated => report.results.len() - keep,
+            has_prs => report.results.iter().any(|r| r.publish.is_some()),
         };
         let mut out = tmpl.render(ctx).expect("summary renders");
         out.truncate(out.trim_end().len());
@@ -185,6 +194,29 @@ pub fn md_escape(s: &str) -> String {
 /// First 7 characters of a commit id.
 pub fn short(commit: &str) -> &str {
     &commit[..commit.len().min(7)]
+}
+
+/// The "Pull requests" section of a summary, after publishing.
+pub fn render_pull_requests(report: &RunReport) -> String {
+    let mut out = format!("\n### Pull requests (run `{}`)\n\n", report.run_id);
+    out.push_str("| # | Operation | Pull request | Branch | Note |\n|--:|-----------|--------------|--------|------|\n");
+    for r in &report.results {
+        let Some(p) = &r.publish else { continue };
+        let link = match (&p.url, &p.compare_url) {
+            (Some(url), _) => format!("[#{}]({url})", p.number.unwrap_or_default()),
+            (None, Some(cmp)) => format!("[open by hand]({cmp})"),
+            _ => "–".into(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | `{}` | {} |\n",
+            r.worker_id,
+            p.operation.as_str(),
+            link,
+            md_escape(&r.branch),
+            md_escape(p.reason.as_deref().unwrap_or(""))
+        ));
+    }
+    out
 }
 
 /// `$0.0123`, or `–` when unknown.
@@ -323,6 +355,7 @@ mod snapshot_tests {
             exit_code: Some(0),
             signal: None,
             log_path: None,
+            publish: None,
         }
     }
 

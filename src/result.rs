@@ -105,6 +105,56 @@ pub struct WorkerResult {
     pub signal: Option<i32>,
     /// The agent's combined stdout/stderr log.
     pub log_path: Option<PathBuf>,
+    /// What publishing did with this worker's branch (absent until published).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<PublishOutcome>,
+}
+
+/// What publishing did for one worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// A pull request was opened.
+    Created,
+    /// The open pull request was updated.
+    Updated,
+    /// The open pull request was already up to date.
+    Unchanged,
+    /// Not eligible (status, empty diff): no push, no pull request.
+    Skipped,
+    /// Something went wrong; see the reason.
+    Failed,
+}
+
+impl Operation {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Created => "created",
+            Operation::Updated => "updated",
+            Operation::Unchanged => "unchanged",
+            Operation::Skipped => "skipped",
+            Operation::Failed => "failed",
+        }
+    }
+}
+
+/// The publish record of one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PublishOutcome {
+    /// What was done.
+    pub operation: Operation,
+    /// Pull request number.
+    pub number: Option<u64>,
+    /// Pull request URL.
+    pub url: Option<String>,
+    /// Why it was skipped or failed, or a note (e.g. opened as non-draft).
+    pub reason: Option<String>,
+    /// The commit fanout pushed to the branch (the lease for the next push).
+    pub pushed_commit: Option<String>,
+    /// A link to open the pull request by hand, when fanout could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_url: Option<String>,
 }
 
 /// Sums over all workers.

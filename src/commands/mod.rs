@@ -5,6 +5,7 @@ pub mod cleanup;
 pub mod demo;
 pub mod fake_agent;
 pub mod plan;
+pub mod publish;
 pub mod run;
 pub mod schema;
 pub mod status;
@@ -100,6 +101,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Run(args) => run::run(&ctx, &args),
         Command::Plan(args) => plan::plan(&ctx, &args),
+        Command::Publish(args) => publish::publish_command(&ctx, &args),
         Command::Schema => schema::schema(),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
         Command::Status(args) => status::status(&ctx, &args),

@@ -26,7 +26,17 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::build(&settings, base, &run_id);
     let style = Style::detect(args.quiet);
-    let report = execute_plan(&repo, &settings, plan, style)?;
+    let mut report = execute_plan(&repo, &settings, plan, style)?;
+    let mut code = report.exit_code;
+    if args.publish && !report.interrupted {
+        let (file, _) = ctx.load_config(&repo)?;
+        let path = repo.run_dir(&report.run_id).join("results.json");
+        let published =
+            super::publish::publish_report(&repo, &file, &args.publish_args, &mut report, &path)?;
+        if published != crate::exit::SUCCESS && code == crate::exit::SUCCESS {
+            code = crate::exit::SOME_FAILED;
+        }
+    }
     if args.plan.json {
         println!(
             "{}",
@@ -38,8 +48,11 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
             "\nresults: {}",
             repo.run_dir(&report.run_id).join("results.json").display()
         );
+        if args.publish {
+            print!("\n{}", super::publish::pr_table(&report));
+        }
     }
-    Ok(report.exit_code)
+    Ok(code)
 }
 
 /// Run `plan` in `repo` and write its report. Used by `run` and `demo`.

@@ -190,6 +190,7 @@ impl Executor {
             exit_code: None,
             signal: None,
             log_path: None,
+            publish: None,
         }
     }
 

@@ -1,0 +1,127 @@
+//! Authentication: a token (`--token`, `GITHUB_TOKEN`, `GH_TOKEN`), or a GitHub App
+//! (`--app-id` and a private key) → a JWT (jsonwebtoken 10, as octocrab uses) → the
+//! repository's installation → an installation token. Either way the result is an
+//! authenticated octocrab plus the token that also authorizes `git push`.
+
+use std::time::Duration;
+
+use octocrab::Octocrab;
+use octocrab::models::{AppId, InstallationId};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{ApiError, RepoSlug, encode};
+
+/// How fanout authenticates.
+#[derive(Clone)]
+pub enum Credentials {
+    /// A token.
+    Token(SecretString),
+    /// A GitHub App and its private key (PEM).
+    App {
+        /// The App's id.
+        app_id: u64,
+        /// The App's RSA private key, PEM.
+        private_key_pem: SecretString,
+    },
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::Token(_) => f.write_str("Credentials::Token(…)"),
+            Credentials::App { app_id, .. } => write!(f, "Credentials::App({app_id}, …)"),
+        }
+    }
+}
+
+/// Timeouts for every API call.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn builder(
+    api_base: &str,
+) -> Result<
+    octocrab::OctocrabBuilder<
+        octocrab::NoSvc,
+        octocrab::DefaultOctocrabBuilderConfig,
+        octocrab::NoAuth,
+        octocrab::NotLayerReady,
+    >,
+    ApiError,
+> {
+    Octocrab::builder()
+        .base_uri(api_base.trim_end_matches('/'))
+        .map_err(|e| ApiError::Auth(format!("API URL {api_base:?}: {}", first_line(&e))))
+        .map(|b| {
+            b.set_connect_timeout(Some(CONNECT_TIMEOUT))
+                .set_read_timeout(Some(READ_TIMEOUT))
+        })
+}
+
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_owned()
+}
+
+/// Authenticate against `api_base` for `repo`. Returns the client and the token that
+/// authorizes pushes (the installation token for an App).
+pub async fn connect(
+    api_base: &str,
+    repo: &RepoSlug,
+    credentials: &Credentials,
+) -> Result<(Octocrab, SecretString), ApiError> {
+    match credentials {
+        Credentials::Token(token) => {
+            let crab = builder(api_base)?
+                .personal_token(token.clone())
+                .build()
+                .map_err(|e| ApiError::Auth(first_line(&e)))?;
+            Ok((crab, token.clone()))
+        }
+        Credentials::App {
+            app_id,
+            private_key_pem,
+        } => {
+            let key =
+                jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.expose_secret().as_bytes())
+                    .map_err(|e| ApiError::Auth(format!("GitHub App private key: {e}")))?;
+            let app = builder(api_base)?
+                .app(AppId(*app_id), key)
+                .build()
+                .map_err(|e| ApiError::Auth(first_line(&e)))?;
+            let path = format!(
+                "/repos/{}/{}/installation",
+                encode(&repo.owner),
+                encode(&repo.name)
+            );
+            let response = app
+                ._get(path)
+                .await
+                .map_err(|e| ApiError::Transport(first_line(&e)))?;
+            let status = response.status().as_u16();
+            let text = app
+                .body_to_string(response)
+                .await
+                .map_err(|e| ApiError::Transport(first_line(&e)))?;
+            if status != 200 {
+                return Err(ApiError::Auth(format!(
+                    "GitHub App {app_id}: no installation on {repo} (HTTP {status}: {})",
+                    super::error_message(&text)
+                )));
+            }
+            let id = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
+                .ok_or_else(|| ApiError::Decode("installation without an id".into()))?;
+            let (crab, token) = app
+                .installation_and_token(InstallationId(id))
+                .await
+                .map_err(|e| {
+                    ApiError::Auth(format!(
+                        "GitHub App {app_id}: installation token for {repo}: {}",
+                        first_line(&e)
+                    ))
+                })?;
+            Ok((crab, token))
+        }
+    }
+}

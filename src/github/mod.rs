@@ -1,0 +1,509 @@
+//! The GitHub REST client fanout needs, and nothing more: pull requests (find, create,
+//! update, label, request reviewers) and GitHub App installation tokens.
+//!
+//! Requests go through octocrab's raw calls (`_get`, `_post`, `_patch`) so that fanout
+//! sees every status and header: mutations are serialized and paced, rate limits are
+//! honoured from the headers ([`retry`]), 5xx and dropped connections are retried for
+//! idempotent requests, and a `POST` that creates a pull request is never blindly
+//! re-sent after an ambiguous failure ([`ApiError::Ambiguous`]: the caller looks first).
+//!
+//! The API base comes from `GITHUB_API_URL` (GitHub Enterprise Server works), so tests
+//! point the real client at a loopback fake.
+
+pub mod auth;
+pub mod retry;
+
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use octocrab::Octocrab;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use auth::{Credentials, connect};
+pub use retry::RetryPolicy;
+
+/// `owner/name` of a repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoSlug {
+    /// Owner (user or organization).
+    pub owner: String,
+    /// Repository name.
+    pub name: String,
+}
+
+impl RepoSlug {
+    /// Parse `owner/name`.
+    pub fn parse(s: &str) -> Option<RepoSlug> {
+        let (owner, name) = s.trim().split_once('/')?;
+        let name = name.strip_suffix(".git").unwrap_or(name);
+        let ok = |p: &str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        };
+        (ok(owner) && ok(name)).then(|| RepoSlug {
+            owner: owner.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+
+    /// From a remote URL: `https://github.com/o/r(.git)`, `git@github.com:o/r.git`,
+    /// `ssh://git@host/o/r.git`.
+    pub fn from_remote_url(url: &str) -> Option<RepoSlug> {
+        let url = url.trim().trim_end_matches('/');
+        let path = if let Some(rest) = url.split_once("://").map(|(_, r)| r) {
+            rest.split_once('/')?.1
+        } else if let Some((host, path)) = url.split_once(':') {
+            if host.contains('/') {
+                return None;
+            }
+            path
+        } else {
+            return None;
+        };
+        let mut parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.len() < 2 {
+            return None;
+        }
+        let name = parts.pop()?;
+        let owner = parts.pop()?;
+        RepoSlug::parse(&format!("{owner}/{name}"))
+    }
+}
+
+impl std::fmt::Display for RepoSlug {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+
+/// A pull request, as much as fanout reads of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRequest {
+    /// Its number.
+    pub number: u64,
+    /// Its page.
+    pub html_url: String,
+    /// Title.
+    pub title: String,
+    /// Body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Whether it is a draft.
+    #[serde(default)]
+    pub draft: Option<bool>,
+    /// `open` or `closed`.
+    pub state: String,
+    /// Head branch.
+    pub head: BranchRef,
+    /// Base branch.
+    pub base: BranchRef,
+    /// Labels.
+    #[serde(default)]
+    pub labels: Vec<Label>,
+}
+
+/// `head` / `base` of a pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchRef {
+    /// Branch name.
+    #[serde(rename = "ref")]
+    pub branch: String,
+    /// Commit.
+    pub sha: String,
+}
+
+/// A label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Label {
+    /// Its name.
+    pub name: String,
+}
+
+/// What creating a pull request needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewPull<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// Head branch (same repository).
+    pub head: &'a str,
+    /// Base branch.
+    pub base: &'a str,
+    /// Body.
+    pub body: &'a str,
+    /// Open as draft.
+    pub draft: bool,
+    /// Let maintainers push to the branch.
+    pub maintainer_can_modify: bool,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum ApiError {
+    /// GitHub answered with an error status (after any retries).
+    #[error("GitHub answered {status}: {message}")]
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// GitHub's `message` (and the first error's `message`, if any).
+        message: String,
+    },
+    /// A request that creates something failed in a way that leaves unknown whether
+    /// it took effect (5xx, dropped connection): look before trying again.
+    #[error("no clear answer from GitHub ({0}); it may or may not have taken effect")]
+    Ambiguous(String),
+    /// GitHub could not be reached.
+    #[error("cannot reach GitHub: {0}")]
+    Transport(String),
+    /// The answer was not what the API describes.
+    #[error("unexpected answer from GitHub: {0}")]
+    Decode(String),
+    /// Bad credentials or key.
+    #[error("{0}")]
+    Auth(String),
+}
+
+impl ApiError {
+    /// The HTTP status, when GitHub answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ApiError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The message, lower-cased, for matching GitHub's known error texts.
+    pub fn message_lower(&self) -> String {
+        self.to_string().to_ascii_lowercase()
+    }
+}
+
+/// The client: one repository, paced and retried.
+#[derive(Debug)]
+pub struct GitHub {
+    crab: Octocrab,
+    repo: RepoSlug,
+    policy: RetryPolicy,
+    pace: Duration,
+    /// Held for the whole of each mutation: serializes them, and remembers when the
+    /// last one was sent.
+    mutation_gate: tokio::sync::Mutex<Option<Instant>>,
+}
+
+enum Verb {
+    Get,
+    Post,
+    Patch,
+}
+
+impl GitHub {
+    /// A client for `repo` over an authenticated octocrab.
+    pub fn new(crab: Octocrab, repo: RepoSlug, policy: RetryPolicy, pace: Duration) -> GitHub {
+        GitHub {
+            crab,
+            repo,
+            policy,
+            pace,
+            mutation_gate: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The repository.
+    pub fn repo(&self) -> &RepoSlug {
+        &self.repo
+    }
+
+    async fn request(
+        &self,
+        verb: Verb,
+        path: &str,
+        body: Option<&Value>,
+        idempotent: bool,
+    ) -> Result<Value, ApiError> {
+        let mutation = !matches!(verb, Verb::Get);
+        let mut gate = if mutation {
+            Some(self.mutation_gate.lock().await)
+        } else {
+            None
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if let Some(gate) = gate.as_mut() {
+                if let Some(last) = **gate {
+                    let next = last + self.pace;
+                    let now = Instant::now();
+                    if next > now {
+                        tokio::time::sleep(next - now).await;
+                    }
+                }
+                **gate = Some(Instant::now());
+            }
+            let sent = match verb {
+                Verb::Get => self.crab._get(path).await,
+                Verb::Post => self.crab._post(path, body).await,
+                Verb::Patch => self.crab._patch(path, body).await,
+            };
+            let response = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    let what = transport_message(&e);
+                    if !idempotent {
+                        return Err(ApiError::Ambiguous(what));
+                    }
+                    match self.policy.wait_after_transport_error(attempt) {
+                        Some(wait) => {
+                            tracing::warn!("GitHub request failed ({what}); retrying in {wait:?}");
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        None => return Err(ApiError::Transport(what)),
+                    }
+                }
+            };
+            let status = response.status().as_u16();
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let (retry_after, remaining, reset) = (
+                header("retry-after"),
+                header("x-ratelimit-remaining"),
+                header("x-ratelimit-reset"),
+            );
+            let bytes = match response.into_body().collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(e) => {
+                    let what = format!("reading the response: {e}");
+                    if !idempotent {
+                        return Err(ApiError::Ambiguous(what));
+                    }
+                    match self.policy.wait_after_transport_error(attempt) {
+                        Some(wait) => {
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        None => return Err(ApiError::Transport(what)),
+                    }
+                }
+            };
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if (200..300).contains(&status) {
+                if text.trim().is_empty() {
+                    return Ok(Value::Null);
+                }
+                return serde_json::from_str(&text)
+                    .map_err(|e| ApiError::Decode(format!("{path}: {e}")));
+            }
+            if !idempotent && status >= 500 {
+                return Err(ApiError::Ambiguous(format!("HTTP {status}")));
+            }
+            let info = retry::ResponseInfo {
+                status,
+                retry_after: retry_after.as_deref(),
+                remaining: remaining.as_deref(),
+                reset: reset.as_deref(),
+                body: &text,
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            match self.policy.wait_after(&info, attempt, now) {
+                Some(wait) => {
+                    tracing::warn!("GitHub answered {status}; retrying in {wait:?}");
+                    tokio::time::sleep(wait).await;
+                }
+                None => {
+                    return Err(ApiError::Status {
+                        status,
+                        message: error_message(&text),
+                    });
+                }
+            }
+        }
+    }
+
+    fn repo_path(&self, rest: &str) -> String {
+        format!(
+            "/repos/{}/{}{rest}",
+            encode(&self.repo.owner),
+            encode(&self.repo.name)
+        )
+    }
+
+    /// The open pull request whose head is `branch` (in this repository) and whose base
+    /// is `base`, if any.
+    pub async fn find_open_pull(
+        &self,
+        branch: &str,
+        base: &str,
+    ) -> Result<Option<PullRequest>, ApiError> {
+        let path = self.repo_path(&format!(
+            "/pulls?state=open&head={}&base={}&per_page=100",
+            encode(&format!("{}:{branch}", self.repo.owner)),
+            encode(base)
+        ));
+        let v = self.request(Verb::Get, &path, None, true).await?;
+        let pulls: Vec<PullRequest> =
+            serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pulls: {e}")))?;
+        Ok(pulls.into_iter().find(|p| p.head.branch == branch))
+    }
+
+    /// Create a pull request. Not retried after an ambiguous failure.
+    pub async fn create_pull(&self, new: &NewPull<'_>) -> Result<PullRequest, ApiError> {
+        let body = serde_json::to_value(new).expect("serializes");
+        let v = self
+            .request(Verb::Post, &self.repo_path("/pulls"), Some(&body), false)
+            .await?;
+        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
+    }
+
+    /// Update a pull request's title and body.
+    pub async fn update_pull(
+        &self,
+        number: u64,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, ApiError> {
+        let payload = serde_json::json!({"title": title, "body": body});
+        let v = self
+            .request(
+                Verb::Patch,
+                &self.repo_path(&format!("/pulls/{number}")),
+                Some(&payload),
+                true,
+            )
+            .await?;
+        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
+    }
+
+    /// Add labels to an issue or pull request.
+    pub async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), ApiError> {
+        let payload = serde_json::json!({ "labels": labels });
+        self.request(
+            Verb::Post,
+            &self.repo_path(&format!("/issues/{number}/labels")),
+            Some(&payload),
+            true,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Request reviews from users and teams.
+    pub async fn request_reviewers(
+        &self,
+        number: u64,
+        reviewers: &[String],
+        team_reviewers: &[String],
+    ) -> Result<(), ApiError> {
+        let payload = serde_json::json!({
+            "reviewers": reviewers,
+            "team_reviewers": team_reviewers,
+        });
+        self.request(
+            Verb::Post,
+            &self.repo_path(&format!("/pulls/{number}/requested_reviewers")),
+            Some(&payload),
+            true,
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
+/// GitHub's error text: `message`, plus the first entry of `errors`.
+fn error_message(body: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return body.chars().take(200).collect();
+    };
+    let mut msg = v
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    if let Some(first) = v
+        .get("errors")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        let detail = first
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| first.as_str().map(str::to_owned))
+            .or_else(|| first.get("code").and_then(Value::as_str).map(str::to_owned));
+        if let Some(d) = detail {
+            msg = if msg.is_empty() {
+                d
+            } else {
+                format!("{msg}: {d}")
+            };
+        }
+    }
+    msg
+}
+
+fn transport_message(e: &octocrab::Error) -> String {
+    // octocrab's Display can carry a backtrace; keep the first line.
+    e.to_string().lines().next().unwrap_or("error").to_owned()
+}
+
+/// Percent-encode a path segment or query value.
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_from_urls() {
+        let want = Some(RepoSlug {
+            owner: "octo".into(),
+            name: "repo".into(),
+        });
+        for url in [
+            "https://github.com/octo/repo.git",
+            "https://github.com/octo/repo",
+            "git@github.com:octo/repo.git",
+            "ssh://git@github.example.com/octo/repo.git",
+            "https://x-access-token@ghe.example.com/octo/repo/",
+        ] {
+            assert_eq!(RepoSlug::from_remote_url(url), want, "{url}");
+        }
+        assert_eq!(RepoSlug::from_remote_url("/srv/git/remote.git"), None);
+        assert_eq!(RepoSlug::parse("octo/repo"), want);
+        assert_eq!(RepoSlug::parse("octo"), None);
+        assert_eq!(RepoSlug::parse("oc to/repo"), None);
+    }
+
+    #[test]
+    fn github_error_messages() {
+        let body = r#"{"message":"Validation Failed","errors":[{"resource":"PullRequest","code":"custom","message":"A pull request already exists for octo:b."}],"documentation_url":"x"}"#;
+        assert_eq!(
+            error_message(body),
+            "Validation Failed: A pull request already exists for octo:b."
+        );
+        assert_eq!(error_message("<html>"), "<html>");
+    }
+
+    #[test]
+    fn encoding() {
+        assert_eq!(encode("octo:fanout/r1/w1-x"), "octo%3Afanout%2Fr1%2Fw1-x");
+    }
+}

@@ -1,0 +1,266 @@
+//! Pull request title and body, rendered from `templates/pr-title.j2` and
+//! `templates/pr-body.md.j2` (minijinja, strict), truncated safely to GitHub's limit.
+
+use minijinja::value::Serde;
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::report::{format_cost, format_duration, md_escape, short};
+use crate::result::WorkerResult;
+
+/// Default title template.
+pub const TITLE_TEMPLATE: &str = include_str!("../../templates/pr-title.j2");
+/// Default body template.
+pub const BODY_TEMPLATE: &str = include_str!("../../templates/pr-body.md.j2");
+/// GitHub's limit on a pull request body, in characters.
+pub const BODY_LIMIT: usize = 65_536;
+/// Longest title fanout makes.
+pub const TITLE_LIMIT: usize = 256;
+
+/// The hidden marker that identifies a run's worker in a PR body.
+pub fn marker(run_id: &str, worker_id: u32) -> String {
+    format!("<!-- fanout:run={run_id} worker={worker_id} -->")
+}
+
+#[derive(Serialize)]
+struct Vars<'a> {
+    marker: String,
+    task_title: String,
+    task_quoted: String,
+    task: &'a str,
+    status: &'a str,
+    agent: &'a str,
+    model: Option<&'a str>,
+    steps: String,
+    cost: String,
+    duration: String,
+    run_id: &'a str,
+    run_url: Option<&'a str>,
+    worker_id: u32,
+    commit: &'a str,
+    reason: Option<String>,
+    files: &'a [String],
+    branch: &'a str,
+}
+
+/// Templates in use (defaults or the user's).
+#[derive(Debug, Clone)]
+pub struct Templates {
+    title: String,
+    body: String,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates {
+            title: TITLE_TEMPLATE.to_owned(),
+            body: BODY_TEMPLATE.to_owned(),
+        }
+    }
+}
+
+impl Templates {
+    /// Custom templates; each is checked by rendering a sample.
+    pub fn new(title: Option<String>, body: Option<String>) -> Result<Templates, String> {
+        let t = Templates {
+            title: title.unwrap_or_else(|| TITLE_TEMPLATE.to_owned()),
+            body: body.unwrap_or_else(|| BODY_TEMPLATE.to_owned()),
+        };
+        let sample = WorkerResult {
+            worker_id: 1,
+            branch: "b".into(),
+            model: None,
+            status: crate::result::Status::Success,
+            steps: None,
+            cost: None,
+            duration: 0.0,
+            files_modified: vec![],
+            worktree_path: None,
+            task: "t".into(),
+            task_id: None,
+            agent: "a".into(),
+            reason: None,
+            commit: Some("0".repeat(40)),
+            committed_by_fanout: false,
+            exit_code: None,
+            signal: None,
+            log_path: None,
+            publish: None,
+        };
+        t.render(&sample, "run", None)?;
+        Ok(t)
+    }
+
+    /// `(title, body)` for a worker.
+    pub fn render(
+        &self,
+        r: &WorkerResult,
+        run_id: &str,
+        run_url: Option<&str>,
+    ) -> Result<(String, String), String> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.add_template("title", &self.title)
+            .map_err(|e| format!("title template: {e}"))?;
+        env.add_template("body", &self.body)
+            .map_err(|e| format!("body template: {e}"))?;
+        let first_line = r.task.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let vars = Vars {
+            marker: marker(run_id, r.worker_id),
+            task_title: truncate_chars(first_line.trim(), 120),
+            task_quoted: r
+                .task
+                .trim()
+                .lines()
+                .map(|l| format!("> {l}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            task: &r.task,
+            status: r.status.as_str(),
+            agent: &r.agent,
+            model: r.model.as_deref(),
+            steps: r.steps.map_or("–".into(), |s| s.to_string()),
+            cost: format_cost(r.cost),
+            duration: format_duration(r.duration),
+            run_id,
+            run_url,
+            worker_id: r.worker_id,
+            commit: r.commit.as_deref().map(short).unwrap_or("–"),
+            reason: r.reason.as_deref().map(md_escape),
+            files: &r.files_modified,
+            branch: &r.branch,
+        };
+        let title = env
+            .get_template("title")
+            .and_then(|t| t.render(Serde(&vars)))
+            .map_err(|e| format!("title template: {e}"))?;
+        let body = env
+            .get_template("body")
+            .and_then(|t| t.render(Serde(&vars)))
+            .map_err(|e| format!("body template: {e}"))?;
+        let title = truncate_chars(title.trim(), TITLE_LIMIT);
+        Ok((title, truncate_body(body.trim_end())))
+    }
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Cut `body` to GitHub's limit on a character boundary, saying so.
+pub fn truncate_body(body: &str) -> String {
+    const NOTE: &str =
+        "\n\n_… truncated by fanout: the full details are in the run's results.json._";
+    if body.chars().count() <= BODY_LIMIT {
+        return body.to_owned();
+    }
+    let keep = BODY_LIMIT - NOTE.chars().count();
+    let cut: String = body.chars().take(keep).collect();
+    // Do not leave half a line (a broken table row or code span).
+    let cut = match cut.rfind('\n') {
+        Some(i) if i > keep / 2 => cut[..i].to_owned(),
+        _ => cut,
+    };
+    format!("{cut}{NOTE}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::Status;
+
+    fn result() -> WorkerResult {
+        WorkerResult {
+            worker_id: 2,
+            branch: "fanout/r1/w2-fix".into(),
+            model: Some("gpt-4o".into()),
+            status: Status::Success,
+            steps: Some(5),
+            cost: Some(0.0321),
+            duration: 12.0,
+            files_modified: vec!["src/a.rs".into(), "README.md".into()],
+            worktree_path: None,
+            task: "Fix the login bug\nand add a test".into(),
+            task_id: None,
+            agent: "build".into(),
+            reason: None,
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            committed_by_fanout: true,
+            exit_code: Some(0),
+            signal: None,
+            log_path: None,
+            publish: None,
+        }
+    }
+
+    #[test]
+    fn title_and_body() {
+        let (title, body) = Templates::default()
+            .render(
+                &result(),
+                "r1",
+                Some("https://github.com/o/r/actions/runs/9"),
+            )
+            .unwrap();
+        assert_eq!(title, "Fix the login bug [gpt-4o]");
+        insta::assert_snapshot!(body, @r"
+        <!-- fanout:run=r1 worker=2 -->
+        ## Fix the login bug
+
+        > Fix the login bug
+        > and add a test
+
+        | | |
+        |---|---|
+        | Status | success |
+        | Agent | `build` |
+        | Model | gpt-4o |
+        | Steps | 5 |
+        | Cost | $0.0321 |
+        | Duration | 12.0s |
+        | Run | [`r1`](https://github.com/o/r/actions/runs/9), worker 2 |
+        | Commit | `0123456` |
+
+        ### Files changed (2)
+
+        - `src/a.rs`
+        - `README.md`
+
+        ---
+        _Opened by fanout from worker 2 of run `r1`; publishing again updates this pull request._
+        ");
+    }
+
+    #[test]
+    fn huge_bodies_are_cut_on_a_line_and_keep_the_marker() {
+        let mut r = result();
+        r.files_modified = (0..20_000).map(|i| format!("dir/ünïcode-{i}.rs")).collect();
+        let (_, body) = Templates::default().render(&r, "r1", None).unwrap();
+        assert!(body.chars().count() <= BODY_LIMIT);
+        assert!(body.starts_with("<!-- fanout:run=r1 worker=2 -->"));
+        assert!(body.ends_with("results.json._"));
+        let before_note = body.rsplit_once("\n\n_…").unwrap().0;
+        assert!(
+            before_note.ends_with(".rs`"),
+            "{}",
+            &before_note[before_note.len() - 40..]
+        );
+    }
+
+    #[test]
+    fn custom_templates_are_checked_in_strict_mode() {
+        let e = Templates::new(Some("{{ nope }}".into()), None).unwrap_err();
+        assert!(e.starts_with("title template:"), "{e}");
+        let t = Templates::new(Some("{{ agent }}: {{ task_title }}".into()), None).unwrap();
+        assert_eq!(
+            t.render(&result(), "r", None).unwrap().0,
+            "build: Fix the login bug"
+        );
+    }
+}

@@ -1,0 +1,356 @@
+//! Publishing: every successful worker's branch becomes a pull request — pushed by
+//! fanout (not the agent), created the first time, updated on every re-run, never
+//! duplicated. Failed, partial (unless included), timed-out and empty workers get no
+//! pull request and a reason. One worker's failure never stops the others.
+
+pub mod body;
+pub mod push;
+
+use std::collections::BTreeMap;
+
+use git2::Oid;
+
+use crate::github::{ApiError, GitHub, NewPull, PullRequest};
+use crate::result::{Operation, PublishOutcome, RunReport, Status, WorkerResult};
+use body::Templates;
+use push::{Lease, PushResult};
+
+/// How to publish.
+#[derive(Debug, Clone, Default)]
+pub struct PublishOptions {
+    /// Also publish `partial` workers.
+    pub include_partial: bool,
+    /// Labels for every pull request.
+    pub labels: Vec<String>,
+    /// Open as drafts.
+    pub draft: bool,
+    /// Users asked to review.
+    pub reviewers: Vec<String>,
+    /// Teams asked to review.
+    pub team_reviewers: Vec<String>,
+    /// Base branch override (default: the plan's base branch).
+    pub base: Option<String>,
+    /// Remote to push to (name or URL).
+    pub remote: String,
+    /// Link to the Actions run, for PR bodies.
+    pub run_url: Option<String>,
+    /// Web base (`https://github.com`) for compare links.
+    pub server_url: String,
+}
+
+/// Why a worker is not published, or `None` when it is.
+pub fn ineligible(r: &WorkerResult, include_partial: bool) -> Option<String> {
+    match r.status {
+        Status::Success => {}
+        Status::Partial if include_partial => {}
+        Status::Partial => {
+            return Some("status partial (use --include partial to publish it)".into());
+        }
+        s => return Some(format!("status {s}")),
+    }
+    if r.files_modified.is_empty() {
+        return Some("no changes".into());
+    }
+    if r.commit.is_none() {
+        return Some("no commit".into());
+    }
+    None
+}
+
+fn outcome(op: Operation, reason: Option<String>) -> PublishOutcome {
+    PublishOutcome {
+        operation: op,
+        number: None,
+        url: None,
+        reason,
+        pushed_commit: None,
+        compare_url: None,
+    }
+}
+
+/// Publish every eligible worker of `report` from the repository at `repo_dir`.
+/// Returns one outcome per worker, by worker id. `previous` holds the outcomes of an
+/// earlier publish of the same run (their pushed commits are the push leases).
+pub async fn publish(
+    report: &RunReport,
+    repo_dir: &std::path::Path,
+    github: &GitHub,
+    push_token: Option<&str>,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> BTreeMap<u32, PublishOutcome> {
+    let mut out = BTreeMap::new();
+    let base = opts
+        .base
+        .clone()
+        .or_else(|| report.plan.base.branch.clone());
+    let mut leases = Vec::new();
+    for r in &report.results {
+        if let Some(why) = ineligible(r, opts.include_partial) {
+            out.insert(r.worker_id, outcome(Operation::Skipped, Some(why)));
+            continue;
+        }
+        if base.is_none() {
+            out.insert(
+                r.worker_id,
+                outcome(
+                    Operation::Failed,
+                    Some("the run's base is not a branch; pass --base BRANCH".into()),
+                ),
+            );
+            continue;
+        }
+        let local: Oid = match r.commit.as_deref().map(str::parse) {
+            Some(Ok(o)) => o,
+            _ => {
+                out.insert(
+                    r.worker_id,
+                    outcome(Operation::Failed, Some("bad commit id".into())),
+                );
+                continue;
+            }
+        };
+        let expected = r
+            .publish
+            .as_ref()
+            .and_then(|p| p.pushed_commit.as_deref())
+            .and_then(|c| c.parse().ok());
+        leases.push((
+            r.worker_id,
+            Lease {
+                branch: r.branch.clone(),
+                local,
+                expected,
+            },
+        ));
+    }
+    let Some(base) = base else { return out };
+
+    // One push for every branch.
+    let pushed = {
+        let repo_dir = repo_dir.to_owned();
+        let remote = opts.remote.clone();
+        let token = push_token.map(str::to_owned);
+        let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
+        tokio::task::spawn_blocking(move || {
+            let repo = git2::Repository::open(&repo_dir)?;
+            push::push(&repo, &remote, token.as_deref(), &batch)
+        })
+        .await
+    };
+    let pushed = match pushed {
+        Ok(Ok(map)) => map,
+        Ok(Err(e)) => {
+            let why = format!("push to {} failed: {}", opts.remote, e.message());
+            for (id, _) in &leases {
+                out.insert(*id, outcome(Operation::Failed, Some(why.clone())));
+            }
+            return out;
+        }
+        Err(_) => {
+            for (id, _) in &leases {
+                out.insert(
+                    *id,
+                    outcome(Operation::Failed, Some("push task failed".into())),
+                );
+            }
+            return out;
+        }
+    };
+
+    for (id, lease) in &leases {
+        let r = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == *id)
+            .expect("lease from a result");
+        let result = match pushed.get(&lease.branch) {
+            Some(PushResult::Pushed) | Some(PushResult::UpToDate) => {
+                let mut o = pull_request(report, r, &base, github, templates, opts).await;
+                o.pushed_commit = Some(lease.local.to_string());
+                o
+            }
+            Some(PushResult::Refused(why)) => outcome(Operation::Failed, Some(why.clone())),
+            None => outcome(Operation::Failed, Some("not pushed".into())),
+        };
+        out.insert(*id, result);
+    }
+    out
+}
+
+fn compare_url(opts: &PublishOptions, github: &GitHub, base: &str, branch: &str) -> String {
+    format!(
+        "{}/{}/compare/{}...{}?expand=1",
+        opts.server_url.trim_end_matches('/'),
+        github.repo(),
+        base,
+        branch
+    )
+}
+
+/// Create or update the pull request of one pushed branch.
+async fn pull_request(
+    report: &RunReport,
+    r: &WorkerResult,
+    base: &str,
+    github: &GitHub,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> PublishOutcome {
+    let (title, body) = match templates.render(r, &report.run_id, opts.run_url.as_deref()) {
+        Ok(tb) => tb,
+        Err(e) => return outcome(Operation::Failed, Some(e)),
+    };
+    let failed = |e: &ApiError| {
+        let mut o = outcome(Operation::Failed, Some(e.to_string()));
+        o.compare_url = Some(compare_url(opts, github, base, &r.branch));
+        o
+    };
+    let mut notes: Vec<String> = Vec::new();
+
+    let existing = match github.find_open_pull(&r.branch, base).await {
+        Ok(p) => p,
+        Err(e) => return failed(&e),
+    };
+    let (op, pr) = match existing {
+        Some(pr) => match update_if_needed(github, pr, &title, &body).await {
+            Ok(x) => x,
+            Err(e) => return failed(&e),
+        },
+        None => {
+            let mut draft = opts.draft;
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let new = NewPull {
+                    title: &title,
+                    head: &r.branch,
+                    base,
+                    body: &body,
+                    draft,
+                    maintainer_can_modify: true,
+                };
+                match github.create_pull(&new).await {
+                    Ok(pr) => break (Operation::Created, pr),
+                    Err(e)
+                        if e.status() == Some(422)
+                            && e.message_lower().contains("already exists") =>
+                    {
+                        // Someone (a concurrent run, a previous attempt) opened it: update.
+                        match github.find_open_pull(&r.branch, base).await {
+                            Ok(Some(pr)) => match update_if_needed(github, pr, &title, &body).await
+                            {
+                                Ok(x) => break x,
+                                Err(e) => return failed(&e),
+                            },
+                            Ok(None) => return failed(&e),
+                            Err(e) => return failed(&e),
+                        }
+                    }
+                    Err(e)
+                        if draft
+                            && e.status() == Some(422)
+                            && e.message_lower().contains("draft") =>
+                    {
+                        notes.push("draft pull requests are not supported in this repository; opened as ready for review".into());
+                        draft = false;
+                    }
+                    Err(e)
+                        if e.status() == Some(403)
+                            && e.message_lower().contains("not permitted to create") =>
+                    {
+                        let mut o = failed(&e);
+                        o.reason = Some(format!(
+                            "{e}. Enable \"Allow GitHub Actions to create and approve pull requests\" (Settings → Actions → General), or use a GitHub App token; open it by hand from the compare link"
+                        ));
+                        return o;
+                    }
+                    Err(ApiError::Ambiguous(why)) if attempts < 3 => {
+                        // Never re-send blindly: did it take effect?
+                        match github.find_open_pull(&r.branch, base).await {
+                            Ok(Some(pr)) => {
+                                notes.push(format!("confirmed after an unclear answer ({why})"));
+                                match update_if_needed(github, pr, &title, &body).await {
+                                    Ok((_, pr)) => break (Operation::Created, pr),
+                                    Err(e) => return failed(&e),
+                                }
+                            }
+                            Ok(None) => continue,
+                            Err(e) => return failed(&e),
+                        }
+                    }
+                    Err(e) => return failed(&e),
+                }
+            }
+        }
+    };
+
+    // Labels and reviewers: extras, they never fail the worker.
+    let missing: Vec<String> = opts
+        .labels
+        .iter()
+        .filter(|l| !pr.labels.iter().any(|have| &have.name == *l))
+        .cloned()
+        .collect();
+    let mut op = op;
+    if !missing.is_empty() {
+        match github.add_labels(pr.number, &missing).await {
+            Ok(()) => {
+                if op == Operation::Unchanged {
+                    op = Operation::Updated;
+                }
+            }
+            Err(e) => notes.push(format!("labels not added: {e}")),
+        }
+    }
+    if op == Operation::Created
+        && !(opts.reviewers.is_empty() && opts.team_reviewers.is_empty())
+        && let Err(e) = github
+            .request_reviewers(pr.number, &opts.reviewers, &opts.team_reviewers)
+            .await
+    {
+        notes.push(format!("reviewers not requested: {e}"));
+    }
+    PublishOutcome {
+        operation: op,
+        number: Some(pr.number),
+        url: Some(pr.html_url),
+        reason: (!notes.is_empty()).then(|| notes.join("; ")),
+        pushed_commit: None,
+        compare_url: None,
+    }
+}
+
+async fn update_if_needed(
+    github: &GitHub,
+    pr: PullRequest,
+    title: &str,
+    body: &str,
+) -> Result<(Operation, PullRequest), ApiError> {
+    let same_body = pr.body.as_deref().map(str::trim_end) == Some(body.trim_end());
+    if pr.title == title && same_body {
+        return Ok((Operation::Unchanged, pr));
+    }
+    let updated = github.update_pull(pr.number, title, body).await?;
+    Ok((Operation::Updated, updated))
+}
+
+/// Attach outcomes to the report's results.
+pub fn record(report: &mut RunReport, outcomes: BTreeMap<u32, PublishOutcome>) {
+    for r in &mut report.results {
+        if let Some(o) = outcomes.get(&r.worker_id) {
+            r.publish = Some(o.clone());
+        }
+    }
+}
+
+/// Counts of operations, for messages and exit codes.
+pub fn counts(report: &RunReport) -> BTreeMap<&'static str, usize> {
+    let mut m = BTreeMap::new();
+    for r in &report.results {
+        if let Some(p) = &r.publish {
+            *m.entry(p.operation.as_str()).or_insert(0) += 1;
+        }
+    }
+    m
+}
