@@ -28,6 +28,8 @@ pub enum CliError {
     Usage(String),
     /// fanout's own failure: exit 4.
     Fatal(String),
+    /// Stopped by a signal: exit 130.
+    Interrupted,
 }
 
 impl CliError {
@@ -35,6 +37,7 @@ impl CliError {
         match self {
             CliError::Usage(_) => exit::USAGE,
             CliError::Fatal(_) => exit::FATAL,
+            CliError::Interrupted => exit::INTERRUPTED,
         }
     }
 }
@@ -71,8 +74,12 @@ pub fn main() -> ExitCode {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let (CliError::Usage(msg) | CliError::Fatal(msg)) = &e;
-            eprintln!("fanout: error: {msg}");
+            match &e {
+                CliError::Usage(msg) | CliError::Fatal(msg) => eprintln!("fanout: error: {msg}"),
+                CliError::Interrupted => eprintln!(
+                    "fanout: interrupted; publishing is idempotent: run it again to finish"
+                ),
+            }
             e.code()
         }
     };

@@ -251,17 +251,22 @@ pub fn publish_report(
             println!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, slug.clone(), policy, pace);
-        Ok::<_, CliError>(
-            publish(
+        // Rate-limit waits can be long: a signal stops publishing (it is idempotent,
+        // so running it again picks up where it stopped).
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| CliError::Fatal(format!("signal handler: {e}")))?;
+        tokio::select! {
+            outcomes = publish(
                 report,
                 &repo.workdir,
                 &gh,
                 Some(push_token.expose_secret()),
                 &templates,
                 &opts,
-            )
-            .await,
-        )
+            ) => Ok(outcomes),
+            _ = tokio::signal::ctrl_c() => Err(CliError::Interrupted),
+            _ = term.recv() => Err(CliError::Interrupted),
+        }
     })?;
     record(report, outcomes);
     let mut json = serde_json::to_vec_pretty(&*report).expect("serializes");

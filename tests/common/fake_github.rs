@@ -1,0 +1,2065 @@
+//! A loopback fake of the GitHub REST API, checked against GitHub's official
+//! OpenAPI description.
+//!
+//! The fake serves the handful of operations fanout uses to publish pull
+//! requests (see `tests/openapi/regenerate.sh` for the list). Every request it
+//! receives is matched against `tests/openapi/github-trimmed.json` (path
+//! template, method, path/query parameters, JSON request body); anything that
+//! does not match is recorded in [`FakeGitHub::violations`] and answered with
+//! HTTP 422. Every response the fake itself sends is validated against the
+//! response schema of the operation too, so bugs in the fake show up as
+//! violations as well. Tests should end with [`FakeGitHub::assert_no_violations`].
+//!
+//! The server runs on its own thread with its own tokio runtime, so it can be
+//! used from synchronous tests, and is shut down when the [`FakeGitHub`] value
+//! is dropped. It only ever binds `127.0.0.1`.
+//!
+//! Include it with `#[allow(dead_code)]` (or from a module that allows it):
+//! not every test binary uses every helper.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value, json};
+
+/// The trimmed OpenAPI description (see `tests/openapi/regenerate.sh`).
+const SPEC_JSON: &str = include_str!("../openapi/github-trimmed.json");
+
+/// The id of the (single) GitHub App installation the fake knows about.
+pub const INSTALLATION_ID: u64 = 4242;
+
+/// Allowed clock skew for JWT `iat`/`exp` checks, in seconds.
+const JWT_LEEWAY_SECS: u64 = 60;
+/// GitHub rejects app JWTs that expire more than ten minutes from now.
+const JWT_MAX_LIFETIME_SECS: u64 = 600;
+
+const DOCS_REST: &str = "https://docs.github.com/rest";
+const DOCS_CREATE_PR: &str = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request";
+const DOCS_UPDATE_PR: &str = "https://docs.github.com/rest/pulls/pulls#update-a-pull-request";
+const DOCS_PRIMARY_RATE_LIMIT: &str = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-the-primary-rate-limit";
+const DOCS_SECONDARY_RATE_LIMIT: &str = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits";
+
+const RATE_LIMIT: u64 = 5000;
+
+// ---------------------------------------------------------------------------
+// Public types
+// ---------------------------------------------------------------------------
+
+/// What an injected fault does to the request it matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Answer with this status and a GitHub-style JSON error body.
+    Status(u16),
+    /// 403 with `retry-after` and GitHub's secondary-rate-limit message.
+    SecondaryRateLimit { retry_after_secs: u64 },
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset` = now + n.
+    PrimaryRateLimit { reset_in_secs: u64 },
+    /// 429 with `retry-after`.
+    TooManyRequests { retry_after_secs: u64 },
+    /// Perform the operation (e.g. really create the PR), then close the TCP
+    /// connection without sending a response.
+    DropAfterProcessing,
+    /// 422 "Draft pull requests are not supported in this repository." — only
+    /// matches (and is only consumed by) a `pulls/create` whose body has
+    /// `draft: true`.
+    DraftNotSupported,
+    /// Answer a `pulls/list` as if no pull request were open (simulates a PR
+    /// opened by someone else right after the lookup). Only matches (and is
+    /// only consumed by) `pulls/list` requests.
+    HideOpenPulls,
+    /// 403 "GitHub Actions is not permitted to create or approve pull requests."
+    ActionsCannotCreatePr,
+}
+
+/// A fault to inject. Faults are matched in the order they were injected;
+/// each match consumes one of `times`, and the fault is removed at zero.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// HTTP method to match (case-insensitive); empty matches any method.
+    pub method: String,
+    /// Substring the request path (without query) must contain; empty matches
+    /// any path.
+    pub path_contains: String,
+    pub kind: FaultKind,
+    /// How many matching requests this fault applies to.
+    pub times: u32,
+}
+
+impl Fault {
+    /// A fault that applies once to `method` requests whose path contains
+    /// `path_contains`.
+    pub fn new(method: &str, path_contains: &str, kind: FaultKind) -> Fault {
+        Fault {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            kind,
+            times: 1,
+        }
+    }
+
+    /// Apply the fault to `n` matching requests instead of one.
+    pub fn times(mut self, n: u32) -> Fault {
+        self.times = n;
+        self
+    }
+}
+
+/// A request the fake received.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    /// Upper-case method, e.g. `POST`.
+    pub method: String,
+    /// Percent-encoded path as sent, without the query.
+    pub path: String,
+    /// Decoded query parameters (last one wins on duplicates).
+    pub query: BTreeMap<String, String>,
+    /// The raw query string, if any.
+    pub raw_query: Option<String>,
+    /// Headers with lower-case names; repeated headers are joined with ", ".
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body; `Null` when empty, a `String` when it is not JSON.
+    pub body: Value,
+    /// The operationId the request matched, if any.
+    pub operation_id: Option<String>,
+    /// The status the fake answered with; `None` when it dropped the connection.
+    pub status: Option<u16>,
+    /// When the request was received.
+    pub at: Instant,
+}
+
+/// A pull request held by the fake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: u64,
+    /// `"open"` or `"closed"`.
+    pub state: String,
+    /// Owner part of the head (`owner:branch`); the repo owner when the create
+    /// request gave a bare branch name.
+    pub head_owner: String,
+    pub head_ref: String,
+    pub head_sha: String,
+    pub base_ref: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub draft: bool,
+    pub maintainer_can_modify: bool,
+    pub labels: Vec<String>,
+    pub requested_reviewers: Vec<String>,
+    pub requested_teams: Vec<String>,
+    /// `https://github.com/{owner}/{repo}/pull/{number}`.
+    pub html_url: String,
+    /// Unix seconds.
+    pub created_at: u64,
+    pub updated_at: u64,
+    pub closed_at: Option<u64>,
+}
+
+/// Handle to a running fake GitHub server.
+pub struct FakeGitHub {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeGitHub {
+    /// Starts a fake for the repository `owner/repo` on `127.0.0.1:<free port>`.
+    pub fn start(owner: &str, repo: &str) -> FakeGitHub {
+        // Compile the spec here so that a broken spec fails the test thread.
+        let _ = spec();
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("fake GitHub: bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("fake GitHub: set_nonblocking");
+        let addr = listener.local_addr().expect("fake GitHub: local_addr");
+        let state = Arc::new(Mutex::new(State::new(
+            owner,
+            repo,
+            format!("http://{addr}"),
+            addr.port(),
+        )));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let server_state = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name(format!("fake-github-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("fake GitHub: tokio runtime");
+                runtime.block_on(serve(listener, server_state, rx));
+            })
+            .expect("fake GitHub: spawn server thread");
+        FakeGitHub {
+            addr,
+            state,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:40123` (no trailing slash).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The personal access token `/repos/...` calls must present
+    /// (`Authorization: Bearer <token>` or `token <token>`).
+    pub fn set_token(&self, token: &str) {
+        self.lock().token = Some(token.to_string());
+    }
+
+    /// Configures the GitHub App whose RS256 JWTs the app endpoints accept.
+    pub fn set_app(&self, app_id: u64, public_key_pem: &str) {
+        let key = jsonwebtoken::DecodingKey::from_rsa_pem(public_key_pem.as_bytes())
+            .expect("fake GitHub: set_app needs an RSA public key in PEM form");
+        self.lock().app = Some(App { id: app_id, key });
+    }
+
+    /// Whether `token` is the configured PAT or an installation token the fake
+    /// issued.
+    pub fn accepts_token(&self, token: &str) -> bool {
+        self.lock().accepts_token(token)
+    }
+
+    /// Installation tokens issued so far, oldest first.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.lock().installation_tokens.clone()
+    }
+
+    /// Queues a fault (see [`Fault`]).
+    pub fn inject(&self, fault: Fault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// Faults not yet (fully) consumed.
+    pub fn pending_faults(&self) -> Vec<Fault> {
+        self.lock().faults.clone()
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// Spec violations seen so far (by requests, or by the fake's own responses).
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Request-body properties the operation does not define. The OpenAPI
+    /// schemas allow them (and GitHub ignores them), so by default they are
+    /// only collected here, not treated as violations — octocrab 0.54, for one,
+    /// sends `pull_number` in the body of `pulls/update`.
+    pub fn unknown_body_properties(&self) -> Vec<String> {
+        self.lock().unknown_properties.clone()
+    }
+
+    /// When `true`, unknown request-body properties are violations (answered
+    /// with 422) instead of being collected in [`Self::unknown_body_properties`].
+    pub fn set_strict_bodies(&self, strict: bool) {
+        self.lock().strict_bodies = strict;
+    }
+
+    /// Panics, listing them, if any violation was recorded.
+    #[track_caller]
+    pub fn assert_no_violations(&self) {
+        let violations = self.violations();
+        assert!(
+            violations.is_empty(),
+            "the fake GitHub recorded {} OpenAPI violation(s):\n  {}",
+            violations.len(),
+            violations.join("\n  ")
+        );
+    }
+
+    /// Current pull requests, by number.
+    pub fn pulls(&self) -> Vec<PullRequest> {
+        self.lock().pulls.clone()
+    }
+
+    /// Seeds an open pull request as if created earlier; returns its number.
+    /// `head` is `branch` or `owner:branch`.
+    pub fn add_pull(&self, head: &str, base: &str, title: &str) -> u64 {
+        let mut state = self.lock();
+        let (head_owner, head_ref) = state.split_head(head);
+        state.insert_pull(
+            head_owner,
+            head_ref,
+            base,
+            title,
+            None,
+            false,
+            true,
+            now_secs(),
+        )
+    }
+
+    /// Times at which POST and PATCH requests were received, in order.
+    pub fn mutation_times(&self) -> Vec<Instant> {
+        self.lock().mutation_times.clone()
+    }
+
+    pub fn installation_id(&self) -> u64 {
+        INSTALLATION_ID
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+impl Drop for FakeGitHub {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Validates `body` against the response schema the spec documents for
+/// `operation_id` and `status`; returns the violations (empty when valid).
+/// Statuses the operation does not document are checked against `basic-error`.
+pub fn validate_response_against_spec(
+    operation_id: &str,
+    status: u16,
+    body: &Value,
+) -> Vec<String> {
+    match spec().operations.iter().find(|op| op.id == operation_id) {
+        Some(op) => spec().check_response(op, status, body),
+        None => vec![format!("no operation `{operation_id}` in the trimmed spec")],
+    }
+}
+
+/// A `components/examples` value from the trimmed spec, as published.
+pub fn spec_example(name: &str) -> Value {
+    spec().examples[name]["value"].clone()
+}
+
+// ---------------------------------------------------------------------------
+// The trimmed OpenAPI description, compiled
+// ---------------------------------------------------------------------------
+
+struct Spec {
+    operations: Vec<Operation>,
+    /// Validator for undocumented error statuses (`basic-error`).
+    basic_error: jsonschema::Validator,
+    examples: Map<String, Value>,
+}
+
+struct Operation {
+    id: String,
+    method: String,
+    template: String,
+    segments: Vec<Segment>,
+    params: Vec<Param>,
+    body: Option<RequestBody>,
+    /// Documented statuses; `None` when the response has no JSON content.
+    responses: BTreeMap<u16, Option<jsonschema::Validator>>,
+}
+
+enum Segment {
+    Literal(String),
+    Param(String),
+}
+
+struct Param {
+    name: String,
+    location: String,
+    required: bool,
+    schema: Value,
+}
+
+struct RequestBody {
+    required: bool,
+    /// The schema as published (unknown properties allowed, as in OpenAPI).
+    validator: jsonschema::Validator,
+    /// The same with `additionalProperties: false` at the top level.
+    strict_validator: jsonschema::Validator,
+}
+
+/// Outcome of checking a request against the spec.
+#[derive(Default)]
+struct RequestCheck {
+    violations: Vec<String>,
+    /// Body properties the operation does not define (GitHub ignores them).
+    unknown_properties: Vec<String>,
+}
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+fn spec() -> &'static Spec {
+    static SPEC: OnceLock<Spec> = OnceLock::new();
+    SPEC.get_or_init(Spec::load)
+}
+
+impl Spec {
+    fn load() -> Spec {
+        let doc: Value =
+            serde_json::from_str(SPEC_JSON).expect("tests/openapi/github-trimmed.json is not JSON");
+        let defs: Map<String, Value> = doc["components"]["schemas"]
+            .as_object()
+            .expect("components.schemas")
+            .iter()
+            .map(|(name, schema)| (name.clone(), to_json_schema(schema)))
+            .collect();
+        let compile = |schema: &Value, strict: bool| -> jsonschema::Validator {
+            let mut converted = to_json_schema(schema);
+            if strict {
+                forbid_unknown_properties(&mut converted);
+            }
+            let root = json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$defs": defs,
+                "allOf": [converted],
+            });
+            jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .should_validate_formats(false)
+                .build(&root)
+                .unwrap_or_else(|e| panic!("cannot compile schema {schema}: {e}"))
+        };
+
+        let mut operations = Vec::new();
+        for (template, item) in doc["paths"].as_object().expect("paths") {
+            let shared: Vec<Value> = item["parameters"]
+                .as_array()
+                .map(|a| a.iter().map(|p| resolve(&doc, p).clone()).collect())
+                .unwrap_or_default();
+            for (method, op) in item.as_object().expect("path item") {
+                if !METHODS.contains(&method.as_str()) {
+                    continue;
+                }
+                let mut raw_params = shared.clone();
+                for p in op["parameters"].as_array().into_iter().flatten() {
+                    let p = resolve(&doc, p).clone();
+                    raw_params.retain(|q| !(q["name"] == p["name"] && q["in"] == p["in"]));
+                    raw_params.push(p);
+                }
+                let params = raw_params
+                    .iter()
+                    .map(|p| Param {
+                        name: p["name"].as_str().unwrap_or_default().to_string(),
+                        location: p["in"].as_str().unwrap_or_default().to_string(),
+                        required: p["required"].as_bool().unwrap_or(false),
+                        schema: p["schema"].clone(),
+                    })
+                    .collect();
+                let body = op.get("requestBody").map(|rb| {
+                    let rb = resolve(&doc, rb);
+                    let schema = &rb["content"]["application/json"]["schema"];
+                    assert!(schema.is_object(), "{template}: request body is not JSON");
+                    RequestBody {
+                        required: rb["required"].as_bool().unwrap_or(false),
+                        validator: compile(schema, false),
+                        strict_validator: compile(schema, true),
+                    }
+                });
+                let mut responses = BTreeMap::new();
+                for (status, response) in op["responses"].as_object().expect("responses") {
+                    let Ok(status) = status.parse::<u16>() else {
+                        continue;
+                    };
+                    let response = resolve(&doc, response);
+                    let schema = &response["content"]["application/json"]["schema"];
+                    let validator = schema.is_object().then(|| compile(schema, false));
+                    responses.insert(status, validator);
+                }
+                let segments = split_path(template)
+                    .map(
+                        |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                            Some(name) => Segment::Param(name.to_string()),
+                            None => Segment::Literal(s.to_string()),
+                        },
+                    )
+                    .collect();
+                operations.push(Operation {
+                    id: op["operationId"].as_str().expect("operationId").to_string(),
+                    method: method.to_uppercase(),
+                    template: template.clone(),
+                    segments,
+                    params,
+                    body,
+                    responses,
+                });
+            }
+        }
+        let basic_error = compile(&json!({"$ref": "#/components/schemas/basic-error"}), false);
+        let examples = doc["components"]["examples"]
+            .as_object()
+            .expect("components.examples")
+            .clone();
+        Spec {
+            operations,
+            basic_error,
+            examples,
+        }
+    }
+
+    /// Finds the operation for `method` + `path`, returning decoded path params.
+    fn route(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> Result<(&Operation, BTreeMap<String, String>), String> {
+        let segments: Vec<&str> = split_path(path).collect();
+        let mut path_matched = Vec::new();
+        for op in &self.operations {
+            if op.segments.len() != segments.len() {
+                continue;
+            }
+            let mut params = BTreeMap::new();
+            let matches = op.segments.iter().zip(&segments).all(|(t, s)| match t {
+                Segment::Literal(l) => l == s,
+                Segment::Param(name) => {
+                    params.insert(name.clone(), percent_decode(s, false));
+                    !s.is_empty()
+                }
+            });
+            if !matches {
+                continue;
+            }
+            if op.method == method {
+                return Ok((op, params));
+            }
+            path_matched.push(format!("{} ({})", op.method, op.id));
+        }
+        if path_matched.is_empty() {
+            Err(format!(
+                "{method} {path}: no path in the OpenAPI description matches"
+            ))
+        } else {
+            Err(format!(
+                "{method} {path}: method not in the OpenAPI description for this path (it has {})",
+                path_matched.join(", ")
+            ))
+        }
+    }
+
+    fn check_request(
+        &self,
+        op: &Operation,
+        path_params: &BTreeMap<String, String>,
+        query: &[(String, String)],
+        content_type: Option<&str>,
+        raw_body: &[u8],
+    ) -> RequestCheck {
+        let mut check = RequestCheck::default();
+        let out = &mut check.violations;
+        for p in &op.params {
+            let value = match p.location.as_str() {
+                "path" => path_params.get(&p.name).cloned(),
+                "query" => query
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == &p.name)
+                    .map(|(_, v)| v.clone()),
+                _ => continue,
+            };
+            match value {
+                None if p.required => out.push(format!(
+                    "required {} parameter `{}` is missing",
+                    p.location, p.name
+                )),
+                None => {}
+                Some(v) => {
+                    if let Err(e) = check_param_value(&v, &p.schema) {
+                        out.push(format!("{} parameter `{}`: {e}", p.location, p.name));
+                    }
+                }
+            }
+        }
+        for (key, _) in query {
+            if !op
+                .params
+                .iter()
+                .any(|p| p.location == "query" && &p.name == key)
+            {
+                out.push(format!(
+                    "query parameter `{key}` is not defined for this operation"
+                ));
+            }
+        }
+        let empty_body = raw_body.iter().all(u8::is_ascii_whitespace);
+        match &op.body {
+            None if !empty_body => out.push("this operation takes no request body".to_string()),
+            None => {}
+            Some(body) if empty_body && body.required => {
+                out.push("the request body is required".to_string());
+            }
+            Some(_) if empty_body => {}
+            Some(body) => {
+                let is_json = content_type.is_some_and(|ct| {
+                    ct.split(';')
+                        .next()
+                        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+                });
+                if !is_json {
+                    out.push(format!(
+                        "request body content-type must be application/json, got {content_type:?}"
+                    ));
+                }
+                match serde_json::from_slice::<Value>(raw_body) {
+                    Err(e) => out.push(format!("request body is not JSON: {e}")),
+                    Ok(value) => {
+                        for error in body.validator.iter_errors(&value) {
+                            out.push(format!(
+                                "request body{}: {error}",
+                                pointer_or_root(&error.instance_path().to_string())
+                            ));
+                        }
+                        if out.is_empty() {
+                            for error in body.strict_validator.iter_errors(&value) {
+                                check.unknown_properties.push(format!(
+                                    "request body{}: {error}",
+                                    pointer_or_root(&error.instance_path().to_string())
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        check
+    }
+
+    fn check_response(&self, op: &Operation, status: u16, body: &Value) -> Vec<String> {
+        let validator = match op.responses.get(&status) {
+            Some(Some(v)) => v,
+            Some(None) => return Vec::new(),
+            None if status >= 400 => &self.basic_error,
+            None => {
+                return vec![format!("status {status} is not documented for {}", op.id)];
+            }
+        };
+        validator
+            .iter_errors(body)
+            .map(|error| {
+                format!(
+                    "response body{}: {error}",
+                    pointer_or_root(&error.instance_path().to_string())
+                )
+            })
+            .collect()
+    }
+}
+
+fn pointer_or_root(pointer: &str) -> String {
+    if pointer.is_empty() {
+        String::new()
+    } else {
+        format!(" at {pointer}")
+    }
+}
+
+fn split_path(path: &str) -> impl Iterator<Item = &str> {
+    path.strip_prefix('/').unwrap_or(path).split('/')
+}
+
+/// Follows a `#/components/<section>/<name>` reference (transitively).
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            let pointer = reference
+                .strip_prefix('#')
+                .unwrap_or_else(|| panic!("unsupported $ref {reference}"));
+            let target = doc
+                .pointer(pointer)
+                .unwrap_or_else(|| panic!("dangling $ref {reference}"));
+            resolve(doc, target)
+        }
+        None => value,
+    }
+}
+
+/// Converts an OpenAPI 3.0 schema object into a JSON Schema 2020-12 one:
+/// `nullable: true` becomes a type union with "null" (or an `anyOf` with
+/// `{"type": "null"}` when there is no `type`), component refs point into
+/// `$defs`, and OpenAPI-only keywords are dropped.
+fn to_json_schema(schema: &Value) -> Value {
+    let Some(object) = schema.as_object() else {
+        return schema.clone();
+    };
+    let mut out = Map::new();
+    for (key, value) in object {
+        let converted = match key.as_str() {
+            "nullable" | "example" | "externalDocs" | "xml" | "discriminator" | "readOnly"
+            | "writeOnly" | "deprecated" => continue,
+            k if k.starts_with("x-") => continue,
+            "$ref" => {
+                let reference = value.as_str().expect("$ref is a string");
+                let name = reference
+                    .strip_prefix("#/components/schemas/")
+                    .unwrap_or_else(|| panic!("unsupported schema $ref {reference}"));
+                Value::String(format!("#/$defs/{name}"))
+            }
+            "properties" | "patternProperties" => Value::Object(
+                value
+                    .as_object()
+                    .expect("properties is an object")
+                    .iter()
+                    .map(|(name, s)| (name.clone(), to_json_schema(s)))
+                    .collect(),
+            ),
+            "items" | "additionalProperties" | "not" => to_json_schema(value),
+            "allOf" | "anyOf" | "oneOf" => Value::Array(
+                value
+                    .as_array()
+                    .expect("composition is an array")
+                    .iter()
+                    .map(to_json_schema)
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), converted);
+    }
+    if object.get("nullable") == Some(&Value::Bool(true)) {
+        if let Some(Value::Array(values)) = out.get_mut("enum")
+            && !values.contains(&Value::Null)
+        {
+            values.push(Value::Null);
+        }
+        match out.get("type").cloned() {
+            Some(Value::String(t)) => {
+                out.insert("type".into(), json!([t, "null"]));
+            }
+            Some(Value::Array(mut types)) => {
+                if !types.contains(&json!("null")) {
+                    types.push(json!("null"));
+                }
+                out.insert("type".into(), Value::Array(types));
+            }
+            _ => {
+                return json!({"anyOf": [{"type": "null"}, Value::Object(out)]});
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// For the strict request-body check: reject properties the operation does not
+/// define (GitHub silently ignores them, which can hide client bugs such as
+/// sending `draft` to `pulls/update`). Applied to the top level of the body
+/// schema and its `oneOf`/`anyOf` branches only.
+fn forbid_unknown_properties(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if object.contains_key("properties") && !object.contains_key("additionalProperties") {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(Value::Array(branches)) = object.get_mut(key) {
+            branches.iter_mut().for_each(forbid_unknown_properties);
+        }
+    }
+}
+
+fn check_param_value(value: &str, schema: &Value) -> Result<(), String> {
+    match schema["type"].as_str() {
+        Some("integer") if value.parse::<i64>().is_err() => {
+            return Err(format!("`{value}` is not an integer"));
+        }
+        Some("number") if value.parse::<f64>().is_err() => {
+            return Err(format!("`{value}` is not a number"));
+        }
+        Some("boolean") if value != "true" && value != "false" => {
+            return Err(format!("`{value}` is not a boolean"));
+        }
+        _ => {}
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.iter().any(|a| match a {
+            Value::String(s) => s == value,
+            other => serde_json::from_str::<Value>(value).ok().as_ref() == Some(other),
+        })
+    {
+        return Err(format!(
+            "`{value}` is not one of {}",
+            Value::Array(allowed.clone())
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// HTTP server
+// ---------------------------------------------------------------------------
+
+/// Returned by the service to make hyper close the connection unanswered.
+#[derive(Debug)]
+struct DropConnection;
+
+impl fmt::Display for DropConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("fake GitHub dropped the connection on purpose")
+    }
+}
+
+impl std::error::Error for DropConnection {}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<Mutex<State>>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
+    let listener =
+        tokio::net::TcpListener::from_std(listener).expect("fake GitHub: tokio listener");
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let state = Arc::clone(&state);
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| handle(Arc::clone(&state), request));
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+async fn handle(
+    state: Arc<Mutex<State>>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, DropConnection> {
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let reply = lock(&state).handle(&parts, &body);
+    if reply.drop_connection {
+        return Err(DropConnection);
+    }
+    let mut builder = Response::builder().status(reply.status);
+    for (name, value) in &reply.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let bytes = serde_json::to_vec(&reply.body).expect("serialize JSON");
+    Ok(builder
+        .body(Full::new(Bytes::from(bytes)))
+        .expect("valid response"))
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+// ---------------------------------------------------------------------------
+// State and behaviour
+// ---------------------------------------------------------------------------
+
+struct App {
+    id: u64,
+    key: jsonwebtoken::DecodingKey,
+}
+
+struct State {
+    owner: String,
+    repo: String,
+    base_url: String,
+    port: u16,
+    token: Option<String>,
+    app: Option<App>,
+    installation_tokens: Vec<String>,
+    pulls: Vec<PullRequest>,
+    faults: Vec<Fault>,
+    requests: Vec<RecordedRequest>,
+    violations: Vec<String>,
+    unknown_properties: Vec<String>,
+    strict_bodies: bool,
+    mutation_times: Vec<Instant>,
+    counter: u64,
+}
+
+struct Reply {
+    status: u16,
+    body: Value,
+    headers: Vec<(String, String)>,
+    drop_connection: bool,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Reply {
+        Reply {
+            status,
+            body,
+            headers: Vec::new(),
+            drop_connection: false,
+        }
+    }
+
+    fn header(mut self, name: &str, value: impl Into<String>) -> Reply {
+        self.headers.retain(|(n, _)| n != name);
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+
+    fn error(status: u16, message: &str, documentation_url: &str) -> Reply {
+        let mut body = json!({"message": message, "documentation_url": documentation_url});
+        if status >= 400 {
+            body["status"] = json!(status.to_string());
+        }
+        Reply::json(status, body)
+    }
+
+    fn not_found(documentation_url: &str) -> Reply {
+        Reply::error(404, "Not Found", documentation_url)
+    }
+
+    fn validation_failed(errors: Value, documentation_url: &str) -> Reply {
+        Reply::json(
+            422,
+            json!({
+                "message": "Validation Failed",
+                "errors": errors,
+                "documentation_url": documentation_url,
+                "status": "422",
+            }),
+        )
+    }
+}
+
+/// Everything `State::dispatch` needs to know about one request.
+struct Call<'a> {
+    op: &'a Operation,
+    path_params: BTreeMap<String, String>,
+    query: BTreeMap<String, String>,
+    body: Value,
+    now: u64,
+    /// Set by [`FaultKind::HideOpenPulls`].
+    hide_open_pulls: bool,
+}
+
+impl State {
+    fn new(owner: &str, repo: &str, base_url: String, port: u16) -> State {
+        State {
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            base_url,
+            port,
+            token: None,
+            app: None,
+            installation_tokens: Vec::new(),
+            pulls: Vec::new(),
+            faults: Vec::new(),
+            requests: Vec::new(),
+            violations: Vec::new(),
+            unknown_properties: Vec::new(),
+            strict_bodies: false,
+            mutation_times: Vec::new(),
+            counter: 0,
+        }
+    }
+
+    fn accepts_token(&self, token: &str) -> bool {
+        self.token.as_deref() == Some(token) || self.installation_tokens.iter().any(|t| t == token)
+    }
+
+    fn handle(&mut self, parts: &hyper::http::request::Parts, raw_body: &[u8]) -> Reply {
+        let at = Instant::now();
+        let now = now_secs();
+        self.counter += 1;
+        let request_id = format!(
+            "F4KE:{:04X}:{:06X}:{:07X}:{:08X}",
+            self.port,
+            self.counter,
+            self.counter * 7919,
+            now & 0xFFFF_FFFF
+        );
+        let method = parts.method.as_str().to_uppercase();
+        if method == "POST" || method == "PATCH" {
+            self.mutation_times.push(at);
+        }
+        let path = parts.uri.path().to_string();
+        let raw_query = parts.uri.query().map(str::to_string);
+        let query_pairs = parse_query(raw_query.as_deref().unwrap_or(""));
+        let mut headers: BTreeMap<String, String> = BTreeMap::new();
+        for (name, value) in &parts.headers {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            headers
+                .entry(name.as_str().to_string())
+                .and_modify(|v| {
+                    v.push_str(", ");
+                    v.push_str(&value);
+                })
+                .or_insert(value);
+        }
+        let body_value = if raw_body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(raw_body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(raw_body).into_owned()))
+        };
+
+        let mut operation_id = None;
+        let mut reply = match spec().route(&method, &path) {
+            Err(violation) => {
+                self.violations.push(violation.clone());
+                violation_reply(std::slice::from_ref(&violation))
+            }
+            Ok((op, path_params)) => {
+                operation_id = Some(op.id.clone());
+                let check = spec().check_request(
+                    op,
+                    &path_params,
+                    &query_pairs,
+                    headers.get("content-type").map(String::as_str),
+                    raw_body,
+                );
+                let label = |p: String| format!("{method} {path} ({}): {p}", op.id);
+                let mut problems: Vec<String> = check.violations.into_iter().map(label).collect();
+                let unknown: Vec<String> =
+                    check.unknown_properties.into_iter().map(label).collect();
+                if self.strict_bodies {
+                    problems.extend(unknown);
+                } else {
+                    self.unknown_properties.extend(unknown);
+                }
+                let reply = if problems.is_empty() {
+                    let mut call = Call {
+                        op,
+                        path_params,
+                        query: query_pairs.iter().cloned().collect(),
+                        body: body_value.clone(),
+                        now,
+                        hide_open_pulls: false,
+                    };
+                    self.authorize_and_dispatch(&method, &path, &headers, &mut call, &request_id)
+                } else {
+                    self.violations.extend(problems.iter().cloned());
+                    violation_reply(&problems)
+                };
+                for problem in spec().check_response(op, reply.status, &reply.body) {
+                    self.violations.push(format!(
+                        "fake GitHub bug: {} response {} to {method} {path} does not match the spec: {problem}",
+                        op.id, reply.status
+                    ));
+                }
+                reply
+            }
+        };
+
+        let mut response_headers = vec![
+            (
+                "content-type".to_string(),
+                "application/json; charset=utf-8".to_string(),
+            ),
+            ("x-ratelimit-limit".into(), RATE_LIMIT.to_string()),
+            (
+                "x-ratelimit-remaining".into(),
+                RATE_LIMIT.saturating_sub(self.counter).to_string(),
+            ),
+            ("x-ratelimit-reset".into(), (now + 3600).to_string()),
+            ("x-ratelimit-used".into(), self.counter.to_string()),
+            ("x-ratelimit-resource".into(), "core".into()),
+            ("x-github-request-id".into(), request_id),
+            ("x-github-api-version-selected".into(), "2022-11-28".into()),
+        ];
+        for (name, value) in std::mem::take(&mut reply.headers) {
+            response_headers.retain(|(n, _)| *n != name);
+            response_headers.push((name, value));
+        }
+        reply.headers = response_headers;
+
+        self.requests.push(RecordedRequest {
+            method,
+            path,
+            query: query_pairs.into_iter().collect(),
+            raw_query,
+            headers,
+            body: body_value,
+            operation_id,
+            status: (!reply.drop_connection).then_some(reply.status),
+            at,
+        });
+        reply
+    }
+
+    fn authorize_and_dispatch(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &BTreeMap<String, String>,
+        call: &mut Call<'_>,
+        request_id: &str,
+    ) -> Reply {
+        let authorization = headers.get("authorization").map(String::as_str);
+        let needs_jwt = matches!(
+            call.op.id.as_str(),
+            "apps/get-repo-installation" | "apps/create-installation-access-token"
+        );
+        let auth = if needs_jwt {
+            self.check_jwt(authorization, call.now)
+        } else {
+            self.check_token(authorization)
+        };
+        if let Err(message) = auth {
+            return Reply::error(401, &message, DOCS_REST);
+        }
+        if let (Some(owner), Some(repo)) =
+            (call.path_params.get("owner"), call.path_params.get("repo"))
+            && (!owner.eq_ignore_ascii_case(&self.owner) || !repo.eq_ignore_ascii_case(&self.repo))
+        {
+            return Reply::not_found(DOCS_REST);
+        }
+
+        let mut drop_connection = false;
+        let draft = call.body.get("draft") == Some(&Value::Bool(true));
+        let op_id = call.op.id.as_str();
+        let fault = self.faults.iter().position(|f| {
+            f.times > 0
+                && (f.method.is_empty() || f.method.eq_ignore_ascii_case(method))
+                && path.contains(&f.path_contains)
+                && match f.kind {
+                    FaultKind::DraftNotSupported => op_id == "pulls/create" && draft,
+                    FaultKind::HideOpenPulls => op_id == "pulls/list",
+                    _ => true,
+                }
+        });
+        if let Some(index) = fault {
+            let kind = self.faults[index].kind.clone();
+            self.faults[index].times -= 1;
+            if self.faults[index].times == 0 {
+                self.faults.remove(index);
+            }
+            match kind {
+                FaultKind::DropAfterProcessing => drop_connection = true,
+                FaultKind::HideOpenPulls => call.hide_open_pulls = true,
+                _ => {
+                    if let Some(reply) = fault_reply(&kind, call.now, request_id) {
+                        return reply;
+                    }
+                }
+            }
+        }
+
+        let mut reply = self.dispatch(call);
+        reply.drop_connection = drop_connection;
+        reply
+    }
+
+    fn check_token(&self, authorization: Option<&str>) -> Result<(), String> {
+        let Some(authorization) = authorization else {
+            return Err("Requires authentication".into());
+        };
+        let token = authorization.split_once(' ').and_then(|(scheme, token)| {
+            (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
+                .then_some(token.trim())
+        });
+        match token {
+            Some(token) if self.accepts_token(token) => Ok(()),
+            _ => Err("Bad credentials".into()),
+        }
+    }
+
+    fn check_jwt(&self, authorization: Option<&str>, now: u64) -> Result<(), String> {
+        let Some(authorization) = authorization else {
+            return Err(
+                "You must authenticate with a JSON web token (JWT) to access this endpoint".into(),
+            );
+        };
+        let Some(token) = authorization
+            .split_once(' ')
+            .and_then(|(scheme, token)| scheme.eq_ignore_ascii_case("bearer").then_some(token))
+        else {
+            return Err(
+                "A JSON web token could not be decoded (use `Authorization: Bearer <JWT>`)".into(),
+            );
+        };
+        let Some(app) = &self.app else {
+            return Err("Integration not found (the fake has no GitHub App; call set_app)".into());
+        };
+        let header = jsonwebtoken::decode_header(token.trim())
+            .map_err(|e| format!("A JSON web token could not be decoded ({e})"))?;
+        if header.alg != jsonwebtoken::Algorithm::RS256 {
+            return Err(format!(
+                "A JSON web token could not be decoded (alg must be RS256, got {:?})",
+                header.alg
+            ));
+        }
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        validation.required_spec_claims = HashSet::new();
+        let data = jsonwebtoken::decode::<Value>(token.trim(), &app.key, &validation)
+            .map_err(|e| format!("A JSON web token could not be decoded ({e})"))?;
+        let claims = data.claims;
+        let iss_matches = match &claims["iss"] {
+            Value::Number(n) => n.as_u64() == Some(app.id),
+            Value::String(s) => s == &app.id.to_string(),
+            _ => false,
+        };
+        if !iss_matches {
+            return Err(format!(
+                "'Issuer' claim ('iss') must be the app id {} (got {})",
+                app.id, claims["iss"]
+            ));
+        }
+        let Some(iat) = claims["iat"].as_u64() else {
+            return Err("'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued".into());
+        };
+        let Some(exp) = claims["exp"].as_u64() else {
+            return Err("'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires".into());
+        };
+        if iat > now + JWT_LEEWAY_SECS {
+            return Err(
+                "'Issued at' claim ('iat') must be an Integer representing a time in the past"
+                    .into(),
+            );
+        }
+        if exp + JWT_LEEWAY_SECS <= now {
+            return Err("'Expiration time' claim ('exp') is in the past".into());
+        }
+        if exp > now + JWT_MAX_LIFETIME_SECS {
+            return Err("'Expiration time' claim ('exp') is too far in the future".into());
+        }
+        if exp <= iat {
+            return Err("'Expiration time' claim ('exp') must be after 'Issued at' ('iat')".into());
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, call: &Call<'_>) -> Reply {
+        let number = |name: &str| -> u64 {
+            call.path_params
+                .get(name)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        match call.op.id.as_str() {
+            "repos/get" => Reply::json(200, self.full_repository_json()),
+            "pulls/list" => self.list_pulls(call),
+            "pulls/create" => self.create_pull(call),
+            "pulls/get" => match self.find_pull(number("pull_number")) {
+                Some(pr) => Reply::json(200, self.pull_json(pr, true)),
+                None => {
+                    Reply::not_found("https://docs.github.com/rest/pulls/pulls#get-a-pull-request")
+                }
+            },
+            "pulls/update" => self.update_pull(number("pull_number"), call),
+            "issues/add-labels" => self.add_labels(number("issue_number"), call),
+            "pulls/request-reviewers" => self.request_reviewers(number("pull_number"), call),
+            "apps/get-repo-installation" => Reply::json(200, self.installation_json()),
+            "apps/create-installation-access-token" => {
+                self.create_token(number("installation_id"), call)
+            }
+            other => Reply::error(
+                501,
+                &format!("the fake does not implement {other}"),
+                DOCS_REST,
+            ),
+        }
+    }
+
+    fn find_pull(&self, number: u64) -> Option<&PullRequest> {
+        self.pulls.iter().find(|pr| pr.number == number)
+    }
+
+    /// `owner:branch` or `branch` (same-repo head).
+    fn split_head(&self, head: &str) -> (String, String) {
+        match head.split_once(':') {
+            Some((owner, branch)) => (owner.to_string(), branch.to_string()),
+            None => (self.owner.clone(), head.to_string()),
+        }
+    }
+
+    fn open_duplicate(&self, head_owner: &str, head_ref: &str, base: &str, except: u64) -> bool {
+        self.pulls.iter().any(|pr| {
+            pr.number != except
+                && pr.state == "open"
+                && pr.head_owner.eq_ignore_ascii_case(head_owner)
+                && pr.head_ref == head_ref
+                && pr.base_ref == base
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert_pull(
+        &mut self,
+        head_owner: String,
+        head_ref: String,
+        base: &str,
+        title: &str,
+        body: Option<String>,
+        draft: bool,
+        maintainer_can_modify: bool,
+        now: u64,
+    ) -> u64 {
+        let number = self.pulls.iter().map(|pr| pr.number).max().unwrap_or(0) + 1;
+        let head_sha = fake_sha(&format!("{head_owner}:{head_ref}#{number}"));
+        self.pulls.push(PullRequest {
+            number,
+            state: "open".into(),
+            html_url: format!(
+                "https://github.com/{}/{}/pull/{number}",
+                self.owner, self.repo
+            ),
+            head_owner,
+            head_ref,
+            head_sha,
+            base_ref: base.to_string(),
+            title: title.to_string(),
+            body,
+            draft,
+            maintainer_can_modify,
+            labels: Vec::new(),
+            requested_reviewers: Vec::new(),
+            requested_teams: Vec::new(),
+            created_at: now,
+            updated_at: now,
+            closed_at: None,
+        });
+        number
+    }
+
+    fn list_pulls(&self, call: &Call<'_>) -> Reply {
+        let state = call.query.get("state").map_or("open", String::as_str);
+        // Like GitHub, a `head` without the `owner:` prefix is ignored.
+        let head = call.query.get("head").and_then(|h| h.split_once(':'));
+        let base = call.query.get("base");
+        let mut matching: Vec<&PullRequest> = self
+            .pulls
+            .iter()
+            .filter(|pr| state == "all" || pr.state == state)
+            .filter(|pr| !(call.hide_open_pulls && pr.state == "open"))
+            .filter(|pr| {
+                head.is_none_or(|(owner, branch)| {
+                    pr.head_owner.eq_ignore_ascii_case(owner) && pr.head_ref == branch
+                })
+            })
+            .filter(|pr| base.is_none_or(|b| &pr.base_ref == b))
+            .collect();
+        let sort = call.query.get("sort").map_or("created", String::as_str);
+        match sort {
+            "updated" => matching.sort_by_key(|pr| (pr.updated_at, pr.number)),
+            _ => matching.sort_by_key(|pr| (pr.created_at, pr.number)),
+        }
+        let default_direction = if sort == "created" { "desc" } else { "asc" };
+        if call
+            .query
+            .get("direction")
+            .map_or(default_direction, String::as_str)
+            == "desc"
+        {
+            matching.reverse();
+        }
+        let per_page = call
+            .query
+            .get("per_page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(30)
+            .clamp(1, 100);
+        let page = call
+            .query
+            .get("page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1);
+        let items: Vec<Value> = matching
+            .iter()
+            .skip((page - 1) * per_page)
+            .take(per_page)
+            .map(|pr| self.pull_json(pr, false))
+            .collect();
+        let mut reply = Reply::json(200, Value::Array(items));
+        let last = matching.len().div_ceil(per_page).max(1);
+        if page < last {
+            let mut query: BTreeMap<String, String> = call.query.clone();
+            let mut link = |p: usize| {
+                query.insert("page".into(), p.to_string());
+                let qs: Vec<String> = query
+                    .iter()
+                    .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
+                    .collect();
+                format!(
+                    "<{}/repos/{}/{}/pulls?{}>",
+                    self.base_url,
+                    self.owner,
+                    self.repo,
+                    qs.join("&")
+                )
+            };
+            let header = format!(
+                "{}; rel=\"next\", {}; rel=\"last\"",
+                link(page + 1),
+                link(last)
+            );
+            reply = reply.header("link", header);
+        }
+        reply
+    }
+
+    fn create_pull(&mut self, call: &Call<'_>) -> Reply {
+        let body = &call.body;
+        let head = body["head"].as_str().unwrap_or_default();
+        let base = body["base"].as_str().unwrap_or_default().to_string();
+        let Some(title) = body["title"].as_str() else {
+            let errors = if body.get("issue").is_some() {
+                json!([{"resource": "PullRequest", "code": "custom",
+                        "message": "the fake GitHub does not support converting issues"}])
+            } else {
+                json!([{"resource": "PullRequest", "code": "missing_field", "field": "title"}])
+            };
+            return Reply::validation_failed(errors, DOCS_CREATE_PR);
+        };
+        let (head_owner, head_ref) = self.split_head(head);
+        if head_ref.is_empty() {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequest", "code": "invalid", "field": "head"}]),
+                DOCS_CREATE_PR,
+            );
+        }
+        if base.is_empty() {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequest", "code": "invalid", "field": "base"}]),
+                DOCS_CREATE_PR,
+            );
+        }
+        if head_owner.eq_ignore_ascii_case(&self.owner) && head_ref == base {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequest", "code": "custom",
+                        "message": format!("No commits between {base} and {head_ref}")}]),
+                DOCS_CREATE_PR,
+            );
+        }
+        if self.open_duplicate(&head_owner, &head_ref, &base, 0) {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequest", "code": "custom",
+                        "message": format!("A pull request already exists for {head_owner}:{head_ref}.")}]),
+                DOCS_CREATE_PR,
+            );
+        }
+        let number = self.insert_pull(
+            head_owner,
+            head_ref,
+            &base,
+            title,
+            body["body"].as_str().map(str::to_string),
+            body["draft"].as_bool().unwrap_or(false),
+            body["maintainer_can_modify"].as_bool().unwrap_or(true),
+            call.now,
+        );
+        let pr = self.find_pull(number).expect("just inserted");
+        let location = format!(
+            "{}/repos/{}/{}/pulls/{number}",
+            self.base_url, self.owner, self.repo
+        );
+        Reply::json(201, self.pull_json(pr, true)).header("location", location)
+    }
+
+    fn update_pull(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        let Some(index) = self.pulls.iter().position(|pr| pr.number == number) else {
+            return Reply::not_found(DOCS_UPDATE_PR);
+        };
+        let body = &call.body;
+        let current = self.pulls[index].clone();
+        let new_base = body["base"]
+            .as_str()
+            .map_or(current.base_ref.clone(), str::to_string);
+        let new_state = body["state"]
+            .as_str()
+            .map_or(current.state.clone(), str::to_string);
+        if new_state == "open"
+            && self.open_duplicate(&current.head_owner, &current.head_ref, &new_base, number)
+        {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequest", "code": "custom",
+                        "message": format!("A pull request already exists for {}:{}.",
+                                           current.head_owner, current.head_ref)}]),
+                DOCS_UPDATE_PR,
+            );
+        }
+        let pr = &mut self.pulls[index];
+        if let Some(title) = body["title"].as_str() {
+            pr.title = title.to_string();
+        }
+        if let Some(text) = body["body"].as_str() {
+            pr.body = Some(text.to_string());
+        }
+        if let Some(flag) = body["maintainer_can_modify"].as_bool() {
+            pr.maintainer_can_modify = flag;
+        }
+        pr.base_ref = new_base;
+        if new_state != pr.state {
+            pr.closed_at = (new_state == "closed").then_some(call.now);
+            pr.state = new_state;
+        }
+        pr.updated_at = call.now;
+        let pr = self.pulls[index].clone();
+        Reply::json(200, self.pull_json(&pr, true))
+    }
+
+    fn add_labels(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        let Some(index) = self.pulls.iter().position(|pr| pr.number == number) else {
+            return Reply::not_found(
+                "https://docs.github.com/rest/issues/labels#add-labels-to-an-issue",
+            );
+        };
+        let names: Vec<String> = call.body["labels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| match l {
+                Value::String(name) => Some(name.clone()),
+                other => other["name"].as_str().map(str::to_string),
+            })
+            .collect();
+        let pr = &mut self.pulls[index];
+        for name in names {
+            if !pr.labels.iter().any(|l| l.eq_ignore_ascii_case(&name)) {
+                pr.labels.push(name);
+            }
+        }
+        pr.updated_at = call.now;
+        let labels = pr.labels.clone();
+        Reply::json(
+            200,
+            Value::Array(labels.iter().map(|l| self.label_json(l)).collect()),
+        )
+    }
+
+    fn request_reviewers(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        let Some(index) = self.pulls.iter().position(|pr| pr.number == number) else {
+            return Reply::not_found(
+                "https://docs.github.com/rest/pulls/review-requests#request-reviewers-for-a-pull-request",
+            );
+        };
+        let strings = |key: &str| -> Vec<String> {
+            call.body[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        let (reviewers, teams) = (strings("reviewers"), strings("team_reviewers"));
+        let pr = &mut self.pulls[index];
+        for login in reviewers {
+            if !pr
+                .requested_reviewers
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(&login))
+            {
+                pr.requested_reviewers.push(login);
+            }
+        }
+        for slug in teams {
+            if !pr
+                .requested_teams
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(&slug))
+            {
+                pr.requested_teams.push(slug);
+            }
+        }
+        pr.updated_at = call.now;
+        let pr = self.pulls[index].clone();
+        Reply::json(201, self.pull_json(&pr, false))
+    }
+
+    fn create_token(&mut self, installation_id: u64, call: &Call<'_>) -> Reply {
+        if installation_id != INSTALLATION_ID {
+            return Reply::not_found(
+                "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app",
+            );
+        }
+        let serial = self.installation_tokens.len() as u64 + 1;
+        let token = format!(
+            "ghs_{}",
+            &fake_sha(&format!("token#{serial}#{}", self.port))[..36]
+        );
+        self.installation_tokens.push(token.clone());
+        let permissions = match call.body.get("permissions") {
+            Some(p @ Value::Object(_)) => p.clone(),
+            _ => json!({"contents": "write", "issues": "write", "metadata": "read",
+                        "pull_requests": "write"}),
+        };
+        let selection = if call.body.get("repositories").is_some()
+            || call.body.get("repository_ids").is_some()
+        {
+            "selected"
+        } else {
+            "all"
+        };
+        Reply::json(
+            201,
+            json!({
+                "token": token,
+                "expires_at": rfc3339(call.now + 3600),
+                "permissions": permissions,
+                "repository_selection": selection,
+            }),
+        )
+    }
+
+    // ---- JSON rendering, from the spec's own examples ----
+
+    fn api_repo_url(&self) -> String {
+        format!("{}/repos/{}/{}", self.base_url, self.owner, self.repo)
+    }
+
+    fn user_json(&self, login: &str) -> Value {
+        let mut user = spec().examples["pull-request"]["value"]["user"].clone();
+        rewrite_strings(&mut user, &[("https://api.github.com", &self.base_url)]);
+        rewrite_strings(&mut user, &[("octocat", login)]);
+        user["login"] = json!(login);
+        user["id"] = json!(stable_id(login));
+        user["type"] = json!("User");
+        user
+    }
+
+    fn repository_json(&self, owner: &str, template: &Value) -> Value {
+        let mut repo = template.clone();
+        let full_name = format!("{owner}/{}", self.repo);
+        rewrite_strings(
+            &mut repo,
+            &[
+                ("https://api.github.com", &self.base_url),
+                ("octocat/Hello-World", &full_name),
+            ],
+        );
+        repo["name"] = json!(self.repo);
+        repo["full_name"] = json!(full_name);
+        repo["owner"] = self.user_json(owner);
+        repo["default_branch"] = json!("main");
+        repo["id"] = json!(stable_id(&full_name));
+        repo["private"] = json!(false);
+        repo
+    }
+
+    fn full_repository_json(&self) -> Value {
+        let template = &spec().examples["full-repository-default-response"]["value"];
+        let mut repo = self.repository_json(&self.owner, template);
+        repo["description"] = json!("Repository served by the fake GitHub");
+        // The spec's own example omits the required `language` at the top level
+        // and in `source` (it is nullable, so fill in null).
+        for nested in [None, Some("source"), Some("parent")] {
+            let target = match nested {
+                None => &mut repo,
+                Some(key) => &mut repo[key],
+            };
+            if let Some(object) = target.as_object_mut() {
+                object.entry("language").or_insert(Value::Null);
+            }
+        }
+        repo
+    }
+
+    fn label_json(&self, name: &str) -> Value {
+        let mut label = spec().examples["label-items"]["value"][0].clone();
+        label["id"] = json!(stable_id(name));
+        label["node_id"] = json!(format!("LA_fake{}", stable_id(name)));
+        label["url"] = json!(format!(
+            "{}/labels/{}",
+            self.api_repo_url(),
+            percent_encode(name)
+        ));
+        label["name"] = json!(name);
+        // `pull-request-simple` requires a string here (no `nullable`).
+        label["description"] = json!("");
+        label["color"] = json!("ededed");
+        label["default"] = json!(false);
+        label
+    }
+
+    fn team_json(&self, slug: &str) -> Value {
+        let mut team = spec().examples["pull-request"]["value"]["requested_teams"][0].clone();
+        rewrite_strings(&mut team, &[("https://api.github.com", &self.base_url)]);
+        rewrite_strings(&mut team, &[("justice-league", slug)]);
+        let id = stable_id(slug);
+        team["id"] = json!(id);
+        team["slug"] = json!(slug);
+        team["name"] = json!(slug);
+        team["url"] = json!(format!("{}/teams/{id}", self.base_url));
+        team["members_url"] = json!(format!("{}/teams/{id}/members{{/member}}", self.base_url));
+        team["repositories_url"] = json!(format!("{}/teams/{id}/repos", self.base_url));
+        // The spec's own `pull-request` and `pull-request-simple-items` examples
+        // lack this required field.
+        team["type"] = json!("organization");
+        // Required (nullable) by `team`, which `pull-request-simple` uses.
+        team["parent"] = Value::Null;
+        team
+    }
+
+    fn branch_json(&self, owner: &str, branch: &str, sha: &str, template: &Value) -> Value {
+        json!({
+            "label": format!("{owner}:{branch}"),
+            "ref": branch,
+            "sha": sha,
+            "user": self.user_json(owner),
+            "repo": self.repository_json(owner, &template["repo"]),
+        })
+    }
+
+    fn pull_json(&self, pr: &PullRequest, full: bool) -> Value {
+        let mut v = if full {
+            spec().examples["pull-request"]["value"].clone()
+        } else {
+            spec().examples["pull-request-simple-items"]["value"][0].clone()
+        };
+        let api = self.api_repo_url();
+        let html = format!("https://github.com/{}/{}", self.owner, self.repo);
+        let n = pr.number;
+        let base_sha = fake_sha(&format!("{}#base", pr.base_ref));
+        let head = self.branch_json(&pr.head_owner, &pr.head_ref, &pr.head_sha, &v["head"]);
+        let base = self.branch_json(&self.owner, &pr.base_ref, &base_sha, &v["base"]);
+        let set = |v: &mut Value, key: &str, value: Value| {
+            v[key] = value;
+        };
+        set(&mut v, "url", json!(format!("{api}/pulls/{n}")));
+        set(&mut v, "id", json!(1_000_000 + n));
+        set(&mut v, "node_id", json!(format!("PR_fake{n}")));
+        set(&mut v, "html_url", json!(pr.html_url));
+        set(&mut v, "diff_url", json!(format!("{html}/pull/{n}.diff")));
+        set(&mut v, "patch_url", json!(format!("{html}/pull/{n}.patch")));
+        set(&mut v, "issue_url", json!(format!("{api}/issues/{n}")));
+        set(
+            &mut v,
+            "commits_url",
+            json!(format!("{api}/pulls/{n}/commits")),
+        );
+        set(
+            &mut v,
+            "review_comments_url",
+            json!(format!("{api}/pulls/{n}/comments")),
+        );
+        set(
+            &mut v,
+            "review_comment_url",
+            json!(format!("{api}/pulls/comments{{/number}}")),
+        );
+        set(
+            &mut v,
+            "comments_url",
+            json!(format!("{api}/issues/{n}/comments")),
+        );
+        set(
+            &mut v,
+            "statuses_url",
+            json!(format!("{api}/statuses/{}", pr.head_sha)),
+        );
+        set(&mut v, "number", json!(n));
+        set(&mut v, "state", json!(pr.state));
+        set(&mut v, "locked", json!(false));
+        set(&mut v, "active_lock_reason", Value::Null);
+        set(&mut v, "title", json!(pr.title));
+        set(&mut v, "body", json!(pr.body));
+        set(&mut v, "user", self.user_json(&self.owner));
+        set(
+            &mut v,
+            "labels",
+            Value::Array(pr.labels.iter().map(|l| self.label_json(l)).collect()),
+        );
+        set(&mut v, "milestone", Value::Null);
+        set(&mut v, "assignee", Value::Null);
+        set(&mut v, "assignees", json!([]));
+        set(
+            &mut v,
+            "requested_reviewers",
+            Value::Array(
+                pr.requested_reviewers
+                    .iter()
+                    .map(|r| self.user_json(r))
+                    .collect(),
+            ),
+        );
+        set(
+            &mut v,
+            "requested_teams",
+            Value::Array(
+                pr.requested_teams
+                    .iter()
+                    .map(|t| self.team_json(t))
+                    .collect(),
+            ),
+        );
+        set(&mut v, "created_at", json!(rfc3339(pr.created_at)));
+        set(&mut v, "updated_at", json!(rfc3339(pr.updated_at)));
+        set(&mut v, "closed_at", json!(pr.closed_at.map(rfc3339)));
+        set(&mut v, "merged_at", Value::Null);
+        set(&mut v, "merge_commit_sha", Value::Null);
+        set(&mut v, "head", head);
+        set(&mut v, "base", base);
+        set(
+            &mut v,
+            "_links",
+            json!({
+                "self": {"href": format!("{api}/pulls/{n}")},
+                "html": {"href": pr.html_url},
+                "issue": {"href": format!("{api}/issues/{n}")},
+                "comments": {"href": format!("{api}/issues/{n}/comments")},
+                "review_comments": {"href": format!("{api}/pulls/{n}/comments")},
+                "review_comment": {"href": format!("{api}/pulls/comments{{/number}}")},
+                "commits": {"href": format!("{api}/pulls/{n}/commits")},
+                "statuses": {"href": format!("{api}/statuses/{}", pr.head_sha)},
+            }),
+        );
+        set(&mut v, "author_association", json!("OWNER"));
+        set(&mut v, "auto_merge", Value::Null);
+        set(&mut v, "draft", json!(pr.draft));
+        if full {
+            set(&mut v, "merged", json!(false));
+            set(&mut v, "mergeable", Value::Null);
+            set(&mut v, "rebaseable", Value::Null);
+            set(&mut v, "mergeable_state", json!("unknown"));
+            set(&mut v, "merged_by", Value::Null);
+            set(&mut v, "comments", json!(0));
+            set(&mut v, "review_comments", json!(0));
+            set(
+                &mut v,
+                "maintainer_can_modify",
+                json!(pr.maintainer_can_modify),
+            );
+            set(&mut v, "commits", json!(1));
+            set(&mut v, "additions", json!(1));
+            set(&mut v, "deletions", json!(0));
+            set(&mut v, "changed_files", json!(1));
+        }
+        v
+    }
+
+    fn installation_json(&self) -> Value {
+        let mut installation = spec().examples["installation"]["value"].clone();
+        rewrite_strings(
+            &mut installation,
+            &[("https://api.github.com", &self.base_url)],
+        );
+        let app_id = self.app.as_ref().map_or(1, |a| a.id);
+        installation["id"] = json!(INSTALLATION_ID);
+        installation["app_id"] = json!(app_id);
+        installation["app_slug"] = json!("fanout-test-app");
+        installation["account"] = self.user_json(&self.owner);
+        installation["target_id"] = json!(stable_id(&self.owner));
+        installation["target_type"] = json!("User");
+        installation["repository_selection"] = json!("selected");
+        installation["access_tokens_url"] = json!(format!(
+            "{}/app/installations/{INSTALLATION_ID}/access_tokens",
+            self.base_url
+        ));
+        installation["html_url"] = json!(format!(
+            "https://github.com/settings/installations/{INSTALLATION_ID}"
+        ));
+        installation["permissions"] = json!({
+            "contents": "write", "issues": "write", "metadata": "read", "pull_requests": "write"
+        });
+        installation
+    }
+}
+
+/// The reply for an injected fault; `None` for the kinds that let the
+/// operation run ([`FaultKind::DropAfterProcessing`], [`FaultKind::HideOpenPulls`]).
+fn fault_reply(kind: &FaultKind, now: u64, request_id: &str) -> Option<Reply> {
+    let reply = match kind {
+        FaultKind::Status(status) => {
+            let message = hyper::StatusCode::from_u16(*status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Server Error");
+            Reply::error(*status, message, DOCS_REST)
+        }
+        FaultKind::SecondaryRateLimit { retry_after_secs } => Reply::error(
+            403,
+            &format!(
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID {request_id}."
+            ),
+            DOCS_SECONDARY_RATE_LIMIT,
+        )
+        .header("retry-after", retry_after_secs.to_string()),
+        FaultKind::PrimaryRateLimit { reset_in_secs } => Reply::error(
+            403,
+            &format!(
+                "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID {request_id}."
+            ),
+            DOCS_PRIMARY_RATE_LIMIT,
+        )
+        .header("x-ratelimit-remaining", "0")
+        .header("x-ratelimit-used", RATE_LIMIT.to_string())
+        .header("x-ratelimit-reset", (now + reset_in_secs).to_string()),
+        FaultKind::TooManyRequests { retry_after_secs } => Reply::error(
+            429,
+            &format!(
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID {request_id}."
+            ),
+            DOCS_SECONDARY_RATE_LIMIT,
+        )
+        .header("retry-after", retry_after_secs.to_string()),
+        FaultKind::DropAfterProcessing | FaultKind::HideOpenPulls => return None,
+        FaultKind::DraftNotSupported => Reply::validation_failed(
+            json!([{"resource": "PullRequest", "code": "custom",
+                    "message": "Draft pull requests are not supported in this repository."}]),
+            DOCS_CREATE_PR,
+        ),
+        FaultKind::ActionsCannotCreatePr => Reply::error(
+            403,
+            "GitHub Actions is not permitted to create or approve pull requests.",
+            DOCS_CREATE_PR,
+        ),
+    };
+    Some(reply)
+}
+
+fn violation_reply(violations: &[String]) -> Reply {
+    let errors: Vec<Value> = violations
+        .iter()
+        .map(|v| json!({"resource": "FakeGitHub", "code": "invalid", "message": v}))
+        .collect();
+    Reply::json(
+        422,
+        json!({
+            "message": format!(
+                "Validation Failed: request does not match GitHub's OpenAPI description: {}",
+                violations.join("; ")
+            ),
+            "errors": errors,
+            "documentation_url": DOCS_REST,
+            "status": "422",
+        }),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for Unix seconds.
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn fnv1a(seed: u64, text: &str) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325_u64 ^ seed;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// A deterministic 40-hex-digit "commit sha" for `seed`.
+fn fake_sha(seed: &str) -> String {
+    (0..3)
+        .map(|i| format!("{:016x}", fnv1a(i, seed)))
+        .collect::<String>()[..40]
+        .to_string()
+}
+
+fn stable_id(text: &str) -> u64 {
+    fnv1a(7, text) % 1_000_000_000 + 1
+}
+
+fn rewrite_strings(value: &mut Value, replacements: &[(&str, &str)]) {
+    match value {
+        Value::String(s) => {
+            for (from, to) in replacements {
+                if s.contains(from) {
+                    *s = s.replace(from, to);
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| rewrite_strings(v, replacements)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| rewrite_strings(v, replacements)),
+        _ => {}
+    }
+}
+
+fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key, true), percent_decode(value, true))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str, plus_is_space: bool) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b'+' if plus_is_space => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Regenerates tests/openapi/github-trimmed.json from GitHub's official OpenAPI
+# description (as published in the npm package @octokit/openapi).
+#
+# The trimmed file keeps only the operations the fake GitHub server
+# (tests/common/fake_github.rs) implements, plus every `#/components/...`
+# object they reference, transitively. Output is pretty-printed with sorted
+# keys so that regenerating from the same package version is byte-identical.
+#
+# Usage: tests/openapi/regenerate.sh [VERSION]
+#   VERSION  npm version or tag of @octokit/openapi, e.g. 23.0.2 or latest.
+#            Default: the version recorded in the current github-trimmed.json
+#            (x-source.version), so a plain run reproduces the committed file;
+#            "latest" when there is no trimmed file yet.
+# Needs: npm (to fetch the package into the cache below) and python3.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/fanout-peers/openapi"
+pkg_dir="$cache/node_modules/@octokit/openapi"
+spec="$pkg_dir/generated/api.github.com.json"
+out="$here/github-trimmed.json"
+
+json_field() { # FILE PYTHON-EXPRESSION-ON-d
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
+
+wanted="${1:-}"
+if [[ -z "$wanted" ]]; then
+    if [[ -f "$out" ]]; then
+        wanted="$(json_field "$out" 'd["x-source"]["version"]')"
+    else
+        wanted=latest
+    fi
+fi
+
+cached=""
+if [[ -f "$pkg_dir/package.json" && -f "$spec" ]]; then
+    cached="$(json_field "$pkg_dir/package.json" 'd["version"]')"
+fi
+if [[ "$cached" != "$wanted" ]]; then
+    mkdir -p "$cache"
+    npm install --no-save --no-audit --no-fund --prefix "$cache" "@octokit/openapi@$wanted" >&2
+fi
+
+version="$(json_field "$pkg_dir/package.json" 'd["version"]')"
+
+python3 - "$spec" "$out" "$version" <<'PY'
+import json
+import sys
+
+spec_path, out_path, version = sys.argv[1:4]
+
+OPERATIONS = [
+    "pulls/list",
+    "pulls/create",
+    "pulls/update",
+    "pulls/get",
+    "issues/add-labels",
+    "pulls/request-reviewers",
+    "apps/get-repo-installation",
+    "apps/create-installation-access-token",
+    "repos/get",
+]
+METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+with open(spec_path, encoding="utf-8") as f:
+    spec = json.load(f)
+
+paths = {}
+found = set()
+for path, item in spec["paths"].items():
+    kept = {}
+    for key, op in item.items():
+        if key in METHODS and op.get("operationId") in OPERATIONS:
+            kept[key] = op
+            found.add(op["operationId"])
+    if kept:
+        # Path-level keys (e.g. shared "parameters") apply to every method.
+        for key, value in item.items():
+            if key not in METHODS:
+                kept[key] = value
+        paths[path] = kept
+
+missing = [op for op in OPERATIONS if op not in found]
+if missing:
+    sys.exit(f"operations not found in the spec: {missing}")
+
+# Collect every "#/components/<section>/<name>" reference, transitively.
+components = {}
+
+
+def walk(node):
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            add_ref(ref)
+        for value in node.values():
+            walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            walk(value)
+
+
+def add_ref(ref):
+    prefix = "#/components/"
+    if not ref.startswith(prefix):
+        sys.exit(f"unsupported $ref: {ref}")
+    section, _, name = ref[len(prefix):].partition("/")
+    if "/" in name:
+        sys.exit(f"unsupported nested $ref: {ref}")
+    bucket = components.setdefault(section, {})
+    if name in bucket:
+        return
+    try:
+        target = spec["components"][section][name]
+    except KeyError:
+        sys.exit(f"dangling $ref: {ref}")
+    bucket[name] = target
+    walk(target)
+
+
+walk(paths)
+
+trimmed = {
+    "openapi": spec["openapi"],
+    "info": spec["info"],
+    "servers": spec.get("servers", []),
+    "x-source": {
+        "package": "@octokit/openapi",
+        "version": version,
+        "file": "generated/api.github.com.json",
+        "operations": OPERATIONS,
+        "generator": "tests/openapi/regenerate.sh",
+    },
+    "paths": paths,
+    "components": components,
+}
+
+with open(out_path, "w", encoding="utf-8") as f:
+    json.dump(trimmed, f, indent=2, sort_keys=True, ensure_ascii=False)
+    f.write("\n")
+
+sizes = {k: len(v) for k, v in sorted(components.items())}
+print(f"wrote {out_path}: {len(paths)} paths, components {sizes}", file=sys.stderr)
+PY

@@ -1,0 +1,613 @@
+//! `fanout publish` end to end: real runs, pushes to a local bare repository, and the
+//! project's loopback fake GitHub API, which checks every request against GitHub's
+//! OpenAPI description.
+
+mod common;
+#[path = "common/fake_github.rs"]
+#[allow(dead_code)]
+mod fake_github;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use common::*;
+use fake_github::{FakeGitHub, Fault, FaultKind};
+
+const TOKEN: &str = "test-token-7f3a9c-do-not-leak";
+
+struct Setup {
+    t: TestEnv,
+    gh: FakeGitHub,
+    remote: PathBuf,
+    run: String,
+    report: serde_json::Value,
+}
+
+/// A repo with a bare `origin`, and a finished run whose worker 2 failed.
+fn setup(models: &str) -> Setup {
+    let t = TestEnv::new();
+    let remote = t.root().join("remote.git");
+    t.git_in(
+        t.root(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    t.git(&["push", "-q", "origin", "main"]);
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'test \"$FANOUT_MODEL\" != bad && echo \"$FANOUT_MODEL\" > out-$FANOUT_WORKER_ID.txt']\n",
+        t.worktrees.display()
+    ));
+    let n = models.split(',').count().to_string();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            &n,
+            "--models",
+            models,
+            "Improve the docs",
+        ])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    Setup {
+        t,
+        gh,
+        remote,
+        run,
+        report,
+    }
+}
+
+impl Setup {
+    fn publish(&self, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+        let url = self.gh.url();
+        let mut args = vec![
+            "publish",
+            "--json",
+            "--run",
+            &self.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "--rate-limit-wait",
+            "0.2",
+            "--server-error-backoff",
+            "0.05",
+        ];
+        args.extend_from_slice(extra);
+        let out = self
+            .t
+            .fanout(&args)
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "publish printed no JSON ({e}):\n{}\n{stderr}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        (out.status.code(), v, stderr)
+    }
+
+    fn remote_branch(&self, branch: &str) -> Option<String> {
+        let out = self
+            .t
+            .command("git", self.t.root())
+            .args([
+                "--git-dir",
+                self.remote.to_str().unwrap(),
+                "rev-parse",
+                "--verify",
+                "-q",
+            ])
+            .arg(format!("refs/heads/{branch}"))
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn ops(report: &serde_json::Value) -> Vec<String> {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
+            .collect()
+    }
+}
+
+#[test]
+fn one_pr_per_successful_branch_pushed_with_exact_commits() {
+    let s = setup("good,bad,fine");
+    assert_eq!(s.report["totals"]["success"], 2);
+    let (code, report, _) = s.publish(&[
+        "--label",
+        "fanout",
+        "--label",
+        "ai",
+        "--reviewer",
+        "octocat",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(Setup::ops(&report), ["created", "skipped", "created"]);
+    assert_eq!(report["results"][1]["publish"]["reason"], "status failed");
+
+    let pulls = s.gh.pulls();
+    assert_eq!(pulls.len(), 2);
+    for (r, pr) in [&report["results"][0], &report["results"][2]]
+        .into_iter()
+        .zip(&pulls)
+    {
+        let branch = r["branch"].as_str().unwrap();
+        // the remote holds exactly the worker's commit
+        assert_eq!(s.remote_branch(branch).as_deref(), r["commit"].as_str());
+        assert_eq!(pr.head_ref, branch);
+        assert_eq!(pr.base_ref, "main");
+        assert_eq!(pr.labels, ["fanout", "ai"]);
+        assert_eq!(pr.requested_reviewers, ["octocat"]);
+        assert_eq!(r["publish"]["number"], pr.number);
+        assert_eq!(r["publish"]["url"].as_str(), Some(pr.html_url.as_str()));
+        let body = pr.body.as_deref().unwrap();
+        let id = r["worker_id"].as_u64().unwrap();
+        assert!(
+            body.starts_with(&format!("<!-- fanout:run={} worker={id} -->", s.run)),
+            "{body}"
+        );
+        assert!(body.contains("> Improve the docs"), "{body}");
+        assert!(body.contains(&format!("- `out-{id}.txt`")), "{body}");
+        assert!(pr.title.starts_with("Improve the docs ["), "{}", pr.title);
+    }
+    // nothing for the failed worker
+    assert_eq!(
+        s.remote_branch(report["results"][1]["branch"].as_str().unwrap()),
+        None
+    );
+    // results.json on disk carries the outcomes too
+    let on_disk = s.t.results(&s.run);
+    assert_eq!(
+        on_disk["results"][0]["publish"],
+        report["results"][0]["publish"]
+    );
+    let md = std::fs::read_to_string(s.t.run_dir(&s.run).join("summary.md")).unwrap();
+    assert!(md.contains(&format!("[#{}]", pulls[0].number)), "{md}");
+    s.gh.assert_no_violations();
+}
+
+#[test]
+fn publishing_again_updates_and_never_duplicates() {
+    let s = setup("a,b");
+    let (_, first, _) = s.publish(&[]);
+    assert_eq!(Setup::ops(&first), ["created", "created"]);
+    let (code, second, _) = s.publish(&[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(Setup::ops(&second), ["unchanged", "unchanged"]);
+    assert_eq!(s.gh.pulls().len(), 2);
+    // a new Actions run of the same results: the body links the new run → updated
+    let url = s.gh.url();
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--json",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_REPOSITORY", "octo/demo")
+        .env("GITHUB_RUN_ID", "777")
+        .output()
+        .unwrap();
+    let third: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&third), ["updated", "updated"]);
+    let pulls = s.gh.pulls();
+    assert_eq!(pulls.len(), 2, "no duplicate pull requests");
+    assert!(
+        pulls[0]
+            .body
+            .as_deref()
+            .unwrap()
+            .contains("/octo/demo/actions/runs/777")
+    );
+    assert_eq!(
+        third["results"][0]["publish"]["number"],
+        first["results"][0]["publish"]["number"]
+    );
+    s.gh.assert_no_violations();
+}
+
+#[test]
+fn a_branch_someone_else_moved_is_not_overwritten() {
+    let s = setup("a");
+    let branch = s.report["results"][0]["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // someone pushes their own commit to that branch name first
+    s.t.git(&["push", "-q", "origin", &format!("main:refs/heads/{branch}")]);
+    let theirs = s.remote_branch(&branch).unwrap();
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(3));
+    let p = &report["results"][0]["publish"];
+    assert_eq!(p["operation"], "failed");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("which fanout did not push"),
+        "{p}"
+    );
+    assert_eq!(s.remote_branch(&branch), Some(theirs));
+    assert!(s.gh.pulls().is_empty());
+}
+
+#[test]
+fn server_error_then_success_creates_one_pr() {
+    let s = setup("a");
+    s.gh.inject(Fault::new("POST", "/pulls", FaultKind::Status(500)));
+    s.gh.inject(Fault::new("GET", "/pulls", FaultKind::Status(502)));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(Setup::ops(&report), ["created"]);
+    assert_eq!(s.gh.pulls().len(), 1);
+    assert!(s.gh.pending_faults().is_empty());
+    s.gh.assert_no_violations();
+}
+
+#[test]
+fn secondary_rate_limit_is_honoured_from_retry_after() {
+    let s = setup("a");
+    s.gh.inject(Fault::new(
+        "POST",
+        "/pulls",
+        FaultKind::SecondaryRateLimit {
+            retry_after_secs: 1,
+        },
+    ));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    let creates: Vec<Instant> =
+        s.gh.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+            .map(|r| r.at)
+            .collect();
+    assert_eq!(creates.len(), 2);
+    // the retry came after the server's retry-after, not before
+    assert!(creates[1].duration_since(creates[0]).as_secs_f64() >= 0.95);
+    assert_eq!(s.gh.pulls().len(), 1);
+}
+
+#[test]
+fn primary_rate_limit_and_429_are_retried() {
+    let s = setup("a,b");
+    s.gh.inject(Fault::new(
+        "GET",
+        "/pulls",
+        FaultKind::PrimaryRateLimit { reset_in_secs: 0 },
+    ));
+    s.gh.inject(Fault::new(
+        "POST",
+        "/pulls",
+        FaultKind::TooManyRequests {
+            retry_after_secs: 0,
+        },
+    ));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(Setup::ops(&report), ["created", "created"]);
+    assert!(s.gh.pending_faults().is_empty());
+}
+
+#[test]
+fn connection_dropped_after_a_create_makes_no_duplicate() {
+    let s = setup("a");
+    s.gh.inject(Fault::new("POST", "/pulls", FaultKind::DropAfterProcessing));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    let p = &report["results"][0]["publish"];
+    assert_eq!(p["operation"], "created");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("confirmed after an unclear answer"),
+        "{p}"
+    );
+    assert_eq!(s.gh.pulls().len(), 1, "exactly one pull request");
+    let creates =
+        s.gh.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+            .count();
+    assert_eq!(creates, 1, "the create was not re-sent");
+}
+
+#[test]
+fn already_exists_race_updates_the_existing_pr() {
+    let s = setup("a");
+    let branch = s.report["results"][0]["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Another process opened the PR after our lookup: hide it from the first lookup.
+    let n =
+        s.gh.add_pull(&format!("octo:{branch}"), "main", "opened elsewhere");
+    s.gh.inject(Fault::new("GET", "/pulls", FaultKind::HideOpenPulls));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{report}");
+    let p = &report["results"][0]["publish"];
+    assert_eq!(p["operation"], "updated");
+    assert_eq!(p["number"], n);
+    let pulls = s.gh.pulls();
+    assert_eq!(pulls.len(), 1);
+    assert!(
+        pulls[0].title.starts_with("Improve the docs"),
+        "{}",
+        pulls[0].title
+    );
+    s.gh.assert_no_violations();
+}
+
+#[test]
+fn draft_refused_is_retried_as_ready_for_review() {
+    let s = setup("a");
+    s.gh.inject(Fault::new("POST", "/pulls", FaultKind::DraftNotSupported));
+    let (code, report, _) = s.publish(&["--draft"]);
+    assert_eq!(code, Some(0), "{report}");
+    let p = &report["results"][0]["publish"];
+    assert_eq!(p["operation"], "created");
+    assert!(
+        p["reason"]
+            .as_str()
+            .unwrap()
+            .contains("draft pull requests are not supported")
+    );
+    let pulls = s.gh.pulls();
+    assert_eq!(pulls.len(), 1);
+    assert!(!pulls[0].draft);
+}
+
+#[test]
+fn actions_not_allowed_to_create_prs_gives_a_compare_link() {
+    let s = setup("a");
+    s.gh.inject(Fault::new(
+        "POST",
+        "/pulls",
+        FaultKind::ActionsCannotCreatePr,
+    ));
+    let summary = s.t.root().join("step-summary.md");
+    let url = s.gh.url();
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--json",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &report["results"][0]["publish"];
+    assert_eq!(p["operation"], "failed");
+    let reason = p["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Allow GitHub Actions to create and approve pull requests"),
+        "{reason}"
+    );
+    let branch = report["results"][0]["branch"].as_str().unwrap();
+    let compare = format!("https://github.com/octo/demo/compare/main...{branch}?expand=1");
+    assert_eq!(p["compare_url"], compare.as_str());
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains(&format!("[open by hand]({compare})")), "{md}");
+    // the branch was still pushed: nothing is lost
+    assert!(s.remote_branch(branch).is_some());
+}
+
+#[test]
+fn one_workers_failure_never_stops_the_others() {
+    let s = setup("a,b,c");
+    s.gh.inject(Fault::new("POST", "/pulls", FaultKind::Status(422)));
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(Setup::ops(&report), ["failed", "created", "created"]);
+}
+
+#[test]
+fn tokens_never_leak_into_reports_or_logs_and_are_masked_in_actions() {
+    let s = setup("a");
+    let url = s.gh.url();
+    let summary = s.t.root().join("step-summary.md");
+    let outputs = s.t.root().join("outputs.txt");
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .env("GITHUB_OUTPUT", &outputs)
+        .env("FANOUT_LOG", "debug")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains(&format!("::add-mask::{TOKEN}")), "{stdout}");
+    let without_masks: String = stdout
+        .lines()
+        .filter(|l| !l.starts_with("::add-mask::"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!without_masks.contains(TOKEN));
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+    let dir = s.t.run_dir(&s.run);
+    for f in ["results.json", "summary.md"] {
+        assert!(
+            !std::fs::read_to_string(dir.join(f))
+                .unwrap()
+                .contains(TOKEN),
+            "{f}"
+        );
+    }
+    assert!(!std::fs::read_to_string(&summary).unwrap().contains(TOKEN));
+    let outputs = std::fs::read_to_string(&outputs).unwrap();
+    assert!(outputs.starts_with("pull-requests=[{"), "{outputs}");
+    assert!(!outputs.contains(TOKEN));
+    // and the agents of the run never saw it either (see tests/run.rs)
+}
+
+#[test]
+fn github_app_jwt_installation_token_then_api_calls() {
+    use rsa::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
+    let s = setup("a");
+    let mut rng = rsa::rand_core::OsRng;
+    let key = rsa::RsaPrivateKey::new(&mut rng, 2048).unwrap();
+    let private_pem = key.to_pkcs8_pem(LineEnding::LF).unwrap();
+    let public_pem = key
+        .to_public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    s.gh.set_app(31337, &public_pem);
+    let key_file = s.t.root().join("app.pem");
+    std::fs::write(&key_file, private_pem.as_bytes()).unwrap();
+    let url = s.gh.url();
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--json",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "--app-id",
+            "31337",
+            "--app-private-key",
+            key_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&report), ["created"]);
+    let issued = s.gh.issued_tokens();
+    assert_eq!(issued.len(), 1);
+    let requests = s.gh.requests();
+    let ops: Vec<&str> = requests
+        .iter()
+        .filter_map(|r| r.operation_id.as_deref())
+        .collect();
+    assert_eq!(
+        &ops[..2],
+        [
+            "apps/get-repo-installation",
+            "apps/create-installation-access-token"
+        ]
+    );
+    for r in requests
+        .iter()
+        .filter(|r| r.path.starts_with("/repos/octo/demo/pulls"))
+    {
+        let auth = r.headers.get("authorization").unwrap();
+        assert_eq!(auth, &format!("Bearer {}", issued[0]));
+    }
+    s.gh.assert_no_violations();
+    // a wrong key is refused with a clear message
+    let other = rsa::RsaPrivateKey::new(&mut rng, 2048).unwrap();
+    std::fs::write(
+        &key_file,
+        other.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes(),
+    )
+    .unwrap();
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--app-id",
+            "31337",
+            "--app-private-key",
+            key_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("GitHub App 31337: no installation on octo/demo (HTTP 401"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_credentials_or_repository_are_usage_errors() {
+    let s = setup("a");
+    let out =
+        s.t.fanout(&["publish", "--run", &s.run, "--repo", "octo/demo"])
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("publishing needs a token"));
+    let out =
+        s.t.fanout(&["publish", "--run", &s.run])
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --repo OWNER/NAME"));
+}
