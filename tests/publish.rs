@@ -15,6 +15,40 @@ use fake_github::{FakeGitHub, Fault, FaultKind};
 
 const TOKEN: &str = "test-token-7f3a9c-do-not-leak";
 
+/// `tests/support/git_http.py`: git's smart HTTP behind Basic auth on 127.0.0.1.
+struct GitHttp {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl GitHttp {
+    fn start(t: &TestEnv) -> GitHttp {
+        use std::io::BufRead;
+        let log = t.root().join("git-http-credentials.log");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/git_http.py");
+        let mut child = t
+            .command("python3", t.root())
+            .args([script, t.root().to_str().unwrap(), log.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("git_http.py prints its port");
+        GitHttp { child, port, log }
+    }
+}
+
+impl Drop for GitHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 struct Setup {
     t: TestEnv,
     gh: FakeGitHub,
@@ -514,6 +548,9 @@ fn github_app_jwt_installation_token_then_api_calls() {
     let key_file = s.t.root().join("app.pem");
     std::fs::write(&key_file, private_pem.as_bytes()).unwrap();
     let url = s.gh.url();
+    // The push goes over smart HTTP with Basic auth, like GitHub's.
+    let git_http = GitHttp::start(&s.t);
+    let remote_url = format!("http://127.0.0.1:{}/remote.git", git_http.port);
     let out =
         s.t.fanout(&[
             "publish",
@@ -530,19 +567,36 @@ fn github_app_jwt_installation_token_then_api_calls() {
             "31337",
             "--app-private-key",
             key_file.to_str().unwrap(),
+            "--remote",
+            &remote_url,
         ])
         .output()
         .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{}",
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(Setup::ops(&report), ["created"]);
+    assert_eq!(Setup::ops(&report), ["created"], "{report}");
     let issued = s.gh.issued_tokens();
     assert_eq!(issued.len(), 1);
+    // the installation token authorized the push, and the branch arrived
+    let creds = std::fs::read_to_string(&git_http.log).unwrap();
+    assert!(!creds.is_empty());
+    assert!(
+        creds
+            .lines()
+            .all(|l| l == format!("x-access-token:{}", issued[0])),
+        "{creds}"
+    );
+    let branch = report["results"][0]["branch"].as_str().unwrap();
+    assert_eq!(
+        s.remote_branch(branch).as_deref(),
+        report["results"][0]["commit"].as_str()
+    );
     let requests = s.gh.requests();
     let ops: Vec<&str> = requests
         .iter()
@@ -610,4 +664,106 @@ fn missing_credentials_or_repository_are_usage_errors() {
             .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass --repo OWNER/NAME"));
+}
+
+#[test]
+fn run_with_publish_and_partial_workers_included_on_request() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestEnv::new();
+    let remote = t.root().join("remote.git");
+    t.git_in(
+        t.root(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    t.git(&["push", "-q", "origin", "main"]);
+    // an agent that edits a file, and reports partial on model `p`
+    let agent = t.root().join("agent.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\necho \"$FANOUT_MODEL\" > \"out-$FANOUT_WORKER_ID.txt\"\nif [ \"$FANOUT_MODEL\" = p ]; then echo '{\"status\":\"partial\",\"reason\":\"max steps\"}' > \"$FANOUT_RESULT\"; fi\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: a\nworktree_dir: '{}'\nagents:\n  a:\n    command: ['{}']\npublish:\n  labels: [from-config]\n",
+        t.worktrees.display(),
+        agent.display()
+    ));
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let url = gh.url();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "2",
+            "--models",
+            "s,p",
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "task",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    // one success, one partial: the run exits 1; publish created one PR
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&report), ["created", "skipped"]);
+    assert!(
+        report["results"][1]["publish"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("--include partial")
+    );
+    assert_eq!(gh.pulls().len(), 1);
+    assert_eq!(gh.pulls()[0].labels, ["from-config"]);
+    // publishing the same run again with partial included adds exactly one PR
+    let run = report["run_id"].as_str().unwrap();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "publish",
+            "--json",
+            "--run",
+            run,
+            "--include",
+            "partial",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&again), ["unchanged", "created"]);
+    assert_eq!(gh.pulls().len(), 2);
+    gh.assert_no_violations();
 }
