@@ -40,8 +40,12 @@ Exit codes:
 pub enum Command {
     /// Plan, run and harvest a batch of agent workers in parallel worktrees.
     Run(RunArgs),
-    /// Print the plan without running anything.
-    Plan(PlanArgs),
+    /// Print the plan without running anything (and, for matrix mode, write it out).
+    Plan(PlanCommand),
+    /// Matrix mode: run one worker of a plan in this checkout, for one Actions job.
+    Worker(crate::commands::worker::WorkerArgs),
+    /// Matrix mode: collect the workers' results and branches, report, publish.
+    Aggregate(crate::commands::aggregate::AggregateArgs),
     /// Push successful branches and open or update one pull request each.
     Publish(crate::commands::publish::PublishCommand),
     /// Print the JSON Schema of fanout.yml.
@@ -132,8 +136,30 @@ impl PlanArgs {
             cross: self.cross,
             worktree_dir: self.worktree_dir.clone(),
             branch_prefix: self.branch_prefix.clone(),
+            allow_empty: false,
         }
     }
+}
+
+/// `fanout plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanCommand {
+    /// Plan flags.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+
+    /// Write the plan as JSON to this file (for `fanout worker` and `fanout aggregate`).
+    #[arg(long, value_name = "PATH")]
+    pub plan_file: Option<PathBuf>,
+
+    /// Write the matrix outputs (`matrix`, `count`, chunks) to `$GITHUB_OUTPUT`
+    /// (default: whenever `$GITHUB_OUTPUT` is set).
+    #[arg(long)]
+    pub github_output: bool,
+
+    /// No task is not an error: the plan is empty (count 0), for scheduled workflows.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 /// `fanout run`.

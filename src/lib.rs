@@ -10,11 +10,13 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod bundle;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod execute;
 pub mod exit;
+pub mod gha;
 pub mod github;
 pub mod harvest;
 pub mod journal;

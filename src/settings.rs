@@ -47,6 +47,8 @@ pub struct PlanFlags {
     pub worktree_dir: Option<PathBuf>,
     /// `--branch-prefix`.
     pub branch_prefix: Option<String>,
+    /// No task makes an empty plan instead of an error.
+    pub allow_empty: bool,
 }
 
 /// Everything a run needs to know, validated.
@@ -210,7 +212,7 @@ impl Settings {
                 })
                 .collect::<Result<Vec<_>, _>>()?
         };
-        if tasks.is_empty() {
+        if tasks.is_empty() && !flags.allow_empty {
             return Err(SettingsError::NoTasks);
         }
         let mut seen = std::collections::BTreeSet::new();

@@ -39,7 +39,8 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::build(&settings, base, &crate::plan::new_run_id());
     let style = Style::detect(args.quiet);
-    let report = super::run::execute_plan(&repo, &settings, plan, style)?;
+    let opts = super::run::ExecOptions::from_settings(&settings);
+    let report = super::run::execute_plan(&repo, &opts, plan, style)?;
     print!("\n{}", crate::report::table(&report.results));
     println!(
         "\nresults:   {}\nsummary:   {}\nbranches:  git -C {} branch --list 'fanout/*'\ninspect:   fanout -C {} status\nclean up:  fanout -C {} cleanup --all",

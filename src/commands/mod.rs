@@ -1,6 +1,7 @@
 //! The subcommands, one file each, and the CLI edge: parsing, friendly errors, exit
 //! codes. Library errors (thiserror) become one-line diagnostics here.
 
+pub mod aggregate;
 pub mod cleanup;
 pub mod demo;
 pub mod fake_agent;
@@ -9,6 +10,7 @@ pub mod publish;
 pub mod run;
 pub mod schema;
 pub mod status;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -108,6 +110,8 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Run(args) => run::run(&ctx, &args),
         Command::Plan(args) => plan::plan(&ctx, &args),
+        Command::Worker(args) => worker::worker(&ctx, &args),
+        Command::Aggregate(args) => aggregate::aggregate(&ctx, &args),
         Command::Publish(args) => publish::publish_command(&ctx, &args),
         Command::Schema => schema::schema(),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
@@ -159,10 +163,21 @@ impl Context {
 
     /// Repo, config and validated settings for a plan.
     pub fn settings(&self, args: &PlanArgs) -> Result<(UserRepo, Settings), CliError> {
+        self.settings_with(args, false)
+    }
+
+    /// [`Context::settings`], optionally allowing an empty task list.
+    pub fn settings_with(
+        &self,
+        args: &PlanArgs,
+        allow_empty: bool,
+    ) -> Result<(UserRepo, Settings), CliError> {
         let repo = self.repo()?;
         let (file, path) = self.load_config(&repo)?;
-        let settings = Settings::resolve(&file, &path, &args.flags())
-            .map_err(|e| CliError::Usage(e.to_string()))?;
+        let mut flags = args.flags();
+        flags.allow_empty = allow_empty;
+        let settings =
+            Settings::resolve(&file, &path, &flags).map_err(|e| CliError::Usage(e.to_string()))?;
         Ok((repo, settings))
     }
 }

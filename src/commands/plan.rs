@@ -1,15 +1,39 @@
 //! `fanout plan`: print the plan without running anything.
 
-use crate::cli::PlanArgs;
+use crate::cli::PlanCommand;
 
 use super::{CliError, Context};
 
 /// Entry point of `fanout plan`.
-pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<i32, CliError> {
-    let (repo, settings) = ctx.settings(args)?;
+pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
+    let args = &cmd.plan;
+    let (repo, settings) = ctx.settings_with(args, cmd.allow_empty)?;
     let run_id = super::run_id(args.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::build(&settings, base, &run_id);
+    let outputs = crate::gha::output_file();
+    if outputs.is_some() || cmd.github_output {
+        // Check the matrix limits before writing anything.
+        crate::gha::matrix_chunks(&plan).map_err(CliError::Usage)?;
+    }
+    if let Some(path) = &cmd.plan_file {
+        let path = if path.is_absolute() {
+            path.clone()
+        } else {
+            ctx.cwd.join(path)
+        };
+        let mut json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
+        json.push(b'\n');
+        std::fs::write(&path, json)
+            .map_err(|e| CliError::Fatal(format!("--plan-file {}: {e}", path.display())))?;
+    }
+    if let Some(out) = outputs {
+        crate::gha::write_matrix_outputs(&out, &plan).map_err(CliError::Fatal)?;
+    } else if cmd.github_output {
+        return Err(CliError::Usage(
+            "--github-output: $GITHUB_OUTPUT is not set".into(),
+        ));
+    }
     if args.json {
         println!(
             "{}",

@@ -26,11 +26,13 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::build(&settings, base, &run_id);
     let style = Style::detect(args.quiet);
-    let mut report = execute_plan(&repo, &settings, plan, style)?;
+    let opts = ExecOptions::from_settings(&settings);
+    let mut report = execute_plan(&repo, &opts, plan, style)?;
+    let run_dir = repo.run_dir(&report.run_id);
     let mut code = report.exit_code;
     if args.publish && !report.interrupted {
         let (file, _) = ctx.load_config(&repo)?;
-        let path = repo.run_dir(&report.run_id).join("results.json");
+        let path = run_dir.join("results.json");
         let published =
             super::publish::publish_report(&repo, &file, &args.publish_args, &mut report, &path)?;
         if published != crate::exit::SUCCESS && code == crate::exit::SUCCESS {
@@ -44,10 +46,7 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
         );
     } else {
         print!("\n{}", report::table(&report.results));
-        println!(
-            "\nresults: {}",
-            repo.run_dir(&report.run_id).join("results.json").display()
-        );
+        println!("\nresults: {}", run_dir.join("results.json").display());
         if args.publish {
             print!("\n{}", super::publish::pr_table(&report));
         }
@@ -55,16 +54,38 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
     Ok(code)
 }
 
-/// Run `plan` in `repo` and write its report. Used by `run` and `demo`.
+/// What running a plan needs besides the plan.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Worktree root override.
+    pub worktree_dir: Option<std::path::PathBuf>,
+    /// Commit identity.
+    pub identity: (String, String),
+    /// Name of the run directory (default: the run id).
+    pub run_dir_name: Option<String>,
+}
+
+impl ExecOptions {
+    /// From validated settings.
+    pub fn from_settings(s: &Settings) -> ExecOptions {
+        ExecOptions {
+            worktree_dir: s.worktree_dir.clone(),
+            identity: s.commit_identity.clone(),
+            run_dir_name: None,
+        }
+    }
+}
+
+/// Run `plan` in `repo` and write its report. Used by `run`, `worker` and `demo`.
 pub fn execute_plan(
     repo: &UserRepo,
-    settings: &Settings,
+    opts: &ExecOptions,
     plan: Plan,
     style: Style,
 ) -> Result<RunReport, CliError> {
     let started_at = SystemTime::now();
     let clock = Instant::now();
-    let run_dir = repo.run_dir(&plan.run_id);
+    let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
         return Err(CliError::Usage(format!(
             "run {} already exists in {}",
@@ -87,7 +108,7 @@ pub fn execute_plan(
         Err(e) => eprintln!("fanout: warning: could not read the checkout's status: {e}"),
     }
 
-    let worktree_root = repo.worktree_root(settings.worktree_dir.as_deref());
+    let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
     if worktree_root.starts_with(&repo.workdir) {
         eprintln!(
             "fanout: warning: worktrees go inside the checkout ({}); they may show up as untracked files",
@@ -128,7 +149,7 @@ pub fn execute_plan(
         run_dir: run_dir.clone(),
         worktree_root,
         journal: Arc::new(journal),
-        identity: settings.commit_identity.clone(),
+        identity: opts.identity.clone(),
         base_env: std::env::vars_os().collect(),
     });
 
@@ -172,8 +193,12 @@ pub fn execute_plan(
     let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from);
-    report::write(&report, &run_dir, step_summary.as_deref())
+    let paths = report::write(&report, &run_dir, step_summary.as_deref())
         .map_err(|e| fatal("writing the report", e))?;
+    if let Some(out) = crate::gha::output_file() {
+        crate::gha::write_run_outputs(&out, &report, &paths.summary)
+            .map_err(|e| fatal("$GITHUB_OUTPUT", e))?;
+    }
     let _ = std::fs::remove_file(&pid_file);
     Ok(report)
 }

@@ -1,0 +1,435 @@
+//! Matrix mode without a runner: `fanout plan` outputs, `fanout worker` in separate
+//! clones (as separate jobs would), and `fanout aggregate` verifying and importing
+//! their bundles.
+
+mod common;
+#[path = "common/fake_github.rs"]
+#[allow(dead_code)]
+mod fake_github;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// Parse a `$GITHUB_OUTPUT` file (both `k=v` and `k<<DELIM` forms).
+fn outputs(path: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some((k, delim)) = line.split_once("<<") {
+            let mut v = Vec::new();
+            for l in lines.by_ref() {
+                if l == delim {
+                    break;
+                }
+                v.push(l);
+            }
+            out.insert(k.to_owned(), v.join("\n"));
+        } else if let Some((k, v)) = line.split_once('=') {
+            out.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    out
+}
+
+struct Matrix {
+    t: TestEnv,
+    cfg: PathBuf,
+    plan: PathBuf,
+    results: PathBuf,
+}
+
+impl Matrix {
+    fn new(tasks: &[&str]) -> Matrix {
+        let t = TestEnv::new();
+        let remote = t.root().join("remote.git");
+        t.git_in(
+            t.root(),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "-b",
+                "main",
+                remote.to_str().unwrap(),
+            ],
+        );
+        t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+        t.git(&["push", "-q", "origin", "main"]);
+        let cfg = t.fake_config(&[], "");
+        let plan = t.root().join("plan.json");
+        let results = t.root().join("results");
+        let workers = tasks.len().to_string();
+        let mut args = vec![
+            "--config",
+            cfg.to_str().unwrap(),
+            "plan",
+            "--plan-file",
+            plan.to_str().unwrap(),
+            "-w",
+            &workers,
+        ];
+        for task in tasks {
+            args.extend(["-t", task]);
+        }
+        t.run_ok(&args);
+        Matrix {
+            t,
+            cfg,
+            plan,
+            results,
+        }
+    }
+
+    /// A fresh clone, as a new runner's checkout would be.
+    fn clone(&self, name: &str) -> PathBuf {
+        let dir = self.t.root().join(name);
+        self.t.git_in(
+            self.t.root(),
+            &[
+                "clone",
+                "-q",
+                self.t.root().join("remote.git").to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        dir
+    }
+
+    fn worker(&self, id: u32) -> std::process::Output {
+        let job = self.clone(&format!("job-{id}"));
+        let id = id.to_string();
+        self.t
+            .command(FANOUT, &job)
+            .args(["--config", self.cfg.to_str().unwrap(), "worker", "--plan"])
+            .arg(&self.plan)
+            .args(["--id", &id, "--out"])
+            .arg(&self.results)
+            .output()
+            .unwrap()
+    }
+
+    fn aggregate(&self, dir: &Path, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+        let out = self
+            .t
+            .command(FANOUT, dir)
+            .args(["aggregate", "--json", "--plan"])
+            .arg(&self.plan)
+            .arg("--from")
+            .arg(&self.results)
+            .args(extra)
+            .env("GITHUB_TOKEN", "agg-token")
+            .output()
+            .unwrap();
+        let v = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    }
+}
+
+#[test]
+fn plan_outputs_split_at_256_and_refuse_more_than_four_chunks() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let out_file = t.root().join("gh-output");
+    let plan_file = t.root().join("plan.json");
+    let mut args: Vec<String> = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "plan",
+        "--plan-file",
+        plan_file.to_str().unwrap(),
+        "-w",
+        "10",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for i in 0..300 {
+        args.push("-t".into());
+        args.push(format!("task {i}"));
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = t
+        .fanout(&argv)
+        .env("GITHUB_OUTPUT", &out_file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = outputs(&out_file);
+    assert_eq!(o["count"], "300");
+    assert_eq!(o["chunks"], "2");
+    assert_eq!(o["count-1"], "256");
+    assert_eq!(o["count-2"], "44");
+    assert_eq!(o["count-3"], "0");
+    assert_eq!(o["count-4"], "0");
+    let m1: serde_json::Value = serde_json::from_str(&o["matrix-1"]).unwrap();
+    let m2: serde_json::Value = serde_json::from_str(&o["matrix-2"]).unwrap();
+    assert_eq!(m1["include"].as_array().unwrap().len(), 256);
+    assert_eq!(m1["include"][0]["id"], 1);
+    assert_eq!(m2["include"][0]["id"], 257);
+    assert_eq!(m2["include"][43]["id"], 300);
+    assert_eq!(o["matrix"], o["matrix-1"]);
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan_file).unwrap()).unwrap();
+    assert_eq!(plan["workers"].as_array().unwrap().len(), 300);
+    assert_eq!(plan["concurrency"], 10);
+
+    // more than 4 × 256 workers cannot be a matrix: refused before anything is written
+    let mut args: Vec<String> = ["--config", cfg.to_str().unwrap(), "plan"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for i in 0..1025 {
+        args.push("-t".into());
+        args.push(format!("t{i}"));
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let big_out = t.root().join("gh-output-big");
+    let out = t
+        .fanout(&argv)
+        .env("GITHUB_OUTPUT", &big_out)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 1024"));
+    assert!(!big_out.exists());
+}
+
+#[test]
+fn an_empty_plan_has_count_zero() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let out_file = t.root().join("gh-output");
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "plan",
+            "--allow-empty",
+            "--json",
+        ])
+        .env("GITHUB_OUTPUT", &out_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let o = outputs(&out_file);
+    assert_eq!(o["count"], "0");
+    assert_eq!(o["chunks"], "0");
+    assert_eq!(o["matrix"], r#"{"include":[]}"#);
+    // without --allow-empty no task stays an error
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn workers_in_separate_clones_then_aggregate_imports_and_reports_every_worker() {
+    let m = Matrix::new(&["one", "two", "three"]);
+    for id in [1, 2] {
+        let out = m.worker(id);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = m.results.join(format!("fanout-result-{id}"));
+        assert!(dir.join("result.json").is_file());
+        assert!(dir.join("branch.bundle").is_file());
+        assert!(dir.join("log.txt").is_file());
+    }
+    // worker 3's job died without a result
+    let agg = m.clone("aggregate");
+    let summary = m.t.root().join("summary.md");
+    let out_file = m.t.root().join("agg-output");
+    let out =
+        m.t.command(FANOUT, &agg)
+            .args(["aggregate", "--json", "--plan"])
+            .arg(&m.plan)
+            .arg("--from")
+            .arg(&m.results)
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("GITHUB_OUTPUT", &out_file)
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    for r in &results[..2] {
+        assert_eq!(r["status"], "success", "{r}");
+        let id = r["worker_id"].as_u64().unwrap();
+        assert_eq!(
+            r["files_modified"],
+            serde_json::json!([format!("fanout-demo/w{id}.md")])
+        );
+        // the branch is imported, at the reported commit
+        let branch = r["branch"].as_str().unwrap();
+        let tip = m.t.git_in(&agg, &["rev-parse", branch]);
+        assert_eq!(tip.trim(), r["commit"].as_str().unwrap());
+    }
+    assert_eq!(results[2]["status"], "failed");
+    assert!(
+        results[2]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the worker's job left no result")
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains("**2 of 3 workers succeeded**"), "{md}");
+    assert!(md.contains("left no result"), "{md}");
+    let o = outputs(&out_file);
+    let res: serde_json::Value = serde_json::from_str(&o["results"]).unwrap();
+    assert_eq!(res["totals"]["success"], 2);
+    assert!(o["summary"].ends_with("summary.md"));
+}
+
+#[test]
+fn tampered_bundles_are_refused_with_a_clear_message() {
+    let m = Matrix::new(&["one", "two"]);
+    for id in [1, 2] {
+        assert_eq!(m.worker(id).status.code(), Some(0));
+    }
+    let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&m.plan).unwrap()).unwrap();
+    let b1 = plan["workers"][0]["branch"].as_str().unwrap().to_owned();
+    let b2 = plan["workers"][1]["branch"].as_str().unwrap().to_owned();
+    // worker 1's bundle gains an extra ref
+    let job1 = m.t.root().join("job-1");
+    let bundle1 = m.results.join("fanout-result-1/branch.bundle");
+    let base = plan["base"]["commit"].as_str().unwrap();
+    m.t.git_in(&job1, &["checkout", "-q", "-b", "extra", &b1]);
+    std::fs::write(job1.join("sneaky.txt"), "x").unwrap();
+    m.t.git_in(&job1, &["add", "sneaky.txt"]);
+    m.t.git_in(&job1, &["commit", "-q", "-m", "sneaky"]);
+    m.t.git_in(
+        &job1,
+        &[
+            "bundle",
+            "create",
+            "-q",
+            bundle1.to_str().unwrap(),
+            &format!("refs/heads/{b1}"),
+            "refs/heads/extra",
+            &format!("^{base}"),
+        ],
+    );
+    // worker 2's bundle is based on another commit
+    let job2 = m.t.root().join("job-2");
+    m.t.git_in(&job2, &["checkout", "-q", "-b", "tamper", &b2]);
+    std::fs::write(job2.join("extra.txt"), "x").unwrap();
+    m.t.git_in(&job2, &["add", "extra.txt"]);
+    m.t.git_in(&job2, &["commit", "-q", "-m", "more"]);
+    m.t.git_in(
+        &job2,
+        &["update-ref", &format!("refs/heads/{b2}"), "tamper"],
+    );
+    let bundle2 = m.results.join("fanout-result-2/branch.bundle");
+    m.t.git_in(
+        &job2,
+        &[
+            "bundle",
+            "create",
+            "-q",
+            bundle2.to_str().unwrap(),
+            &format!("refs/heads/{b2}"),
+            &format!("^{b2}~1"),
+        ],
+    );
+
+    let agg = m.clone("aggregate");
+    let (code, report) = m.aggregate(&agg, &[]);
+    assert_eq!(code, Some(3), "{report}");
+    let r1 = report["results"][0]["reason"].as_str().unwrap();
+    assert!(
+        r1.starts_with(&format!(
+            "bundle refused: the bundle must hold only refs/heads/{b1}, it holds"
+        )),
+        "{r1}"
+    );
+    let r2 = report["results"][1]["reason"].as_str().unwrap();
+    assert!(
+        r2.starts_with("bundle refused: the bundle is not based on the plan's base commit"),
+        "{r2}"
+    );
+    // nothing was imported
+    let branches = m.t.git_in(&agg, &["branch", "--list", "fanout/*"]);
+    assert_eq!(branches.trim(), "");
+}
+
+#[test]
+fn aggregate_publishes_one_pr_per_successful_worker() {
+    let m = Matrix::new(&["one", "two"]);
+    for id in [1, 2] {
+        assert_eq!(m.worker(id).status.code(), Some(0));
+    }
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("agg-token");
+    let url = gh.url();
+    let agg = m.clone("aggregate");
+    let (code, report) = m.aggregate(
+        &agg,
+        &[
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ],
+    );
+    assert_eq!(code, Some(0), "{report}");
+    let ops: Vec<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["publish"]["operation"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["created", "created"]);
+    assert_eq!(gh.pulls().len(), 2);
+    // the remote has the workers' commits
+    for r in report["results"].as_array().unwrap() {
+        let branch = r["branch"].as_str().unwrap();
+        let remote_tip = m.t.git_in(
+            m.t.root(),
+            &["--git-dir", "remote.git", "rev-parse", branch],
+        );
+        assert_eq!(remote_tip.trim(), r["commit"].as_str().unwrap());
+    }
+    gh.assert_no_violations();
+}
+
+#[test]
+fn worker_refuses_a_checkout_without_the_base_commit() {
+    let m = Matrix::new(&["one"]);
+    // an unrelated repository
+    let other = m.t.root().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    m.t.git_in(&other, &["init", "-q", "-b", "main"]);
+    std::fs::write(other.join("f"), "x").unwrap();
+    m.t.git_in(&other, &["add", "f"]);
+    m.t.git_in(&other, &["commit", "-q", "-m", "x"]);
+    let out =
+        m.t.command(FANOUT, &other)
+            .args(["worker", "--plan"])
+            .arg(&m.plan)
+            .args(["--id", "1", "--out"])
+            .arg(&m.results)
+            .output()
+            .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not in this checkout"));
+    let out = m.worker(7);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--id 7: the plan has workers 1 to 1"));
+}
