@@ -69,7 +69,9 @@ fn trace(path: &Option<PathBuf>, what: &str, id: &str) {
             .append(true)
             .open(p)
     {
-        let _ = writeln!(f, "{what} {id} {} {}", now_ns(), std::process::id());
+        // One write per line: O_APPEND keeps concurrent agents' lines whole.
+        let line = format!("{what} {id} {} {}\n", now_ns(), std::process::id());
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
