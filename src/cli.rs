@@ -50,6 +50,8 @@ pub enum Command {
     Publish(crate::commands::publish::PublishCommand),
     /// Print the JSON Schema of fanout.yml.
     Schema,
+    /// Write a workflow template into .github/workflows/ (or check it for drift).
+    Init(crate::commands::init::InitArgs),
     /// Remove the worktrees and branches fanout created.
     Cleanup(CleanupArgs),
     /// List runs, workers, worktrees, their git status and disk use.

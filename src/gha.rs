@@ -124,14 +124,17 @@ pub fn results_output(report: &crate::result::RunReport) -> String {
     .to_string()
 }
 
-/// Write the outputs of a finished run (`results`, `summary`).
+/// Write the outputs of a finished run: `count`, `results` (JSON), and the paths of
+/// the full report (`report`, results.json) and of the Markdown `summary`.
 pub fn write_run_outputs(
     file: &Path,
     report: &crate::result::RunReport,
-    summary: &Path,
+    paths: &crate::report::ReportPaths,
 ) -> std::io::Result<()> {
+    write_output(file, "count", &report.results.len().to_string())?;
     write_output(file, "results", &results_output(report))?;
-    write_output(file, "summary", &summary.display().to_string())
+    write_output(file, "report", &paths.results.display().to_string())?;
+    write_output(file, "summary", &paths.summary.display().to_string())
 }
 
 #[cfg(test)]

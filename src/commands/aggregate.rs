@@ -236,7 +236,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
     let paths = report::write(&report, &run_dir, step_summary.as_deref())
         .map_err(|e| CliError::Fatal(format!("writing the report: {e}")))?;
     if let Some(out) = gha::output_file() {
-        gha::write_run_outputs(&out, &report, &paths.summary)
+        gha::write_run_outputs(&out, &report, &paths)
             .map_err(|e| CliError::Fatal(format!("$GITHUB_OUTPUT: {e}")))?;
     }
     let mut code = report.exit_code;

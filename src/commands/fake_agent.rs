@@ -53,6 +53,9 @@ pub struct FakeAgentArgs {
     /// Append `start`/`end` lines with timestamps to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Fail (write nothing, exit 1, status failed) when the task contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub fail_on: Option<String>,
 }
 
 fn now_ns() -> u128 {
@@ -96,6 +99,16 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
     let model = std::env::var("FANOUT_MODEL").unwrap_or_else(|_| "default".into());
     println!("fake-agent: worker {id}, model {model}");
     eprintln!("fake-agent: task: {task}");
+    if let Some(text) = &args.fail_on
+        && task.contains(text.as_str())
+    {
+        eprintln!("fake-agent: the task contains {text:?}: failing as asked");
+        if let Ok(p) = std::env::var("FANOUT_RESULT") {
+            let _ = std::fs::write(p, r#"{"status":"failed","reason":"asked to fail"}"#);
+        }
+        trace(&args.trace, "end", &id);
+        return 1;
+    }
     for i in 0..args.spam {
         println!("fake-agent: noise line {i} {}", "x".repeat(64));
     }

@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod cleanup;
 pub mod demo;
 pub mod fake_agent;
+pub mod init;
 pub mod plan;
 pub mod publish;
 pub mod run;
@@ -114,6 +115,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Aggregate(args) => aggregate::aggregate(&ctx, &args),
         Command::Publish(args) => publish::publish_command(&ctx, &args),
         Command::Schema => schema::schema(),
+        Command::Init(args) => init::init(&ctx, &args),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
         Command::Status(args) => status::status(&ctx, &args),
         Command::Demo(args) => demo::demo(&args),

@@ -196,7 +196,7 @@ pub fn execute_plan(
     let paths = report::write(&report, &run_dir, step_summary.as_deref())
         .map_err(|e| fatal("writing the report", e))?;
     if let Some(out) = crate::gha::output_file() {
-        crate::gha::write_run_outputs(&out, &report, &paths.summary)
+        crate::gha::write_run_outputs(&out, &report, &paths)
             .map_err(|e| fatal("$GITHUB_OUTPUT", e))?;
     }
     let _ = std::fs::remove_file(&pid_file);

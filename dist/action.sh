@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The composite action's main step (action.yml): turns the action's inputs, which
+# arrive only as FANOUT_IN_* environment variables (never `${{ }}` in shell text),
+# into one fanout command line. Runs `fanout run|plan|worker|aggregate`.
+#
+# The GitHub token reaches fanout only in the modes that publish; fanout itself
+# removes it from every agent's environment.
+set -euo pipefail
+# Portable to bash 3.2 (macOS): no ${x,,}, empty arrays expanded with ${a[@]+…}.
+
+fanout="${FANOUT_BIN:-}"
+if [[ -z "$fanout" ]]; then
+    fanout="$(command -v fanout || true)"
+fi
+if [[ -z "$fanout" || ! -x "$fanout" ]]; then
+    echo "::error title=fanout::the install step did not produce a fanout binary" >&2
+    exit 2
+fi
+
+mode="${FANOUT_IN_MODE:-run}"
+truthy() {
+    case "$(printf '%s' "$1" | tr '[:upper:]' '[:lower:]')" in
+        true | yes | 1 | on) return 0 ;;
+        false | no | 0 | off | "") return 1 ;;
+        *)
+            echo "::error title=fanout::input $2: expected true or false, got '$1'" >&2
+            exit 2
+            ;;
+    esac
+}
+
+global=()
+if [[ -n "${FANOUT_IN_CONFIG:-}" ]]; then
+    global+=(--config "$FANOUT_IN_CONFIG")
+fi
+
+# Flags that shape the plan (run and plan).
+plan_flags=()
+while IFS= read -r line || [[ -n "$line" ]]; do
+    line="${line%$'\r'}"
+    # Trim surrounding whitespace; skip empty lines.
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line%"${line##*[![:space:]]}"}"
+    if [[ -n "$line" ]]; then
+        plan_flags+=(--task "$line")
+    fi
+done <<<"${FANOUT_IN_TASKS:-}"
+[[ -n "${FANOUT_IN_MODELS:-}" ]] && plan_flags+=(--models "$FANOUT_IN_MODELS")
+[[ -n "${FANOUT_IN_WORKERS:-}" ]] && plan_flags+=(--workers "$FANOUT_IN_WORKERS")
+[[ -n "${FANOUT_IN_AGENT:-}" ]] && plan_flags+=(--agent "$FANOUT_IN_AGENT")
+[[ -n "${FANOUT_IN_BASE:-}" ]] && plan_flags+=(--base "$FANOUT_IN_BASE")
+[[ -n "${FANOUT_IN_BUDGET:-}" ]] && plan_flags+=(--budget-per-worker "$FANOUT_IN_BUDGET")
+[[ -n "${FANOUT_IN_TIMEOUT:-}" ]] && plan_flags+=(--timeout-per-worker "$FANOUT_IN_TIMEOUT")
+
+publish=()
+use_token() {
+    # Publishing: hand fanout the token (an App's credentials, when given, win).
+    if [[ -n "${FANOUT_IN_GITHUB_TOKEN:-}" ]]; then
+        export GITHUB_TOKEN="$FANOUT_IN_GITHUB_TOKEN"
+    fi
+    publish=(--publish)
+}
+if ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
+    unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY
+fi
+
+plan_file="${FANOUT_IN_PLAN_FILE:-fanout-plan.json}"
+results_dir="${FANOUT_IN_RESULTS_DIR:-fanout-results}"
+
+case "$mode" in
+    run)
+        truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
+        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${publish[@]+"${publish[@]}"})
+        ;;
+    plan)
+        extra=()
+        truthy "${FANOUT_IN_ALLOW_EMPTY:-false}" allow-empty && extra+=(--allow-empty)
+        cmd=("$fanout" ${global[@]+"${global[@]}"} plan ${plan_flags[@]+"${plan_flags[@]}"} ${extra[@]+"${extra[@]}"}
+            --plan-file "$plan_file" --github-output)
+        ;;
+    worker)
+        if [[ -z "${FANOUT_IN_WORKER_ID:-}" ]]; then
+            echo "::error title=fanout::mode worker needs the input worker-id (e.g. \${{ matrix.id }})" >&2
+            exit 2
+        fi
+        # A worker job never holds a write token, whatever the workflow passed.
+        unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY FANOUT_IN_GITHUB_TOKEN
+        cmd=("$fanout" ${global[@]+"${global[@]}"} worker --plan "$plan_file" --id "$FANOUT_IN_WORKER_ID"
+            --out "$results_dir" --quiet)
+        ;;
+    aggregate)
+        truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
+        cmd=("$fanout" ${global[@]+"${global[@]}"} aggregate --plan "$plan_file" --from "$results_dir"
+            ${publish[@]+"${publish[@]}"})
+        ;;
+    *)
+        echo "::error title=fanout::input mode: expected run, plan, worker or aggregate, got '$mode'" >&2
+        exit 2
+        ;;
+esac
+unset FANOUT_IN_GITHUB_TOKEN
+
+printf 'fanout:' >&2
+printf ' %q' "${cmd[@]:1}" >&2
+printf '\n' >&2
+exec "${cmd[@]}"
