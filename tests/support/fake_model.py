@@ -22,8 +22,10 @@ workers of one run can behave differently; otherwise the scenario's mode applies
   write      the model asks the agent's file-writing tool to create the file named in
              the prompt ("create file NAME containing TEXT"; default fake-output.txt /
              "hello"), then, once the tool result is back, answers "Done." For aider (no
-             tools) the answer itself is the file in --edit-format whole. Codex gets an
-             apply_patch call.
+             tools) the answer itself is the file, in --edit-format whole (or a
+             SEARCH/REPLACE block creating it, when aider asks for those). Codex
+             gets an apply_patch call (through its JavaScript `exec` tool when that
+             is all it offers).
   max_turns  the model calls the write tool on every turn (so some work is done), up to
              max_tool_turns (200) times per conversation, then says done; for aider it answers a malformed
              edit every time, so aider's reflections run out.
@@ -399,7 +401,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if mode == "max_turns":
                 # a reply aider cannot apply: it names no file for the fenced block
                 message["content"] = "Here it is:\n\n```\n" + content + "```\n"
-            else:
+            elif any("SEARCH/REPLACE" in t for t in sys_texts):  # aider's diff formats
+                message["content"] = (f"{name}\n```\n<<<<<<< SEARCH\n=======\n{content}"
+                                      ">>>>>>> REPLACE\n```\n")
+            else:  # --edit-format whole
                 message["content"] = f"{name}\n```\n{content}```\n"
         else:
             message["content"] = "fake: commit message" if commit_msg and not main else "Done."
