@@ -79,8 +79,9 @@ pub fn create(
         return Err(WorktreeError::PathExists(admin));
     }
     let commit = repo.find_commit(base)?;
+    let filters = filters_may_apply(&repo, &commit.tree()?);
     let mut br = repo.branch(branch, &commit, false)?;
-    match add_worktree(&admin, path, branch) {
+    match add_worktree(&admin, path, branch, filters) {
         Ok(()) => Ok(()),
         Err(e) => {
             // Undo: no half-made worktree, no stray branch.
@@ -92,7 +93,63 @@ pub fn create(
     }
 }
 
-fn add_worktree(admin: &Path, path: &Path, branch: &str) -> Result<(), WorktreeError> {
+/// Whether checkout filters (`.gitattributes`: text/eol conversion, `ident`, LFS and
+/// other drivers; `core.autocrlf`) could change any file of `tree`. When none can,
+/// the checkout skips loading them: libgit2 otherwise looks attributes up for every
+/// file, resolving each directory with `realpath` — most of a checkout's system
+/// calls. Conservative: any attributes source at all means filters stay on.
+pub fn filters_may_apply(repo: &Repository, tree: &git2::Tree<'_>) -> bool {
+    let mut in_tree = false;
+    let _ = tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+        if entry.name_bytes() == b".gitattributes" {
+            in_tree = true;
+            git2::TreeWalkResult::Abort
+        } else {
+            git2::TreeWalkResult::Ok
+        }
+    });
+    if in_tree || repo.commondir().join("info/attributes").exists() {
+        return true;
+    }
+    let Ok(cfg) = repo.config() else { return true };
+    if cfg.get_entry("core.attributesFile").is_ok() || cfg.get_entry("core.eol").is_ok() {
+        return true;
+    }
+    if let Ok(v) = cfg.get_string("core.autocrlf")
+        && !matches!(
+            v.to_ascii_lowercase().as_str(),
+            "false" | "no" | "off" | "0" | ""
+        )
+    {
+        return true;
+    }
+    global_attributes_exist()
+}
+
+/// Whether the default global or system attribute files exist.
+fn global_attributes_exist() -> bool {
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if xdg.is_some_and(|d| d.join("git/attributes").exists()) {
+        return true;
+    }
+    [
+        "/etc/gitattributes",
+        "/usr/local/etc/gitattributes",
+        "/opt/homebrew/etc/gitattributes",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists())
+}
+
+fn add_worktree(
+    admin: &Path,
+    path: &Path,
+    branch: &str,
+    filters: bool,
+) -> Result<(), WorktreeError> {
     let io = |p: &Path| {
         let p = p.to_owned();
         move |source| WorktreeError::Io { path: p, source }
@@ -112,6 +169,7 @@ fn add_worktree(admin: &Path, path: &Path, branch: &str) -> Result<(), WorktreeE
     let wt = Repository::open(&path)?;
     let mut co = git2::build::CheckoutBuilder::new();
     co.force();
+    co.disable_filters(!filters);
     wt.checkout_head(Some(&mut co))?;
     std::fs::remove_file(admin.join("locked")).map_err(io(admin))?;
     Ok(())
@@ -220,4 +278,84 @@ pub fn disk_usage(path: &Path) -> u64 {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_with(files: &[(&str, &[u8])]) -> (tempfile::TempDir, Repository, Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let mut index = repo.index().unwrap();
+        for (path, body) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, body).unwrap();
+            index.add_path(Path::new(path)).unwrap();
+        }
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
+        let oid = repo
+            .commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .unwrap();
+        drop(tree);
+        (dir, repo, oid)
+    }
+
+    fn tree_of(repo: &Repository, oid: Oid) -> git2::Tree<'_> {
+        repo.find_commit(oid).unwrap().tree().unwrap()
+    }
+
+    #[test]
+    fn filters_are_skipped_only_when_no_attributes_can_apply() {
+        // (A machine-wide attributes file keeps filters on everywhere.)
+        let none = global_attributes_exist();
+        let (_d, repo, oid) = repo_with(&[("a.txt", b"a\n"), ("src/b.txt", b"b\n")]);
+        assert_eq!(filters_may_apply(&repo, &tree_of(&repo, oid)), none);
+
+        let (_d, repo, oid) =
+            repo_with(&[("a.txt", b"a\n"), ("deep/er/.gitattributes", b"* text\n")]);
+        assert!(filters_may_apply(&repo, &tree_of(&repo, oid)));
+
+        let (_d, repo, oid) = repo_with(&[("a.txt", b"a\n")]);
+        repo.config()
+            .unwrap()
+            .set_str("core.autocrlf", "true")
+            .unwrap();
+        assert!(filters_may_apply(&repo, &tree_of(&repo, oid)));
+        repo.config()
+            .unwrap()
+            .set_str("core.autocrlf", "false")
+            .unwrap();
+        assert!(!filters_may_apply(&repo, &tree_of(&repo, oid)));
+
+        std::fs::create_dir_all(repo.commondir().join("info")).unwrap();
+        std::fs::write(repo.commondir().join("info/attributes"), "*.txt ident\n").unwrap();
+        assert!(filters_may_apply(&repo, &tree_of(&repo, oid)));
+    }
+
+    #[test]
+    fn a_worktree_checkout_still_applies_the_repositorys_filters() {
+        let (d, _repo, oid) = repo_with(&[
+            (".gitattributes", b"*.txt text eol=crlf\n"),
+            ("a.txt", b"one\ntwo\n"),
+            ("b.bin", b"one\ntwo\n"),
+        ]);
+        let path = d.path().join("wt");
+        create(d.path(), "w1", &path, "fanout/t/w1", oid).unwrap();
+        assert_eq!(
+            std::fs::read(path.join("a.txt")).unwrap(),
+            b"one\r\ntwo\r\n"
+        );
+        assert_eq!(std::fs::read(path.join("b.bin")).unwrap(), b"one\ntwo\n");
+
+        let (d, _repo, oid) = repo_with(&[("a.txt", b"one\ntwo\n")]);
+        let path = d.path().join("wt");
+        create(d.path(), "w1", &path, "fanout/t/w1", oid).unwrap();
+        assert_eq!(std::fs::read(path.join("a.txt")).unwrap(), b"one\ntwo\n");
+        // The new worktree is clean: the index matches what was written.
+        let wt = Repository::open(&path).unwrap();
+        assert!(wt.statuses(None).unwrap().is_empty());
+    }
 }
