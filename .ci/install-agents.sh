@@ -40,6 +40,8 @@ stamp() {
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=30 PIP_RETRIES=2
 export npm_config_fund=false npm_config_audit=false npm_config_update_notifier=false
+# npm's default fetch timeout is 5 minutes per try: an unreachable registry must fail sooner
+export npm_config_fetch_timeout=60000 npm_config_fetch_retries=1
 
 # ---- npm: claude and codex (one prefix, one install so both land together) ----
 NPM="$ROOT/npm"
@@ -52,7 +54,7 @@ else
     say "npm install @anthropic-ai/claude-code@$CLAUDE_VERSION @openai/codex@$CODEX_VERSION into $NPM"
     mkdir -p "$NPM"
     [[ -f "$NPM/package.json" ]] || echo '{"private":true}' >"$NPM/package.json"
-    npm install --prefix "$NPM" --no-save --loglevel=error \
+    timeout 900 npm install --prefix "$NPM" --no-save --loglevel=error \
         "@anthropic-ai/claude-code@$CLAUDE_VERSION" "@openai/codex@$CODEX_VERSION" >&2 \
         || die "npm install of the Claude Code / Codex CLIs failed (is the npm registry reachable?)"
     [[ -x "$CLAUDE_BIN" ]] || die "npm installed @anthropic-ai/claude-code but $CLAUDE_BIN is missing"
@@ -71,7 +73,7 @@ else
     say "pip install aider-chat==$AIDER_VERSION into $AIDER_VENV"
     rm -rf "$AIDER_VENV"
     python3 -m venv "$AIDER_VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-    "$AIDER_VENV/bin/pip" install --quiet "aider-chat==$AIDER_VERSION" >&2 \
+    timeout 900 "$AIDER_VENV/bin/pip" install --quiet "aider-chat==$AIDER_VERSION" >&2 \
         || die "pip install aider-chat==$AIDER_VERSION failed (is PyPI reachable?)"
     [[ -x "$AIDER_BIN" ]] || die "aider-chat installed but $AIDER_BIN is missing"
     stamp aider "$AIDER_VERSION"
@@ -115,7 +117,7 @@ else
     say "pip install architect-ai-cli==$ARCHITECT_VERSION mcp==$MCP_VERSION into $ARCH_VENV (with $PY312)"
     rm -rf "$ARCH_VENV"
     "$PY312" -m venv "$ARCH_VENV" || die "$PY312 -m venv failed"
-    "$ARCH_VENV/bin/pip" install --quiet "architect-ai-cli==$ARCHITECT_VERSION" "mcp==$MCP_VERSION" >&2 \
+    timeout 900 "$ARCH_VENV/bin/pip" install --quiet "architect-ai-cli==$ARCHITECT_VERSION" "mcp==$MCP_VERSION" >&2 \
         || die "pip install architect-ai-cli==$ARCHITECT_VERSION mcp==$MCP_VERSION failed (is PyPI reachable?)"
     [[ -x "$ARCH_BIN" ]] || die "architect-ai-cli installed but $ARCH_BIN is missing"
     stamp architect "$ARCH_STAMP"
