@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod conflicts;
 pub mod execute;
 pub mod exit;
 pub mod gha;
