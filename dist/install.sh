@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Install fanout for the composite action (action.yml), in seconds and verified:
+#
+#   1. FANOUT_BINARY set: use that binary as it is (end-to-end tests).
+#   2. Otherwise map RUNNER_OS/RUNNER_ARCH (or uname) to a target, and reuse
+#      $RUNNER_TOOL_CACHE/fanout/<version>/<target>/ when a previous job filled it.
+#   3. Otherwise download the target's asset named in the manifest (with retries),
+#      check its sha256, and unpack it into the tool cache.
+#   4. When the manifest has no asset for the target, or FANOUT_BUILD_FROM_SOURCE is
+#      true: `cargo build --locked --release` of the action's own source.
+#
+# A failed download or a checksum mismatch is an error, never a silent fall back to
+# building: a tampered or missing release must be seen.
+#
+# Inputs (environment only): FANOUT_VERSION, FANOUT_BUILD_FROM_SOURCE, FANOUT_MANIFEST
+# (path or URL; default dist/manifest.json beside this script), FANOUT_INSTALL_ALLOW_HTTP,
+# FANOUT_SOURCE_DIR (default: the directory above dist/), FANOUT_CARGO (default cargo),
+# FANOUT_BINARY, RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_OUTPUT,
+# GITHUB_PATH, CARGO_TARGET_DIR.
+#
+# Result: the binary's directory is added to $GITHUB_PATH, `bin=` and `version=` are
+# written to $GITHUB_OUTPUT, and the binary's absolute path is the last stdout line.
+# Everything else goes to stderr. Portable to bash 3.2 (macOS runners).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+log() { printf 'fanout install: %s\n' "$*" >&2; }
+die() {
+    printf '::error title=fanout install::%s\n' "$*" >&2
+    exit 1
+}
+lower() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]'; }
+truthy() {
+    case "$(lower "${1:-}")" in
+        true | yes | 1 | on) return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+finish() { # $1: binary, $2: version
+    local bin="$1" dir
+    dir="$(cd "$(dirname "$bin")" && pwd)"
+    bin="$dir/$(basename "$bin")"
+    if [[ -n "${GITHUB_PATH:-}" ]]; then
+        echo "$dir" >>"$GITHUB_PATH"
+    fi
+    if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+        {
+            echo "bin=$bin"
+            echo "version=$2"
+        } >>"$GITHUB_OUTPUT"
+    fi
+    log "fanout $2 at $bin"
+    echo "$bin"
+    exit 0
+}
+
+# 1. A prebuilt binary.
+if [[ -n "${FANOUT_BINARY:-}" ]]; then
+    [[ -x "$FANOUT_BINARY" ]] || die "FANOUT_BINARY=$FANOUT_BINARY is not an executable file"
+    log "using FANOUT_BINARY as it is"
+    finish "$FANOUT_BINARY" "$("$FANOUT_BINARY" --version 2>/dev/null | awk '{print $2}' || echo unknown)"
+fi
+
+# The manifest: a local path or file:// URL; http(s) is fetched.
+manifest_src="${FANOUT_MANIFEST:-$here/manifest.json}"
+work="$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/fanout-install.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+check_url() { # refuse plain http unless allowed
+    case "$1" in
+        https://* | file://* | /*) ;;
+        http://*)
+            truthy "${FANOUT_INSTALL_ALLOW_HTTP:-}" ||
+                die "$2: refusing plain http URL $1 (set FANOUT_INSTALL_ALLOW_HTTP=true to allow it)"
+            ;;
+        *) [[ "$1" != *://* ]] || die "$2: unsupported URL scheme in $1" ;;
+    esac
+}
+
+fetch() { # $1 url or path, $2 destination
+    local src="$1"
+    case "$src" in
+        file://*) src="${src#file://}" ;;
+    esac
+    if [[ "$src" != *://* ]]; then
+        cp "$src" "$2" || return 1
+        return 0
+    fi
+    if command -v curl >/dev/null 2>&1; then
+        curl --fail --silent --show-error --location --retry 5 --retry-all-errors \
+            --connect-timeout 10 --output "$2" "$src"
+    elif command -v wget >/dev/null 2>&1; then
+        wget --quiet --tries=5 --timeout=10 --output-document="$2" "$src"
+    else
+        die "neither curl nor wget is installed"
+    fi
+}
+
+sha256_of() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        sha256sum "$1" | awk '{print $1}'
+    else
+        shasum -a 256 "$1" | awk '{print $1}'
+    fi
+}
+
+check_url "$manifest_src" "FANOUT_MANIFEST"
+fetch "$manifest_src" "$work/manifest.json" || die "cannot read the manifest $manifest_src"
+
+# manifest_get KEY [TARGET FIELD]: a string from the manifest, empty when null/absent.
+manifest_get() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 - "$work/manifest.json" "$@" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+v = m.get(sys.argv[2]) if len(sys.argv) == 3 else (m.get("targets") or {}).get(sys.argv[3], {}).get(sys.argv[4])
+print("" if v is None else v)
+PY
+    elif command -v jq >/dev/null 2>&1; then
+        if [[ $# -eq 1 ]]; then
+            jq -r --arg k "$1" '.[$k] // ""' "$work/manifest.json"
+        else
+            jq -r --arg t "$2" --arg f "$3" '(.targets[$t] // {})[$f] // ""' "$work/manifest.json"
+        fi
+    else
+        die "reading the manifest needs python3 or jq"
+    fi
+}
+
+manifest_version="$(manifest_get version)" || die "$manifest_src: not a JSON manifest"
+[[ -n "$manifest_version" ]] || die "$manifest_src: no \"version\""
+version="${FANOUT_VERSION:-}"
+version="${version#v}"
+if [[ -z "$version" || "$version" == "latest" ]]; then
+    version="$manifest_version"
+fi
+
+# 2. The target.
+os="${RUNNER_OS:-$(uname -s)}"
+arch="${RUNNER_ARCH:-$(uname -m)}"
+case "$(lower "$os")" in
+    linux) os=linux ;;
+    macos | darwin) os=macos ;;
+    windows* | mingw* | msys* | cygwin*) os=windows ;;
+    *) os="unknown-$os" ;;
+esac
+case "$(lower "$arch")" in
+    x64 | x86_64 | amd64) arch=x86_64 ;;
+    arm64 | aarch64) arch=aarch64 ;;
+    *) arch="unknown-$arch" ;;
+esac
+case "$os" in
+    linux) target="$arch-unknown-linux-musl" ;;
+    macos) target="$arch-apple-darwin" ;;
+    *) target="$arch-$os" ;;
+esac
+log "target $target, version $version"
+
+cache_root="${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}}"
+cache="$cache_root/fanout/$version/$target"
+
+build_from_source() { # $1: why
+    local src="${FANOUT_SOURCE_DIR:-$here/..}" cargo="${FANOUT_CARGO:-cargo}" target_dir
+    src="$(cd "$src" && pwd)"
+    log "building from source ($1): $cargo build --locked --release in $src"
+    [[ -f "$src/Cargo.toml" ]] || die "no Cargo.toml in $src to build from"
+    "$cargo" build --locked --release --manifest-path "$src/Cargo.toml" >&2 ||
+        die "cargo build failed"
+    target_dir="${CARGO_TARGET_DIR:-$src/target}"
+    case "$target_dir" in
+        /*) ;;
+        *) target_dir="$src/$target_dir" ;;
+    esac
+    [[ -x "$target_dir/release/fanout" ]] || die "the build left no $target_dir/release/fanout"
+    finish "$target_dir/release/fanout" "$version (built from source)"
+}
+
+if truthy "${FANOUT_BUILD_FROM_SOURCE:-}"; then
+    build_from_source "build-from-source is true"
+fi
+
+if [[ -f "$cache/.complete" && -x "$cache/fanout" ]]; then
+    log "reusing the tool cache at $cache"
+    finish "$cache/fanout" "$version"
+fi
+
+if [[ "$version" != "$manifest_version" ]]; then
+    build_from_source "the manifest describes $manifest_version, not $version"
+fi
+url="$(manifest_get targets "$target" url)"
+want="$(manifest_get targets "$target" sha256)"
+if [[ -z "$url" ]]; then
+    build_from_source "no released asset for $target"
+fi
+[[ -n "$want" ]] || die "the manifest has a URL for $target but no sha256: refusing an unverifiable download"
+check_url "$url" "the $target asset"
+
+# 3. Download, verify, unpack, then mark complete (a half-filled cache is never reused).
+log "downloading $url"
+fetch "$url" "$work/asset.tar.gz" || die "download failed: $url"
+got="$(sha256_of "$work/asset.tar.gz")"
+if [[ "$(lower "$got")" != "$(lower "$want")" ]]; then
+    die "checksum mismatch for $url: expected sha256 $want, got $got"
+fi
+mkdir -p "$work/unpacked"
+tar -xzf "$work/asset.tar.gz" -C "$work/unpacked" || die "cannot unpack $url"
+[[ -f "$work/unpacked/fanout" ]] || die "$url holds no fanout binary at its top level"
+rm -rf "$cache"
+mkdir -p "$cache"
+cp "$work/unpacked/fanout" "$cache/fanout"
+chmod +x "$cache/fanout"
+touch "$cache/.complete"
+finish "$cache/fanout" "$version"
