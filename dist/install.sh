@@ -15,7 +15,7 @@
 # Inputs (environment only): FANOUT_VERSION, FANOUT_BUILD_FROM_SOURCE, FANOUT_MANIFEST
 # (path or URL; default dist/manifest.json beside this script), FANOUT_INSTALL_ALLOW_HTTP,
 # FANOUT_SOURCE_DIR (default: the directory above dist/), FANOUT_CARGO (default cargo),
-# FANOUT_BINARY, RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_OUTPUT,
+# FANOUT_BINARY, FANOUT_INSTALL_RETRIES (default 5), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_OUTPUT,
 # GITHUB_PATH, CARGO_TARGET_DIR.
 #
 # Result: the binary's directory is added to $GITHUB_PATH, `bin=` and `version=` are
@@ -88,10 +88,10 @@ fetch() { # $1 url or path, $2 destination
         return 0
     fi
     if command -v curl >/dev/null 2>&1; then
-        curl --fail --silent --show-error --location --retry 5 --retry-all-errors \
+        curl --fail --silent --show-error --location --retry "$retries" --retry-all-errors \
             --connect-timeout 10 --output "$2" "$src"
     elif command -v wget >/dev/null 2>&1; then
-        wget --quiet --tries=5 --timeout=10 --output-document="$2" "$src"
+        wget --quiet --tries="$((retries + 1))" --timeout=10 --output-document="$2" "$src"
     else
         die "neither curl nor wget is installed"
     fi
@@ -105,6 +105,8 @@ sha256_of() {
     fi
 }
 
+retries="${FANOUT_INSTALL_RETRIES:-5}"
+case "$retries" in '' | *[!0-9]*) die "FANOUT_INSTALL_RETRIES=$retries: expected a number" ;; esac
 check_url "$manifest_src" "FANOUT_MANIFEST"
 fetch "$manifest_src" "$work/manifest.json" || die "cannot read the manifest $manifest_src"
 

@@ -1,0 +1,368 @@
+//! `dist/install.sh`, the action's installer, against a local manifest and local
+//! release files (no network): the right target is picked, the tool cache is reused,
+//! a bad checksum or a plain-http URL is refused and leaves nothing cached, and the
+//! build-from-source fallback runs `cargo build --locked --release` (a stand-in cargo
+//! records its arguments and produces the binary, so the test needs no 3-minute build).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const INSTALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/dist/install.sh");
+const TARGETS: [&str; 4] = [
+    "x86_64-unknown-linux-musl",
+    "aarch64-unknown-linux-musl",
+    "x86_64-apple-darwin",
+    "aarch64-apple-darwin",
+];
+
+struct Env {
+    tmp: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let env = Env {
+            tmp: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(env.path("release")).unwrap();
+        std::fs::create_dir_all(env.path("cache")).unwrap();
+        for t in TARGETS {
+            env.release(t, &format!("fanout-{t}"));
+        }
+        env
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// `release/fanout-<target>.tar.gz` holding a `fanout` script that prints `label`.
+    fn release(&self, target: &str, label: &str) {
+        let stage = self.path(&format!("stage-{target}"));
+        std::fs::create_dir_all(&stage).unwrap();
+        let bin = stage.join("fanout");
+        std::fs::write(&bin, format!("#!/bin/sh\necho '{label} 0.1.0'\n")).unwrap();
+        chmod_x(&bin);
+        let tarball = self.path(&format!("release/fanout-{target}.tar.gz"));
+        let st = Command::new("tar")
+            .arg("-czf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&stage)
+            .arg("fanout")
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    fn sha256(&self, target: &str) -> String {
+        let bytes = std::fs::read(self.path(&format!("release/fanout-{target}.tar.gz"))).unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("sha256sum 2>/dev/null || shasum -a 256")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(&bytes)?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+    }
+
+    /// A manifest whose asset URLs are made by `url(target)`; `sha` overrides a sum.
+    fn manifest(&self, url: impl Fn(&str) -> Option<String>, sha: Option<(&str, &str)>) -> PathBuf {
+        let mut targets = serde_json::Map::new();
+        for t in TARGETS {
+            let sum = match sha {
+                Some((target, s)) if target == t => s.to_owned(),
+                _ => self.sha256(t),
+            };
+            targets.insert(
+                t.to_owned(),
+                serde_json::json!({"url": url(t), "sha256": url(t).map(|_| sum)}),
+            );
+        }
+        let p = self.path("manifest.json");
+        std::fs::write(
+            &p,
+            serde_json::json!({"version": "0.1.0", "targets": targets}).to_string(),
+        )
+        .unwrap();
+        p
+    }
+
+    fn file_url(&self, t: &str) -> Option<String> {
+        Some(format!(
+            "file://{}",
+            self.path(&format!("release/fanout-{t}.tar.gz")).display()
+        ))
+    }
+
+    fn install(&self, vars: &[(&str, &str)]) -> Output {
+        let mut c = Command::new("bash");
+        c.arg(INSTALL).env_clear();
+        c.env("PATH", std::env::var("PATH").unwrap());
+        c.env("HOME", self.path("."));
+        c.env("RUNNER_TOOL_CACHE", self.path("cache"));
+        c.env("RUNNER_TEMP", self.tmp.path());
+        c.env("GITHUB_OUTPUT", self.path("gh-output"));
+        c.env("GITHUB_PATH", self.path("gh-path"));
+        c.env("FANOUT_MANIFEST", self.path("manifest.json"));
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+}
+
+fn chmod_x(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The installed binary's path (last stdout line) and what it prints.
+fn installed(o: &Output) -> (PathBuf, String) {
+    assert!(o.status.success(), "install failed: {}", stderr(o));
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    let bin = PathBuf::from(stdout.lines().last().unwrap());
+    let out = Command::new(&bin).arg("--version").output().unwrap();
+    (
+        bin,
+        String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+    )
+}
+
+#[test]
+fn picks_the_runners_target_and_reuses_the_tool_cache() {
+    let env = Env::new();
+    env.manifest(|t| env.file_url(t), None);
+    for (os, arch, target) in [
+        ("Linux", "X64", "x86_64-unknown-linux-musl"),
+        ("Linux", "ARM64", "aarch64-unknown-linux-musl"),
+        ("macOS", "ARM64", "aarch64-apple-darwin"),
+        ("macOS", "X64", "x86_64-apple-darwin"),
+    ] {
+        let o = env.install(&[("RUNNER_OS", os), ("RUNNER_ARCH", arch)]);
+        let (bin, version) = installed(&o);
+        assert_eq!(
+            bin,
+            env.path(&format!("cache/fanout/0.1.0/{target}/fanout"))
+        );
+        assert_eq!(version, format!("fanout-{target} 0.1.0"), "{os}/{arch}");
+        assert!(
+            env.path(&format!("cache/fanout/0.1.0/{target}/.complete"))
+                .is_file()
+        );
+    }
+    // Outputs for the action: the binary's directory on PATH, bin= and version=.
+    let outputs = std::fs::read_to_string(env.path("gh-output")).unwrap();
+    assert!(outputs.contains(&format!(
+        "bin={}\nversion=0.1.0\n",
+        env.path("cache/fanout/0.1.0/x86_64-apple-darwin/fanout").display()
+    )));
+    let paths = std::fs::read_to_string(env.path("gh-path")).unwrap();
+    assert_eq!(paths.lines().count(), 4);
+    assert!(paths.ends_with(&format!(
+        "{}\n",
+        env.path("cache/fanout/0.1.0/x86_64-apple-darwin").display()
+    )));
+
+    // Second run: the release files are gone, the cache answers.
+    std::fs::remove_dir_all(env.path("release")).unwrap();
+    let o = env.install(&[("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "X64")]);
+    let (_, version) = installed(&o);
+    assert_eq!(version, "fanout-x86_64-unknown-linux-musl 0.1.0");
+    assert!(
+        stderr(&o).contains("reusing the tool cache"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn plain_paths_work_and_a_bad_checksum_is_refused_leaving_nothing_cached() {
+    let env = Env::new();
+    env.manifest(
+        |t| {
+            Some(
+                env.path(&format!("release/fanout-{t}.tar.gz"))
+                    .display()
+                    .to_string(),
+            )
+        },
+        Some(("x86_64-unknown-linux-musl", &"0".repeat(64))),
+    );
+    let o = env.install(&[("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "X64")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let actual = env.sha256("x86_64-unknown-linux-musl");
+    assert!(
+        err.contains(&format!("expected sha256 {}, got {actual}", "0".repeat(64))),
+        "{err}"
+    );
+    assert!(
+        !env.path("cache/fanout")
+            .join("0.1.0/x86_64-unknown-linux-musl")
+            .exists()
+    );
+    assert!(
+        !env.path("gh-output").exists(),
+        "outputs written on failure"
+    );
+    // The same manifest's other (correct) target installs from a plain path.
+    let (_, version) = installed(&env.install(&[("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "ARM64")]));
+    assert_eq!(version, "fanout-aarch64-unknown-linux-musl 0.1.0");
+}
+
+#[test]
+fn plain_http_is_refused_unless_allowed() {
+    let env = Env::new();
+    // Port 9 on loopback: nothing listens, so an allowed download fails fast.
+    env.manifest(
+        |t| Some(format!("http://127.0.0.1:9/fanout-{t}.tar.gz")),
+        None,
+    );
+    let o = env.install(&[("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "X64")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("refusing plain http URL"),
+        "{}",
+        stderr(&o)
+    );
+    let o = env.install(&[
+        ("RUNNER_OS", "Linux"),
+        ("RUNNER_ARCH", "X64"),
+        ("FANOUT_INSTALL_ALLOW_HTTP", "true"),
+        ("FANOUT_INSTALL_RETRIES", "0"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("download failed"), "{err}");
+    // A failed download never falls back to building.
+    assert!(!err.contains("building from source"), "{err}");
+}
+
+/// A stand-in cargo that records its argv and "builds" a fanout binary.
+fn fake_cargo(env: &Env) -> PathBuf {
+    let p = env.path("fake-cargo");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nmkdir -p \"$CARGO_TARGET_DIR/release\"\nprintf '#!/bin/sh\\necho built-from-source 0.1.0\\n' > \"$CARGO_TARGET_DIR/release/fanout\"\nchmod +x \"$CARGO_TARGET_DIR/release/fanout\"\n",
+            env.path("cargo-args").display()
+        ),
+    )
+    .unwrap();
+    chmod_x(&p);
+    p
+}
+
+#[test]
+fn falls_back_to_building_from_source() {
+    let env = Env::new();
+    let cargo = fake_cargo(&env);
+    let src = env.path("src-checkout");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("Cargo.toml"), "[package]\nname = \"fanout\"\n").unwrap();
+    let target_dir = env.path("target");
+    let vars = |extra: &[(&'static str, String)]| -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            ("FANOUT_CARGO", cargo.display().to_string()),
+            ("FANOUT_SOURCE_DIR", src.display().to_string()),
+            ("CARGO_TARGET_DIR", target_dir.display().to_string()),
+        ];
+        v.extend(extra.iter().cloned());
+        v
+    };
+    let run = |v: &[(&'static str, String)]| {
+        let v: Vec<(&str, &str)> = v.iter().map(|(k, s)| (*k, s.as_str())).collect();
+        env.install(&v)
+    };
+
+    // No asset for the target (the committed manifest's state before a release).
+    env.manifest(|_| None, None);
+    let o = run(&vars(&[
+        ("RUNNER_OS", "Linux".into()),
+        ("RUNNER_ARCH", "X64".into()),
+    ]));
+    let (bin, version) = installed(&o);
+    assert_eq!(version, "built-from-source 0.1.0");
+    assert_eq!(bin, target_dir.join("release/fanout"));
+    assert!(stderr(&o).contains("no released asset for x86_64-unknown-linux-musl"));
+    assert_eq!(
+        std::fs::read_to_string(env.path("cargo-args")).unwrap(),
+        format!(
+            "build\n--locked\n--release\n--manifest-path\n{}/Cargo.toml\n",
+            src.display()
+        )
+    );
+
+    // An asset exists, but build-from-source is asked for.
+    std::fs::remove_file(env.path("cargo-args")).unwrap();
+    env.manifest(|t| env.file_url(t), None);
+    let o = run(&vars(&[
+        ("RUNNER_OS", "Linux".into()),
+        ("RUNNER_ARCH", "X64".into()),
+        ("FANOUT_BUILD_FROM_SOURCE", "true".into()),
+    ]));
+    assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+    assert!(env.path("cargo-args").is_file());
+    assert!(!env.path("cache/fanout").exists(), "nothing downloaded");
+
+    // A target the release does not cover (e.g. Windows) builds too.
+    let o = run(&vars(&[
+        ("RUNNER_OS", "Windows".into()),
+        ("RUNNER_ARCH", "X64".into()),
+    ]));
+    assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+
+    // A failing build is an error.
+    std::fs::write(&cargo, "#!/bin/sh\nexit 101\n").unwrap();
+    let o = run(&vars(&[("FANOUT_BUILD_FROM_SOURCE", "true".into())]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cargo build failed"));
+}
+
+#[test]
+fn a_prebuilt_binary_is_used_as_it_is() {
+    let env = Env::new();
+    let bin = env.path("prebuilt/fanout");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(&bin, "#!/bin/sh\necho fanout 9.9.9\n").unwrap();
+    chmod_x(&bin);
+    // No manifest at all: FANOUT_BINARY needs none.
+    let o = env.install(&[("FANOUT_BINARY", bin.to_str().unwrap())]);
+    let (path, version) = installed(&o);
+    assert_eq!(path, bin);
+    assert_eq!(version, "fanout 9.9.9");
+    let outputs = std::fs::read_to_string(env.path("gh-output")).unwrap();
+    assert!(outputs.contains("version=9.9.9\n"), "{outputs}");
+    let o = env.install(&[("FANOUT_BINARY", env.path("missing").to_str().unwrap())]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not an executable file"));
+}
+
+#[test]
+fn the_committed_manifest_matches_the_crate_and_covers_every_target() {
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/dist/manifest.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["version"], env!("CARGO_PKG_VERSION"));
+    let targets: Vec<&String> = m["targets"].as_object().unwrap().keys().collect();
+    let mut want: Vec<&str> = TARGETS.to_vec();
+    want.sort();
+    assert_eq!(targets, want);
+    for (t, v) in m["targets"].as_object().unwrap() {
+        // Either not released yet (both null) or a URL with its sum.
+        assert_eq!(v["url"].is_null(), v["sha256"].is_null(), "{t}");
+    }
+}
