@@ -366,3 +366,59 @@ fn the_committed_manifest_matches_the_crate_and_covers_every_target() {
         assert_eq!(v["url"].is_null(), v["sha256"].is_null(), "{t}");
     }
 }
+
+#[test]
+fn the_release_manifest_update_feeds_the_installer() {
+    // As release.yml does: sums from the build jobs → update-manifest.sh → install.
+    let env = Env::new();
+    let dist = env.path("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    for f in ["install.sh", "update-manifest.sh", "manifest.json"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("dist").join(f),
+            dist.join(f),
+        )
+        .unwrap();
+    }
+    let sums = env.path("sums");
+    std::fs::create_dir_all(&sums).unwrap();
+    let t = "aarch64-apple-darwin";
+    std::fs::write(
+        sums.join(format!("fanout-{t}.tar.gz.sha256")),
+        format!("{}  fanout-{t}.tar.gz\n", env.sha256(t)),
+    )
+    .unwrap();
+    let base = format!("file://{}", env.path("release").display());
+    let st = Command::new(dist.join("update-manifest.sh"))
+        .args(["0.1.0", &base])
+        .arg(&sums)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["targets"][t]["url"], format!("{base}/fanout-{t}.tar.gz"));
+    assert!(m["targets"]["x86_64-apple-darwin"]["url"].is_null());
+
+    let mut c = Command::new("bash");
+    c.arg(dist.join("install.sh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .env("RUNNER_OS", "macOS")
+        .env("RUNNER_ARCH", "ARM64")
+        .env("RUNNER_TOOL_CACHE", env.path("cache"))
+        .env("RUNNER_TEMP", env.tmp.path());
+    let (_, version) = installed(&c.output().unwrap());
+    assert_eq!(version, format!("fanout-{t} 0.1.0"));
+
+    // A sum file that is not a digest is refused.
+    std::fs::write(sums.join(format!("fanout-{t}.tar.gz.sha256")), "oops\n").unwrap();
+    let out = Command::new(dist.join("update-manifest.sh"))
+        .args(["0.1.0", &base])
+        .arg(&sums)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a sha256 digest"));
+}
