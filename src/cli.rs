@@ -188,16 +188,57 @@ pub struct RunArgs {
 #[derive(Debug, Args, Clone)]
 pub struct CleanupArgs {
     /// The run to clean up (repeatable).
-    #[arg(long = "run", value_name = "ID", required_unless_present = "all")]
+    #[arg(
+        long = "run",
+        value_name = "ID",
+        required_unless_present_any = ["all", "older_than", "keep"]
+    )]
     pub runs: Vec<String>,
 
     /// Every run fanout has made in this repository.
-    #[arg(long, conflicts_with = "runs")]
+    #[arg(long, conflicts_with_all = ["runs", "older_than", "keep"])]
     pub all: bool,
+
+    /// Only runs started longer ago than this (`90s`, `30m`, `6h`, `2d`).
+    #[arg(long, value_name = "AGE", value_parser = parse_age, conflicts_with = "runs")]
+    pub older_than: Option<std::time::Duration>,
+
+    /// Keep the N most recent runs; sweep the older ones (with --older-than: only
+    /// those also older than AGE).
+    #[arg(long, value_name = "N", conflicts_with = "runs")]
+    pub keep: Option<usize>,
 
     /// Keep the branches (and the run's records); remove only worktrees.
     #[arg(long)]
     pub keep_branches: bool,
+}
+
+/// An age like `90s`, `30m`, `6h`, `2d` (a bare number is seconds).
+pub fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected an age like 90s, 30m, 6h or 2d"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        "w" => n * 7.0 * 86400.0,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use s, m, h, d or w)"
+            ));
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{s:?}: expected a positive age"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// `fanout status`.

@@ -2,6 +2,7 @@
 //! journals record them, and nothing else.
 
 use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use crate::cli::CleanupArgs;
 use crate::journal::Journal;
@@ -15,6 +16,13 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
     let runs_dir = repo.runs_dir();
     let runs = if args.all {
         list_runs(&runs_dir)
+    } else if args.older_than.is_some() || args.keep.is_some() {
+        let picked = sweep(&runs_dir, args.older_than, args.keep, SystemTime::now());
+        if picked.is_empty() {
+            println!("no run matches; nothing to clean up");
+            return Ok(0);
+        }
+        picked
     } else {
         for id in &args.runs {
             if !crate::plan::is_valid_run_id(id) || !runs_dir.join(id).is_dir() {
@@ -74,6 +82,49 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
     Ok(if problems == 0 { 0 } else { 1 })
 }
 
+/// When a run started: its journal's `created_at`, else its folder's modification time.
+fn started(run_dir: &Path) -> Option<SystemTime> {
+    Journal::load(run_dir)
+        .ok()
+        .and_then(|j| {
+            time::OffsetDateTime::parse(
+                &j.created_at,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok()
+        })
+        .map(SystemTime::from)
+        .or_else(|| std::fs::metadata(run_dir).and_then(|m| m.modified()).ok())
+}
+
+/// The runs `--older-than` / `--keep` select, oldest first: not among the `keep` most
+/// recent, and started more than `older_than` before `now`.
+fn sweep(
+    runs_dir: &Path,
+    older_than: Option<Duration>,
+    keep: Option<usize>,
+    now: SystemTime,
+) -> Vec<String> {
+    let mut runs: Vec<(SystemTime, String)> = list_runs(runs_dir)
+        .into_iter()
+        .map(|id| {
+            (
+                started(&runs_dir.join(&id)).unwrap_or(SystemTime::UNIX_EPOCH),
+                id,
+            )
+        })
+        .collect();
+    // Newest first, ties by id, so `keep` keeps the most recent.
+    runs.sort_by(|a, b| b.cmp(a));
+    let mut picked: Vec<(SystemTime, String)> = runs
+        .into_iter()
+        .skip(keep.unwrap_or(0))
+        .filter(|(t, _)| older_than.is_none_or(|age| now.duration_since(*t).is_ok_and(|d| d > age)))
+        .collect();
+    picked.reverse();
+    picked.into_iter().map(|(_, id)| id).collect()
+}
+
 /// The pid of a live fanout process still running this run, if any.
 pub fn live_pid(run_dir: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(run_dir.join(super::run::PID_FILE)).ok()?;
@@ -84,4 +135,61 @@ pub fn live_pid(run_dir: &Path) -> Option<i32> {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
         .is_ok()
         .then_some(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Journal;
+
+    fn run(dir: &Path, id: &str, created_at: &str) {
+        let j = Journal {
+            schema_version: 1,
+            run_id: id.into(),
+            created_at: created_at.into(),
+            repo_workdir: dir.into(),
+            worktree_root: dir.into(),
+            entries: Vec::new(),
+        };
+        let d = dir.join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        j.save(&d).unwrap();
+    }
+
+    #[test]
+    fn sweep_selects_by_age_and_keeps_the_newest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        run(d, "20261120-100000-aaaaaa", "2026-11-20T10:00:00Z");
+        run(d, "20261122-100000-bbbbbb", "2026-11-22T10:00:00Z");
+        run(d, "custom-id", "2026-11-23T09:00:00Z");
+        run(d, "20261123-100000-cccccc", "2026-11-23T10:00:00Z");
+        let now = SystemTime::from(time::macros::datetime!(2026-11-23 12:00 UTC));
+        let h = |n: u64| Some(Duration::from_secs(n * 3600));
+        assert_eq!(
+            sweep(d, h(6), None, now),
+            ["20261120-100000-aaaaaa", "20261122-100000-bbbbbb"]
+        );
+        // Ordered by start time, not by id: the custom id is the second newest.
+        assert_eq!(
+            sweep(d, None, Some(2), now),
+            ["20261120-100000-aaaaaa", "20261122-100000-bbbbbb"]
+        );
+        assert_eq!(sweep(d, None, Some(1), now).len(), 3);
+        assert_eq!(sweep(d, h(48), Some(1), now), ["20261120-100000-aaaaaa"]);
+        assert!(sweep(d, h(100), None, now).is_empty());
+        assert!(sweep(d, None, Some(10), now).is_empty());
+    }
+
+    #[test]
+    fn ages_parse_with_units() {
+        use crate::cli::parse_age;
+        assert_eq!(parse_age("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_age("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_age("6h").unwrap(), Duration::from_secs(21600));
+        assert_eq!(parse_age("2d").unwrap(), Duration::from_secs(172800));
+        assert_eq!(parse_age("45").unwrap(), Duration::from_secs(45));
+        assert!(parse_age("6 hours").unwrap_err().contains("unknown unit"));
+        assert!(parse_age("h").is_err());
+    }
 }

@@ -1,0 +1,68 @@
+//! `fanout cleanup --keep N` and `--older-than AGE` sweep old runs and only those.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn keep_and_older_than_sweep_only_old_runs() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let cfg = cfg.to_str().unwrap();
+    for id in ["run-a", "run-b", "run-c"] {
+        t.run_ok(&[
+            "--config", cfg, "run", "-q", "-w", "1", "--run-id", id, "-t", "x",
+        ]);
+    }
+    t.git(&["branch", "fanout-notes"]);
+    let fanout_branches = |t: &TestEnv| -> Vec<String> {
+        t.branches()
+            .into_iter()
+            .filter(|b| b.starts_with("fanout/"))
+            .collect()
+    };
+    assert_eq!(fanout_branches(&t).len(), 3);
+
+    // Nothing is a day old.
+    let out = t.run_ok(&["cleanup", "--older-than", "1d"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+    assert_eq!(t.runs().len(), 3);
+
+    // Keep the two newest: run-a goes, with its worktree and branch.
+    let out = t.run_ok(&["cleanup", "--keep", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("run run-a: removed 1 worktree, 1 branch"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("run-b") && !stdout.contains("run-c"),
+        "{stdout}"
+    );
+    let branches = fanout_branches(&t);
+    assert_eq!(branches.len(), 2);
+    assert!(
+        branches.iter().all(|b| !b.contains("/run-a/")),
+        "{branches:?}"
+    );
+    assert!(t.branches().contains(&"fanout-notes".to_owned()));
+
+    // Everything older than 0 seconds, keeping the newest.
+    t.run_ok(&["cleanup", "--older-than", "0s", "--keep", "1"]);
+    let branches = fanout_branches(&t);
+    assert_eq!(branches.len(), 1);
+    assert!(branches[0].contains("/run-c/"), "{branches:?}");
+
+    // Flags that make no sense together are usage errors.
+    let out = t
+        .fanout(&["cleanup", "--all", "--keep", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = t
+        .fanout(&["cleanup", "--older-than", "6 hours"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--older-than"));
+}
