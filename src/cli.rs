@@ -39,7 +39,7 @@ Exit codes:
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Plan, run and harvest a batch of agent workers in parallel worktrees.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the plan without running anything (and, for matrix mode, write it out).
     Plan(PlanCommand),
     /// Matrix mode: run one worker of a plan in this checkout, for one Actions job.
@@ -98,6 +98,14 @@ pub struct PlanArgs {
     #[arg(long, value_name = "SECS")]
     pub timeout_per_worker: Option<f64>,
 
+    /// Stop a worker whose agent printed nothing for this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub inactivity_timeout: Option<f64>,
+
+    /// Most USD for the whole run: no new worker starts once known costs reach it.
+    #[arg(long, value_name = "USD")]
+    pub budget_total: Option<f64>,
+
     /// Commit or branch the workers start from (default HEAD).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
@@ -134,6 +142,8 @@ impl PlanArgs {
             max_steps: self.max_steps,
             budget_per_worker: self.budget_per_worker,
             timeout_per_worker: self.timeout_per_worker,
+            inactivity_timeout: self.inactivity_timeout,
+            budget_total: self.budget_total,
             base: self.base.clone(),
             cross: self.cross,
             worktree_dir: self.worktree_dir.clone(),

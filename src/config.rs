@@ -71,6 +71,23 @@ pub struct ConfigFile {
     /// How successful branches become pull requests.
     #[serde(default)]
     pub publish: PublishConfig,
+    /// Model prices in USD per million tokens, for agents that report tokens but no cost
+    /// (Codex, custom agents). Entries here override fanout's shipped defaults; a model
+    /// in neither gets an unknown cost, never a made-up one.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// USD per million tokens of one model.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Input (prompt) tokens.
+    pub input: f64,
+    /// Output (completion, reasoning) tokens.
+    pub output: f64,
+    /// Cached input tokens (default: the input price).
+    pub cached_input: Option<f64>,
 }
 
 /// The `publish:` block.
@@ -140,6 +157,13 @@ pub struct ParallelRuns {
     /// Wall-clock limit of one worker in seconds; `null` for no limit.
     #[serde(default)]
     pub timeout_per_worker: Option<Seconds>,
+    /// Stop a worker whose agent printed nothing (stdout or stderr) for this many seconds.
+    #[serde(default)]
+    pub inactivity_timeout: Option<Seconds>,
+    /// Most USD the whole run may spend: once the known costs reach it, no new worker
+    /// starts (those are reported failed, "not started").
+    #[serde(default)]
+    pub budget_total: Option<Usd>,
 }
 
 impl Default for ParallelRuns {
@@ -150,6 +174,8 @@ impl Default for ParallelRuns {
             max_steps: default_max_steps(),
             budget_per_worker: None,
             timeout_per_worker: None,
+            inactivity_timeout: None,
+            budget_total: None,
         }
     }
 }
@@ -194,6 +220,51 @@ pub enum AdapterKind {
     Command,
     /// `architect run … --json`.
     Architect,
+    /// Claude Code: `claude -p … --output-format stream-json`.
+    Claude,
+    /// Codex: `codex exec --json`.
+    Codex,
+    /// aider: `aider --message … --yes-always`.
+    Aider,
+}
+
+/// How a `command` agent's outcome is read.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultFormat {
+    /// The `$FANOUT_RESULT` file (`{"status", "steps", "cost", "reason"}` unless paths say otherwise).
+    #[default]
+    File,
+    /// The last JSON object printed on stdout.
+    Json,
+    /// JSON lines on stdout: each path is read from the last line that has it; a cost
+    /// path is also watched live, for budgets.
+    Jsonl,
+    /// Only the exit code (0 is success).
+    ExitCode,
+}
+
+/// `agents.<name>.result`: where a `command` agent reports its outcome.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ResultSpec {
+    /// Where to read it from.
+    #[serde(default)]
+    pub format: ResultFormat,
+    /// Dotted JSON path of the status (default `status`).
+    pub status: Option<String>,
+    /// Dotted JSON path of the step count (default `steps`).
+    pub steps: Option<String>,
+    /// Dotted JSON path of the cost in USD (default `cost`).
+    pub cost: Option<String>,
+    /// Dotted JSON path of a reason or message (default `reason`).
+    pub reason: Option<String>,
+    /// Status values meaning success (default `["success"]`; `true` matches a boolean).
+    #[serde(default)]
+    pub success: Vec<String>,
+    /// Status values meaning partial (default `["partial"]`).
+    #[serde(default)]
+    pub partial: Vec<String>,
 }
 
 /// An agent definition under `agents:`.
@@ -213,7 +284,8 @@ pub struct AgentDef {
     /// Arguments appended only when a budget is set (e.g. `["--budget", "{budget}"]`).
     #[serde(default)]
     pub budget_args: Vec<String>,
-    /// `architect` adapter: the program to run (default `architect`).
+    /// The program to run, for the built-in adapters (default `architect`, `claude`,
+    /// `codex` or `aider`).
     pub binary: Option<String>,
     /// `architect` adapter: architect's own agent name (default: this definition's name
     /// when it is not `architect`, else `build`).
@@ -227,6 +299,15 @@ pub struct AgentDef {
     /// Paths this agent writes that must never be committed.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// `claude` adapter: the permission mode (default `acceptEdits`: edits without
+    /// prompts; `bypassPermissions` also runs commands, but Claude Code refuses it as root).
+    pub permission_mode: Option<String>,
+    /// `command` adapter: how its outcome is read (default: the `$FANOUT_RESULT` file).
+    pub result: Option<ResultSpec>,
+    /// Pass `GITHUB_TOKEN`/`GH_TOKEN` to this agent. Off by default: agents never get a
+    /// GitHub token unless this says so (Actions runtime tokens never pass).
+    #[serde(default)]
+    pub allow_github_token: bool,
 }
 
 /// Author of fanout's commits.

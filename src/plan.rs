@@ -69,6 +69,12 @@ pub struct Limits {
     pub timeout_per_worker: Option<f64>,
     /// Seconds between SIGTERM and SIGKILL.
     pub kill_grace: f64,
+    /// Seconds without output after which a worker is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactivity_timeout: Option<f64>,
+    /// USD for the whole run: no worker starts once known costs reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_total: Option<f64>,
 }
 
 /// One worker run.
@@ -127,6 +133,8 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
             budget_per_worker: settings.budget_per_worker,
             timeout_per_worker: settings.timeout_per_worker.map(|d| d.as_secs_f64()),
             kill_grace: settings.kill_grace.as_secs_f64(),
+            inactivity_timeout: settings.inactivity_timeout.map(|d| d.as_secs_f64()),
+            budget_total: settings.budget_total,
         },
         exclude: settings.exclude.clone(),
         workers,

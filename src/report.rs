@@ -338,6 +338,7 @@ mod snapshot_tests {
     fn result(id: u32, status: Status, cost: Option<f64>, reason: Option<&str>) -> WorkerResult {
         WorkerResult {
             worker_id: id,
+            cost_source: None,
             branch: format!("fanout/r1/w{id}-fix-it"),
             model: (id == 1).then(|| "gpt-4o".to_owned()),
             status,
@@ -384,6 +385,8 @@ mod snapshot_tests {
                 agent: AgentSpec::resolve("build", &Default::default(), "f", false).unwrap(),
                 limits: Limits {
                     max_steps: 50,
+                    inactivity_timeout: None,
+                    budget_total: None,
                     budget_per_worker: None,
                     timeout_per_worker: Some(300.0),
                     kill_grace: 10.0,

@@ -78,6 +78,9 @@ pub struct WorkerResult {
     pub steps: Option<u32>,
     /// Cost in USD, when known (never a made-up zero).
     pub cost: Option<f64>,
+    /// Where the cost came from: the agent's own figure, or token usage × prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_source: Option<crate::agent::CostSource>,
     /// Wall-clock seconds of the agent's run (0 when it never started).
     pub duration: f64,
     /// Paths that differ between the base commit and the branch, sorted.

@@ -39,6 +39,10 @@ pub struct PlanFlags {
     pub budget_per_worker: Option<f64>,
     /// `--timeout-per-worker` in seconds.
     pub timeout_per_worker: Option<f64>,
+    /// `--inactivity-timeout` in seconds.
+    pub inactivity_timeout: Option<f64>,
+    /// `--budget-total` in USD.
+    pub budget_total: Option<f64>,
     /// `--base`.
     pub base: Option<String>,
     /// `--cross`.
@@ -72,6 +76,10 @@ pub struct Settings {
     pub timeout_per_worker: Option<Duration>,
     /// Grace between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Stop a worker that printed nothing for this long.
+    pub inactivity_timeout: Option<Duration>,
+    /// USD for the whole run.
+    pub budget_total: Option<f64>,
     /// Base revision as given (default `HEAD`).
     pub base: String,
     /// Branch prefix.
@@ -263,6 +271,28 @@ impl Settings {
         }
         .map(Duration::from_secs_f64);
 
+        let inactivity_timeout = match flags.inactivity_timeout {
+            Some(v) if !(v.is_finite() && v > 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--inactivity-timeout",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.inactivity_timeout.map(|s| s.0),
+        }
+        .map(Duration::from_secs_f64);
+        let budget_total = match flags.budget_total {
+            Some(v) if !(v.is_finite() && v >= 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--budget-total",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.budget_total.map(|u| u.0),
+        };
+
         let branch_prefix = flags
             .branch_prefix
             .clone()
@@ -295,6 +325,8 @@ impl Settings {
             flags.agent.is_some(),
         )
         .map_err(SettingsError::Agent)?;
+        let mut agent = agent;
+        agent.prices = file.prices.clone();
 
         let mut exclude: Vec<String> = vec![".architect/".into(), ".fanout/".into()];
         for e in file.exclude.iter().chain(agent.exclude.iter()) {
@@ -325,6 +357,8 @@ impl Settings {
             budget_per_worker,
             timeout_per_worker,
             kill_grace: Duration::from_secs_f64(file.kill_grace.map(|s| s.0).unwrap_or(10.0)),
+            inactivity_timeout,
+            budget_total,
             base: flags
                 .base
                 .clone()

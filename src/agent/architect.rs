@@ -232,6 +232,7 @@ mod tests {
             signal: None,
             stdout_tail: stdout.as_bytes(),
             result_file: None,
+            model: None,
         })
     }
 

@@ -1,14 +1,90 @@
 //! The `command` adapter: any program, from an argv template.
 //!
-//! Outcome: the exit code decides failure (non-zero is `failed`). An optional result
-//! file at `$FANOUT_RESULT`, JSON `{"status": "success"|"partial"|"failed", "steps": N,
-//! "cost": USD, "reason": "…"}`, adds steps and cost and may lower the status to
-//! `partial` or `failed`; it can never raise a non-zero exit to success.
+//! Outcome: the exit code decides failure (non-zero is `failed`). An optional report
+//! adds steps and cost and may lower the status to `partial` or `failed`; it can never
+//! raise a non-zero exit to success. Where the report is, per `result.format`:
+//!
+//! - `file` (default): the `$FANOUT_RESULT` file, JSON `{"status":
+//!   "success"|"partial"|"failed", "steps": N, "cost": USD, "reason": "…"}`;
+//! - `json`: the last JSON object printed on stdout;
+//! - `jsonl`: JSON lines on stdout, each field from the last line that has it (the cost
+//!   is also read live, so a budget stops the agent when crossed);
+//! - `exit-code`: no report.
+//!
+//! `result.status`, `.steps`, `.cost` and `.reason` are dotted JSON paths (defaults:
+//! the names above); `result.success` and `result.partial` list the status values that
+//! mean those (defaults `success`, `partial`); any other value is a failure.
 
+use serde_json::Value;
+
+use super::json::{at_path, json_lines, last_json_object};
 use super::{
-    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, WorkerContext,
-    clean_reason, expand, fanout_env, format_usd_arg, sane_cost, sane_steps,
+    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, Progress, StreamWatch,
+    WorkerContext, clean_reason, expand, fanout_env, format_usd_arg, sane_cost, sane_steps,
 };
+use crate::config::{ResultFormat, ResultSpec};
+
+/// The fields of an agent's report, read by the paths of a [`ResultSpec`].
+#[derive(Debug, Default)]
+struct Report {
+    status: Option<String>,
+    steps: Option<u32>,
+    cost: Option<f64>,
+    reason: Option<String>,
+}
+
+fn path_or<'a>(p: &'a Option<String>, default: &'a str) -> &'a str {
+    p.as_deref().unwrap_or(default)
+}
+
+/// A status value as text: strings lower-cased, booleans `true`/`false`.
+fn status_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.trim().to_ascii_lowercase()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+impl Report {
+    /// Read each field from the first of `objects` (latest first) that has it.
+    fn from_objects<'a>(
+        spec: &ResultSpec,
+        objects: impl Iterator<Item = &'a Value> + Clone,
+    ) -> Report {
+        let find = |path: &str| objects.clone().find_map(|o| at_path(o, path));
+        Report {
+            status: find(path_or(&spec.status, "status")).and_then(status_text),
+            steps: sane_steps(find(path_or(&spec.steps, "steps"))),
+            cost: sane_cost(find(path_or(&spec.cost, "cost"))),
+            reason: find(path_or(&spec.reason, "reason"))
+                .and_then(Value::as_str)
+                .map(clean_reason)
+                .filter(|s| !s.is_empty()),
+        }
+    }
+}
+
+/// `success`, `partial` or `failed` for a reported status value.
+fn classify(spec: &ResultSpec, status: &str) -> Option<&'static str> {
+    let listed = |list: &[String], default: &str| {
+        if list.is_empty() {
+            status == default
+        } else {
+            list.iter().any(|v| v.trim().eq_ignore_ascii_case(status))
+        }
+    };
+    if listed(&spec.success, "success") {
+        Some("success")
+    } else if listed(&spec.partial, "partial") {
+        Some("partial")
+    } else if spec.success.is_empty() && spec.partial.is_empty() {
+        (status == "failed").then_some("failed")
+    } else {
+        Some("failed")
+    }
+}
 
 pub(super) struct CommandAdapter {
     spec: AgentSpec,
@@ -62,26 +138,53 @@ impl Adapter for CommandAdapter {
         })
     }
 
-    fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
-        let report = observed
-            .result_file
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok())
-            .filter(serde_json::Value::is_object);
-        let steps = report.as_ref().and_then(|r| sane_steps(r.get("steps")));
-        let cost = report.as_ref().and_then(|r| sane_cost(r.get("cost")));
-        let claimed = report
-            .as_ref()
-            .and_then(|r| r.get("status"))
-            .and_then(|s| s.as_str())
-            .map(str::to_ascii_lowercase);
-        let claimed_reason = report
-            .as_ref()
-            .and_then(|r| r.get("reason"))
-            .and_then(|s| s.as_str())
-            .map(clean_reason)
-            .filter(|s| !s.is_empty());
-        let unreadable = observed.result_file.is_some() && report.is_none();
+    fn watch(&self, _model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
+        let spec = self.spec.result.clone()?;
+        (spec.format == ResultFormat::Jsonl).then(|| {
+            Box::new(JsonlWatch {
+                spec,
+                progress: Progress::default(),
+            }) as Box<dyn StreamWatch>
+        })
+    }
 
+    fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
+        let spec = self.spec.result.clone().unwrap_or_default();
+        let (report, unreadable) = match spec.format {
+            ResultFormat::ExitCode => (None, false),
+            ResultFormat::File => {
+                let v = observed
+                    .result_file
+                    .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+                    .filter(Value::is_object);
+                let unreadable = observed.result_file.is_some() && v.is_none();
+                (
+                    v.map(|v| Report::from_objects(&spec, std::iter::once(&v))),
+                    unreadable,
+                )
+            }
+            ResultFormat::Json => {
+                let v = last_json_object(observed.stdout_tail, |_| true);
+                (
+                    v.map(|v| Report::from_objects(&spec, std::iter::once(&v))),
+                    false,
+                )
+            }
+            ResultFormat::Jsonl => {
+                let mut lines: Vec<Value> = json_lines(observed.stdout_tail).collect();
+                lines.reverse();
+                let r = (!lines.is_empty()).then(|| Report::from_objects(&spec, lines.iter()));
+                (r, false)
+            }
+        };
+        let steps = report.as_ref().and_then(|r| r.steps);
+        let cost = report.as_ref().and_then(|r| r.cost);
+        let claimed_raw = report.as_ref().and_then(|r| r.status.clone());
+        let claimed = claimed_raw
+            .as_deref()
+            .map(|s| classify(&spec, s).unwrap_or(s))
+            .map(str::to_owned);
+        let claimed_reason = report.as_ref().and_then(|r| r.reason.clone());
         let (status, reason) = match (observed.exit_code, claimed.as_deref()) {
             (Some(0), None | Some("success")) => (AgentStatus::Success, None),
             (Some(0), Some("partial")) => (
@@ -102,10 +205,10 @@ impl Adapter for CommandAdapter {
             ),
             (Some(0), Some(other)) => (
                 AgentStatus::Failed,
-                Some(format!(
-                    "agent reported an unknown status {:?}",
-                    clean_reason(other)
-                )),
+                Some(match &claimed_reason {
+                    Some(r) => format!("agent reported {:?}: {r}", clean_reason(other)),
+                    None => format!("agent reported an unknown status {:?}", clean_reason(other)),
+                }),
             ),
             (Some(code), Some("partial")) => (
                 AgentStatus::Partial,
@@ -144,6 +247,30 @@ impl Adapter for CommandAdapter {
             cost,
             reason,
         }
+    }
+}
+
+/// Live reading of a `jsonl` agent's cost and steps.
+struct JsonlWatch {
+    spec: ResultSpec,
+    progress: Progress,
+}
+
+impl StreamWatch for JsonlWatch {
+    fn line(&mut self, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(line.trim_ascii()) else {
+            return;
+        };
+        if let Some(c) = sane_cost(at_path(&v, path_or(&self.spec.cost, "cost"))) {
+            self.progress.cost = Some(c);
+        }
+        if let Some(n) = sane_steps(at_path(&v, path_or(&self.spec.steps, "steps"))) {
+            self.progress.steps = Some(n);
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        self.progress
     }
 }
 
@@ -203,6 +330,7 @@ mod tests {
             signal: if exit.is_none() { Some(9) } else { None },
             stdout_tail: b"",
             result_file: file.map(str::as_bytes),
+            model: None,
         })
     }
 

@@ -59,6 +59,15 @@ fn line_starts(buf: &[u8]) -> impl Iterator<Item = usize> + '_ {
     )
 }
 
+/// The value at a dotted path (`result.cost_usd`, `items.0.id`), if any.
+pub fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |cur, key| match cur {
+        Value::Object(m) => m.get(key),
+        Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,12 +5,22 @@
 //!
 //! Resolution of an agent name (from `--agent` or `parallel_runs.agent`):
 //! 1. a definition under `agents:` in `fanout.yml`;
-//! 2. the built-in `architect` (architect's `build` agent);
+//! 2. a built-in: `claude`, `codex`, `aider`, `architect` (architect's `build` agent);
 //! 3. otherwise architect's own agent of that name (the seed's `agent: build`).
+//!
+//! Each adapter's module documents its command line and how its output maps onto a
+//! status, steps and cost. Agents that stream their progress (Claude's stream-json,
+//! Codex's JSON lines, aider's `Cost:` lines, a custom agent's JSON lines) are read
+//! line by line as they run ([`StreamWatch`]), so a budget or step limit stops them
+//! when crossed rather than after the fact.
 
+mod aider;
 mod architect;
+mod claude;
+mod codex;
 mod command;
 pub mod json;
+pub mod prices;
 mod template;
 
 use std::collections::BTreeMap;
@@ -21,7 +31,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::AdapterKind;
-use crate::config::AgentDef;
+use crate::config::{AgentDef, Price, ResultSpec};
 pub use template::{PLACEHOLDERS, expand};
 
 /// A resolved agent definition; serializable so a plan carries it.
@@ -50,6 +60,37 @@ pub struct AgentSpec {
     /// Paths this agent writes that are never committed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Claude Code's permission mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_mode: Option<String>,
+    /// How a `command` agent's outcome is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ResultSpec>,
+    /// Whether GitHub tokens reach this agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_github_token: bool,
+    /// Price overrides from the config (`prices:`), for cost from token usage.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// The program a built-in adapter runs by default.
+fn default_program(kind: AdapterKind) -> &'static str {
+    match kind {
+        AdapterKind::Command => "",
+        AdapterKind::Architect => "architect",
+        AdapterKind::Claude => "claude",
+        AdapterKind::Codex => "codex",
+        AdapterKind::Aider => "aider",
+    }
+}
+
+/// Files each built-in adapter's CLI writes that are never committed.
+fn default_exclude(kind: AdapterKind) -> Vec<String> {
+    match kind {
+        AdapterKind::Aider => vec![".aider*".into()],
+        _ => Vec::new(),
+    }
 }
 
 impl AgentSpec {
@@ -78,30 +119,58 @@ impl AgentSpec {
         if let Some(def) = defs.get(name) {
             return Self::from_def(name, def, &format!("{file}: agents.{name}"));
         }
+        let builtin = |adapter: AdapterKind| AgentSpec {
+            name: name.to_owned(),
+            adapter,
+            program: default_program(adapter).to_owned(),
+            args: Vec::new(),
+            model_args: Vec::new(),
+            budget_args: Vec::new(),
+            architect_agent: None,
+            env: BTreeMap::new(),
+            exclude: default_exclude(adapter),
+            permission_mode: None,
+            result: None,
+            allow_github_token: false,
+            prices: BTreeMap::new(),
+        };
         match name {
             "command" => Err(format!(
                 "{origin}: the `command` adapter needs a definition: add `agents: {{my-agent: {{command: [prog, \"{{task}}\"]}}}}` to {file}"
             )),
+            "claude" => Ok(builtin(AdapterKind::Claude)),
+            "codex" => Ok(builtin(AdapterKind::Codex)),
+            "aider" => Ok(builtin(AdapterKind::Aider)),
             _ => Ok(AgentSpec {
-                name: name.to_owned(),
-                adapter: AdapterKind::Architect,
-                program: "architect".to_owned(),
-                args: Vec::new(),
-                model_args: Vec::new(),
-                budget_args: Vec::new(),
                 architect_agent: Some(if name == "architect" { "build" } else { name }.to_owned()),
-                env: BTreeMap::new(),
-                exclude: Vec::new(),
+                ..builtin(AdapterKind::Architect)
             }),
         }
     }
 
     fn from_def(name: &str, def: &AgentDef, origin: &str) -> Result<AgentSpec, String> {
-        let adapter = def.adapter.unwrap_or(if def.command.is_empty() {
-            AdapterKind::Architect
-        } else {
+        let adapter = def.adapter.unwrap_or(if !def.command.is_empty() {
             AdapterKind::Command
+        } else {
+            match name {
+                "claude" => AdapterKind::Claude,
+                "codex" => AdapterKind::Codex,
+                "aider" => AdapterKind::Aider,
+                _ => AdapterKind::Architect,
+            }
         });
+        if def.result.is_some() && adapter != AdapterKind::Command {
+            return Err(format!(
+                "{origin}.result: only the command adapter reads a `result` spec; the {adapter:?} adapter reads its CLI's own output"
+            ));
+        }
+        if def.permission_mode.is_some() && adapter != AdapterKind::Claude {
+            return Err(format!(
+                "{origin}.permission_mode: only used by the claude adapter"
+            ));
+        }
+        let mut exclude = default_exclude(adapter);
+        exclude.extend(def.exclude.iter().cloned());
         let check = |key: &str, list: &[String]| -> Result<(), String> {
             for (i, arg) in list.iter().enumerate() {
                 template::check(arg).map_err(|e| format!("{origin}.{key}[{i}]: {e}"))?;
@@ -131,6 +200,22 @@ impl AgentSpec {
                 }
                 let mut args = rest.to_vec();
                 args.extend(def.args.iter().cloned());
+                if let Some(r) = &def.result {
+                    for (key, path) in [
+                        ("status", &r.status),
+                        ("steps", &r.steps),
+                        ("cost", &r.cost),
+                        ("reason", &r.reason),
+                    ] {
+                        if let Some(p) = path
+                            && (p.trim().is_empty() || p.split('.').any(str::is_empty))
+                        {
+                            return Err(format!(
+                                "{origin}.result.{key}: {p:?} is not a dotted JSON path like `result.cost_usd`"
+                            ));
+                        }
+                    }
+                }
                 Ok(AgentSpec {
                     name: name.to_owned(),
                     adapter,
@@ -140,27 +225,55 @@ impl AgentSpec {
                     budget_args: def.budget_args.clone(),
                     architect_agent: None,
                     env: def.env.clone(),
-                    exclude: def.exclude.clone(),
+                    exclude,
+                    permission_mode: None,
+                    result: def.result.clone(),
+                    allow_github_token: def.allow_github_token,
+                    prices: BTreeMap::new(),
                 })
             }
-            AdapterKind::Architect => {
+            AdapterKind::Architect
+            | AdapterKind::Claude
+            | AdapterKind::Codex
+            | AdapterKind::Aider => {
                 if !def.command.is_empty() {
                     return Err(format!(
-                        "{origin}.command: not used by the architect adapter (use `binary` and `args`)"
+                        "{origin}.command: not used by the {} adapter (use `binary` and `args`)",
+                        default_program(adapter)
+                    ));
+                }
+                if def.agent.is_some() && adapter != AdapterKind::Architect {
+                    return Err(format!(
+                        "{origin}.agent: only used by the architect adapter"
+                    ));
+                }
+                if !def.model_args.is_empty() || !def.budget_args.is_empty() {
+                    return Err(format!(
+                        "{origin}: model_args and budget_args are for the command adapter; the {} adapter passes the model and budget itself",
+                        default_program(adapter)
                     ));
                 }
                 Ok(AgentSpec {
                     name: name.to_owned(),
                     adapter,
-                    program: def.binary.clone().unwrap_or_else(|| "architect".to_owned()),
+                    program: def
+                        .binary
+                        .clone()
+                        .unwrap_or_else(|| default_program(adapter).to_owned()),
                     args: def.args.clone(),
                     model_args: Vec::new(),
                     budget_args: Vec::new(),
-                    architect_agent: Some(def.agent.clone().unwrap_or_else(|| {
-                        if name == "architect" { "build" } else { name }.to_owned()
-                    })),
+                    architect_agent: (adapter == AdapterKind::Architect).then(|| {
+                        def.agent.clone().unwrap_or_else(|| {
+                            if name == "architect" { "build" } else { name }.to_owned()
+                        })
+                    }),
                     env: def.env.clone(),
-                    exclude: def.exclude.clone(),
+                    exclude,
+                    permission_mode: def.permission_mode.clone(),
+                    result: None,
+                    allow_github_token: def.allow_github_token,
+                    prices: BTreeMap::new(),
                 })
             }
         }
@@ -171,6 +284,9 @@ impl AgentSpec {
         match self.adapter {
             AdapterKind::Command => Box::new(command::CommandAdapter::new(self.clone())),
             AdapterKind::Architect => Box::new(architect::ArchitectAdapter::new(self.clone())),
+            AdapterKind::Claude => Box::new(claude::ClaudeAdapter::new(self.clone())),
+            AdapterKind::Codex => Box::new(codex::CodexAdapter::new(self.clone())),
+            AdapterKind::Aider => Box::new(aider::AiderAdapter::new(self.clone())),
         }
     }
 }
@@ -222,6 +338,8 @@ pub struct Observed<'a> {
     pub stdout_tail: &'a [u8],
     /// Contents of `$FANOUT_RESULT`, when it wrote one.
     pub result_file: Option<&'a [u8]>,
+    /// The model the worker was given, if any.
+    pub model: Option<&'a str>,
 }
 
 /// The agent's own account of how it did.
@@ -238,6 +356,16 @@ pub enum AgentStatus {
     Timeout,
 }
 
+/// Where a cost figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CostSource {
+    /// The agent's own USD figure.
+    Agent,
+    /// Token usage × the price table.
+    PriceTable,
+}
+
 /// What an adapter read from the agent's output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentOutcome {
@@ -251,12 +379,55 @@ pub struct AgentOutcome {
     pub reason: Option<String>,
 }
 
+impl AgentOutcome {
+    /// Where `cost` came from; adapters that price tokens override this.
+    pub fn cost_source(&self) -> Option<CostSource> {
+        self.cost.map(|_| CostSource::Agent)
+    }
+}
+
+/// Cumulative progress read from an agent's live output.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Progress {
+    /// USD spent so far, when known.
+    pub cost: Option<f64>,
+    /// Steps so far, when known.
+    pub steps: Option<u32>,
+}
+
+/// Longest stdout line handed to a [`StreamWatch`]; longer lines are cut.
+pub const WATCH_LINE_MAX: usize = 1 << 20;
+
+/// Reads an agent's stdout line by line while it runs.
+pub trait StreamWatch: Send {
+    /// One complete line (without its newline, at most [`WATCH_LINE_MAX`] bytes).
+    fn line(&mut self, line: &[u8]);
+    /// Progress so far.
+    fn progress(&self) -> Progress;
+    /// Whether fanout must stop the agent at `max_steps` itself (the CLI has no limit).
+    fn enforces_steps(&self) -> bool {
+        false
+    }
+    /// Where the live cost comes from (when there is one).
+    fn cost_source(&self) -> Option<CostSource> {
+        self.progress().cost.map(|_| CostSource::Agent)
+    }
+}
+
 /// An agent adapter: builds the command, reads the outcome.
 pub trait Adapter: Send + Sync {
     /// The command line for one worker.
     fn command(&self, ctx: &WorkerContext<'_>) -> Result<CommandLine, String>;
     /// Read the agent's outcome from what was observed. Must not panic on any input.
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome;
+    /// Where the outcome's cost came from.
+    fn cost_source(&self, outcome: &AgentOutcome, _observed: &Observed<'_>) -> Option<CostSource> {
+        outcome.cost_source()
+    }
+    /// A reader of the agent's live output, for agents that stream progress.
+    fn watch(&self, _model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
+        None
+    }
 }
 
 /// Variables that never reach an agent: GitHub and Actions credentials, and git
@@ -297,16 +468,30 @@ pub fn is_scrubbed(name: &str) -> bool {
 }
 
 /// The environment an agent gets: fanout's own, less [`is_scrubbed`] names, plus `extra`.
+/// Model provider keys (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, base URLs, …) pass.
 pub fn agent_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     extra: &[(String, String)],
 ) -> Vec<(OsString, OsString)> {
+    agent_env_with(parent, extra, false)
+}
+
+/// [`agent_env`], letting `GITHUB_TOKEN` and `GH_TOKEN` through when `allow_github_token`
+/// (an agent definition's explicit `allow_github_token: true`). Actions runtime and
+/// OIDC tokens never pass.
+pub fn agent_env_with(
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+    extra: &[(String, String)],
+    allow_github_token: bool,
+) -> Vec<(OsString, OsString)> {
+    let allowed =
+        |k: &str| !is_scrubbed(k) || allow_github_token && matches!(k, "GITHUB_TOKEN" | "GH_TOKEN");
     let mut env: BTreeMap<OsString, OsString> = parent
         .into_iter()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_scrubbed) && k.to_str().is_some())
+        .filter(|(k, _)| k.to_str().is_some_and(allowed))
         .collect();
     for (k, v) in extra {
-        if !is_scrubbed(k) {
+        if allowed(k) {
             env.insert(k.into(), v.into());
         }
     }
@@ -376,6 +561,41 @@ pub(crate) fn clean_reason(s: &str) -> String {
         format!("{cut}…")
     } else {
         line.to_owned()
+    }
+}
+
+/// Helpers for the adapters' tests: recorded CLI output under `tests/fixtures/agents`.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::Observed;
+
+    /// `tests/fixtures/agents/<cli>/<name>`.
+    pub fn fixture(cli: &str, name: &str) -> Vec<u8> {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/agents")
+            .join(cli)
+            .join(name);
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// An agent that printed `out` and exited with `exit`.
+    pub fn observed(out: &[u8], exit: i32) -> Observed<'_> {
+        observed_with_model(out, exit, None)
+    }
+
+    /// [`observed`], for a worker given `model`.
+    pub fn observed_with_model<'a>(
+        out: &'a [u8],
+        exit: i32,
+        model: Option<&'a str>,
+    ) -> Observed<'a> {
+        Observed {
+            exit_code: Some(exit),
+            signal: None,
+            stdout_tail: out,
+            result_file: None,
+            model,
+        }
     }
 }
 

@@ -55,6 +55,7 @@ fn find_artifact(from: &Path, id: u32) -> Option<PathBuf> {
 fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
     WorkerResult {
         worker_id: w.id,
+        cost_source: None,
         branch: w.branch.clone(),
         model: w.model.clone(),
         status: Status::Failed,

@@ -9,16 +9,17 @@
 pub mod process;
 pub mod signals;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use git2::Oid;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::agent::{AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env};
+use crate::agent::{AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::harvest::{CommitSpec, commit_message, harvest};
 use crate::journal::JournalHandle;
 use crate::plan::{Plan, PlannedWorker};
@@ -65,6 +66,46 @@ pub enum Event {
     WorkerFinished(Box<WorkerResult>),
     /// fanout was asked to stop.
     Stopping(StopLevel),
+}
+
+/// What the run has spent: finished workers' known costs plus running workers' live
+/// costs, for `budget_total`.
+#[derive(Debug, Default)]
+pub struct Spend {
+    finished: Mutex<f64>,
+    live: Mutex<BTreeMap<u32, f64>>,
+}
+
+impl Spend {
+    /// USD spent so far (known costs only).
+    pub fn total(&self) -> f64 {
+        let done = *self.finished.lock().unwrap_or_else(|e| e.into_inner());
+        let live: f64 = self
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .sum();
+        done + live
+    }
+
+    fn live(&self, id: u32, cost: f64) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, cost);
+    }
+
+    fn finish(&self, id: u32, cost: Option<f64>) {
+        let live = self
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Some(c) = cost.or(live) {
+            *self.finished.lock().unwrap_or_else(|e| e.into_inner()) += c;
+        }
+    }
 }
 
 /// Everything the executor needs besides the plan.
@@ -114,8 +155,10 @@ impl Executor {
         // Workers start in plan order: the dispatcher hands out slots one by one and
         // stops handing them out once a stop is requested.
         let permits = Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize));
+        let spend = Arc::new(Spend::default());
         let mut set = JoinSet::new();
         let mut not_started = Vec::new();
+        let mut over_budget = Vec::new();
         let mut dispatch_stop = stop.clone();
         for w in self.plan.workers.iter().cloned() {
             let permit = if *dispatch_stop.borrow() != StopLevel::Run {
@@ -131,16 +174,36 @@ impl Executor {
                 not_started.push(w);
                 continue;
             };
+            if let Some(total) = self.plan.limits.budget_total {
+                let spent = spend.total();
+                if spent >= total {
+                    over_budget.push((w, spent, total));
+                    continue;
+                }
+            }
             let ex = Arc::clone(&self);
             let events = events.clone();
             let stop = stop.clone();
+            let spend = Arc::clone(&spend);
             set.spawn(async move {
                 let id = w.id;
-                let result = ex.run_one(w, events.clone(), stop).await;
+                let result = ex
+                    .run_one(w, events.clone(), stop, Arc::clone(&spend))
+                    .await;
+                spend.finish(id, result.cost);
                 drop(permit);
                 let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
                 (id, result)
             });
+        }
+        for (w, spent, total) in over_budget {
+            let r = self.skeleton(
+                &w,
+                Status::Failed,
+                &format!("not started: the run's budget of ${total:.4} was spent (${spent:.4})"),
+            );
+            let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
+            set.spawn(async move { (w.id, r) });
         }
         for w in not_started {
             let r = self.skeleton(&w, Status::Failed, "interrupted");
@@ -173,6 +236,7 @@ impl Executor {
     fn skeleton(&self, w: &PlannedWorker, status: Status, reason: &str) -> WorkerResult {
         WorkerResult {
             worker_id: w.id,
+            cost_source: None,
             branch: w.branch.clone(),
             model: w.model.clone(),
             status,
@@ -199,6 +263,7 @@ impl Executor {
         w: PlannedWorker,
         events: mpsc::UnboundedSender<Event>,
         stop: watch::Receiver<StopLevel>,
+        spend: Arc<Spend>,
     ) -> WorkerResult {
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
@@ -280,7 +345,11 @@ impl Executor {
             worktree: path.clone(),
             log: log.clone(),
         });
-        let env = agent_env(self.base_env.iter().cloned(), &cmd.env);
+        let env = agent_env_with(
+            self.base_env.iter().cloned(),
+            &cmd.env,
+            self.plan.agent.allow_github_token,
+        );
         let line_events = events.clone();
         let id = w.id;
         let spec = ProcessSpec {
@@ -291,6 +360,15 @@ impl Executor {
             log: &log,
             timeout,
             grace: Duration::from_secs_f64(limits.kill_grace),
+            inactivity: limits.inactivity_timeout.map(Duration::from_secs_f64),
+            watch: adapter.watch(w.model.as_deref()),
+            budget: limits.budget_per_worker,
+            max_steps: Some(limits.max_steps),
+            on_progress: Some(Box::new(move |p: crate::agent::Progress| {
+                if let Some(c) = p.cost {
+                    spend.live(id, c);
+                }
+            })),
         };
         let supervised = supervise(spec, stop.clone(), move |line| {
             let _ = line_events.send(Event::WorkerOutput {
@@ -310,17 +388,24 @@ impl Executor {
             let _ = events.send(Event::WorkerTimedOut { id: w.id });
         }
         let file = std::fs::read(&result_file).ok();
-        let outcome = adapter.outcome(&Observed {
+        let observed = Observed {
             exit_code: sup.exit_code,
             signal: sup.signal,
             stdout_tail: &sup.stdout_tail,
             result_file: file.as_deref(),
-        });
+            model: w.model.as_deref(),
+        };
+        let outcome = adapter.outcome(&observed);
         result.exit_code = sup.exit_code;
         result.signal = sup.signal;
         result.duration = sup.duration.as_secs_f64();
-        result.steps = outcome.steps;
-        result.cost = outcome.cost;
+        // The final report wins; what the live output said fills what it lacks (an
+        // agent stopped mid-run prints no final report).
+        result.steps = outcome.steps.or(sup.progress.steps);
+        (result.cost, result.cost_source) = match outcome.cost {
+            Some(c) => (Some(c), adapter.cost_source(&outcome, &observed)),
+            None => (sup.progress.cost, sup.progress_source),
+        };
         self.finish_harvest(result, &w, base, Some((sup, outcome)))
             .await
     }
@@ -382,6 +467,7 @@ impl Executor {
             result.files_modified.is_empty(),
             self.plan.limits.budget_per_worker,
             self.plan.limits.timeout_per_worker,
+            self.plan.limits.inactivity_timeout,
         );
         result.status = status;
         let mut notes: Vec<String> = reason.into_iter().collect();
@@ -406,6 +492,7 @@ pub fn decide(
     no_changes: bool,
     budget: Option<f64>,
     timeout: Option<f64>,
+    inactivity: Option<f64>,
 ) -> (Status, Option<String>) {
     match sup.ending {
         Ending::Interrupted => return (Status::Failed, Some("interrupted".into())),
@@ -420,6 +507,34 @@ pub fn decide(
                 Some(format!(
                     "timed out after {}s{how}",
                     format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+                )),
+            );
+        }
+        Ending::OverBudget => {
+            let spent = sup.progress.cost.or(outcome.cost).unwrap_or(0.0);
+            return (
+                Status::Partial,
+                Some(format!(
+                    "budget exceeded (${spent:.4} of ${:.4}); stopped",
+                    budget.unwrap_or(0.0)
+                )),
+            );
+        }
+        Ending::MaxSteps => {
+            return (
+                Status::Partial,
+                Some(format!(
+                    "max steps reached ({} steps); stopped",
+                    sup.progress.steps.unwrap_or(0)
+                )),
+            );
+        }
+        Ending::Inactive => {
+            return (
+                Status::Timeout,
+                Some(format!(
+                    "no output for {}s; stopped",
+                    format_secs(inactivity.unwrap_or(0.0))
                 )),
             );
         }
@@ -466,6 +581,8 @@ mod tests {
             stragglers: false,
             killed: false,
             pipes_leaked: false,
+            progress: crate::agent::Progress::default(),
+            progress_source: None,
         }
     }
     fn out(status: AgentStatus, cost: Option<f64>) -> AgentOutcome {
@@ -481,11 +598,19 @@ mod tests {
     fn status_rules() {
         let s = sup(Ending::Exited);
         assert_eq!(
-            decide(&s, &out(AgentStatus::Success, None), false, None, None).0,
+            decide(
+                &s,
+                &out(AgentStatus::Success, None),
+                false,
+                None,
+                None,
+                None
+            )
+            .0,
             Status::Success
         );
         assert_eq!(
-            decide(&s, &out(AgentStatus::Success, None), true, None, None),
+            decide(&s, &out(AgentStatus::Success, None), true, None, None, None),
             (
                 Status::Failed,
                 Some("agent finished but changed no files".into())
@@ -497,6 +622,7 @@ mod tests {
                 &out(AgentStatus::Success, Some(2.0)),
                 false,
                 Some(1.0),
+                None,
                 None
             ),
             (
@@ -510,7 +636,8 @@ mod tests {
                 &out(AgentStatus::Success, None),
                 false,
                 None,
-                Some(5.0)
+                Some(5.0),
+                None
             ),
             (Status::Timeout, Some("timed out after 5s".into()))
         );
@@ -520,9 +647,53 @@ mod tests {
                 &out(AgentStatus::Success, None),
                 false,
                 None,
+                None,
                 None
             ),
             (Status::Failed, Some("interrupted".into()))
+        );
+        let mut over = sup(Ending::OverBudget);
+        over.progress.cost = Some(1.25);
+        assert_eq!(
+            decide(
+                &over,
+                &out(AgentStatus::Success, None),
+                false,
+                Some(1.0),
+                None,
+                None
+            ),
+            (
+                Status::Partial,
+                Some("budget exceeded ($1.2500 of $1.0000); stopped".into())
+            )
+        );
+        let mut steps = sup(Ending::MaxSteps);
+        steps.progress.steps = Some(4);
+        assert_eq!(
+            decide(
+                &steps,
+                &out(AgentStatus::Failed, None),
+                false,
+                None,
+                None,
+                None
+            ),
+            (
+                Status::Partial,
+                Some("max steps reached (4 steps); stopped".into())
+            )
+        );
+        assert_eq!(
+            decide(
+                &sup(Ending::Inactive),
+                &out(AgentStatus::Success, None),
+                false,
+                None,
+                None,
+                Some(30.0)
+            ),
+            (Status::Timeout, Some("no output for 30s; stopped".into()))
         );
     }
 }

@@ -11,6 +11,8 @@ use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -19,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::StopLevel;
+use crate::agent::{CostSource, Progress, StreamWatch, WATCH_LINE_MAX};
 
 /// How much of stdout is kept in memory for parsing.
 pub const STDOUT_TAIL_BYTES: usize = 4 << 20;
@@ -28,7 +31,6 @@ const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
 const LINE_UPDATE_EVERY: Duration = Duration::from_millis(100);
 
 /// What to run.
-#[derive(Debug)]
 pub struct ProcessSpec<'a> {
     /// Program.
     pub program: &'a str,
@@ -44,6 +46,17 @@ pub struct ProcessSpec<'a> {
     pub timeout: Option<Duration>,
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
+    /// Stop the agent when it printed nothing (stdout or stderr) for this long.
+    pub inactivity: Option<Duration>,
+    /// Reads stdout as it comes, for the limits below.
+    pub watch: Option<Box<dyn StreamWatch>>,
+    /// Stop the agent when its live cost exceeds this (USD).
+    pub budget: Option<f64>,
+    /// Stop the agent when its live step count exceeds this (only when the watch says
+    /// the agent has no limit of its own).
+    pub max_steps: Option<u32>,
+    /// Told each time the live progress changes.
+    pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
 }
 
 /// Why the process ended.
@@ -55,6 +68,12 @@ pub enum Ending {
     TimedOut,
     /// fanout stopped it because fanout was interrupted.
     Interrupted,
+    /// fanout stopped it: its live cost went over the budget.
+    OverBudget,
+    /// fanout stopped it: it took more steps than allowed.
+    MaxSteps,
+    /// fanout stopped it: no output for the inactivity timeout.
+    Inactive,
 }
 
 /// What was observed.
@@ -76,12 +95,22 @@ pub struct Supervised {
     pub killed: bool,
     /// The output pipes were still held open by a process outside the group.
     pub pipes_leaked: bool,
+    /// What the live output said last (cost, steps), when it was watched.
+    pub progress: Progress,
+    /// Where the live cost came from.
+    pub progress_source: Option<CostSource>,
+}
+
+/// The limits the drain checks on each stdout line.
+struct LineLimits {
+    budget: Option<f64>,
+    max_steps: Option<u32>,
 }
 
 /// Run `spec` to completion under supervision. `on_line` gets the latest output line,
 /// at most every 100 ms. Errors only when the process cannot be started.
 pub async fn supervise(
-    spec: ProcessSpec<'_>,
+    mut spec: ProcessSpec<'_>,
     mut stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<Supervised> {
@@ -101,7 +130,25 @@ pub async fn supervise(
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    let drain = tokio::spawn(drain(stdout, stderr, log, on_line));
+    let last_output = Arc::new(AtomicU64::new(0));
+    let (limit_tx, mut limit_rx) = tokio::sync::mpsc::unbounded_channel::<Ending>();
+    let watching = Watching {
+        watch: spec.watch.take(),
+        limits: LineLimits {
+            budget: spec.budget,
+            max_steps: spec.max_steps,
+        },
+        limit_tx,
+        on_progress: spec.on_progress.take(),
+        last_output: Arc::clone(&last_output),
+        started,
+    };
+    let drain = tokio::spawn(drain(stdout, stderr, log, on_line, watching));
+    let mut idle_check = spec.inactivity.map(|limit| {
+        let every = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        tokio::time::interval(every)
+    });
+    let mut limits_open = true;
 
     let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
     let mut kill_at: Option<tokio::time::Instant> = None;
@@ -137,6 +184,25 @@ pub async fn supervise(
                 ending = Ending::TimedOut;
                 signal_group(pgid, Signal::SIGTERM);
                 kill_at = Some(tokio::time::Instant::now() + spec.grace);
+            }
+            limit = limit_rx.recv(), if limits_open && ending == Ending::Exited && !killed => {
+                match limit {
+                    Some(why) => {
+                        ending = why;
+                        signal_group(pgid, Signal::SIGTERM);
+                        kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                    }
+                    None => limits_open = false,
+                }
+            }
+            _ = tick(&mut idle_check), if idle_check.is_some() && ending == Ending::Exited && !killed => {
+                let limit = spec.inactivity.expect("checked");
+                let last = Duration::from_millis(last_output.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(last) >= limit {
+                    ending = Ending::Inactive;
+                    signal_group(pgid, Signal::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                }
             }
             _ = sleep_until(kill_at), if kill_at.is_some() => {
                 signal_group(pgid, Signal::SIGKILL);
@@ -175,15 +241,15 @@ pub async fn supervise(
     }
 
     let mut drain = drain;
-    let (stdout_tail, pipes_leaked) = match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await
-    {
-        Ok(Ok(tail)) => (tail, false),
-        Ok(Err(_)) => (Vec::new(), false),
-        Err(_) => {
-            drain.abort();
-            (Vec::new(), true)
-        }
-    };
+    let (stdout_tail, progress, progress_source, pipes_leaked) =
+        match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await {
+            Ok(Ok((tail, progress, source))) => (tail, progress, source, false),
+            Ok(Err(_)) => (Vec::new(), Progress::default(), None, false),
+            Err(_) => {
+                drain.abort();
+                (Vec::new(), Progress::default(), None, true)
+            }
+        };
 
     Ok(Supervised {
         exit_code: status.code(),
@@ -194,7 +260,101 @@ pub async fn supervise(
         stragglers,
         killed,
         pipes_leaked,
+        progress,
+        progress_source,
     })
+}
+
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// What the drain does besides copying: feed stdout lines to the watch, check the
+/// limits, and note when the agent last printed anything.
+struct Watching {
+    watch: Option<Box<dyn StreamWatch>>,
+    limits: LineLimits,
+    limit_tx: tokio::sync::mpsc::UnboundedSender<Ending>,
+    on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    last_output: Arc<AtomicU64>,
+    started: Instant,
+}
+
+impl Watching {
+    fn output(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_output.store(ms, Ordering::Relaxed);
+    }
+
+    /// Feed complete stdout lines; check limits when the progress changed.
+    fn lines(&mut self, splitter: &mut LineSplitter, chunk: &[u8], last: &mut Progress) {
+        let Some(w) = self.watch.as_mut() else { return };
+        splitter.feed(chunk, |line| w.line(line));
+        self.check(last);
+    }
+
+    fn finish(&mut self, splitter: &mut LineSplitter, last: &mut Progress) {
+        if let Some(w) = self.watch.as_mut() {
+            splitter.flush(|line| w.line(line));
+        }
+        self.check(last);
+    }
+
+    fn check(&mut self, last: &mut Progress) {
+        let Some(w) = self.watch.as_ref() else { return };
+        let p = w.progress();
+        if p == *last {
+            return;
+        }
+        *last = p;
+        if let Some(cb) = self.on_progress.as_mut() {
+            cb(p);
+        }
+        if let (Some(b), Some(c)) = (self.limits.budget, p.cost)
+            && c > b
+        {
+            let _ = self.limit_tx.send(Ending::OverBudget);
+        }
+        if w.enforces_steps()
+            && let (Some(max), Some(n)) = (self.limits.max_steps, p.steps)
+            && n > max
+        {
+            let _ = self.limit_tx.send(Ending::MaxSteps);
+        }
+    }
+}
+
+/// Splits a byte stream into lines, each cut at [`WATCH_LINE_MAX`] bytes.
+#[derive(Default)]
+struct LineSplitter {
+    partial: Vec<u8>,
+}
+
+impl LineSplitter {
+    fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+        for part in chunk.split_inclusive(|b| *b == b'\n') {
+            let room = WATCH_LINE_MAX.saturating_sub(self.partial.len());
+            let body = part.strip_suffix(b"\n").unwrap_or(part);
+            self.partial
+                .extend_from_slice(&body[..body.len().min(room)]);
+            if part.last() == Some(&b'\n') {
+                each(&self.partial);
+                self.partial.clear();
+            }
+        }
+    }
+
+    fn flush(&mut self, mut each: impl FnMut(&[u8])) {
+        if !self.partial.is_empty() {
+            each(&self.partial);
+            self.partial.clear();
+        }
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
@@ -221,7 +381,10 @@ async fn drain(
     mut stderr: impl AsyncRead + Unpin,
     log: tokio::fs::File,
     mut on_line: impl FnMut(&str),
-) -> Vec<u8> {
+    mut watching: Watching,
+) -> (Vec<u8>, Progress, Option<CostSource>) {
+    let mut splitter = LineSplitter::default();
+    let mut progress = Progress::default();
     let mut log = tokio::io::BufWriter::new(log);
     let mut tail: Vec<u8> = Vec::new();
     let mut a = vec![0u8; 16 * 1024];
@@ -239,6 +402,7 @@ async fn drain(
                         let cut = tail.len() - STDOUT_TAIL_BYTES;
                         tail.drain(..cut);
                     }
+                    watching.lines(&mut splitter, &a[..n], &mut progress);
                     &a[..n]
                 }
             },
@@ -247,6 +411,7 @@ async fn drain(
                 Ok(n) => &b[..n],
             },
         };
+        watching.output();
         let _ = log.write_all(chunk).await;
         if lines.feed(chunk) && last_sent.elapsed() >= LINE_UPDATE_EVERY {
             on_line(&lines.last);
@@ -254,11 +419,13 @@ async fn drain(
         }
     }
     let _ = log.flush().await;
+    watching.finish(&mut splitter, &mut progress);
     if tail.len() > STDOUT_TAIL_BYTES {
         let cut = tail.len() - STDOUT_TAIL_BYTES;
         tail.drain(..cut);
     }
-    tail
+    let source = watching.watch.as_ref().and_then(|w| w.cost_source());
+    (tail, progress, source)
 }
 
 /// The last complete, non-blank output line (bounded).
@@ -320,6 +487,24 @@ fn strip_ansi(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_splitter_bounds_and_joins() {
+        let mut s = LineSplitter::default();
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        s.feed(b"ab", |l| got.push(l.to_vec()));
+        s.feed(b"c\nd\n\ne", |l| got.push(l.to_vec()));
+        s.flush(|l| got.push(l.to_vec()));
+        assert_eq!(
+            got,
+            [b"abc".to_vec(), b"d".to_vec(), b"".to_vec(), b"e".to_vec()]
+        );
+        let mut got = Vec::new();
+        let big = vec![b'x'; WATCH_LINE_MAX + 10];
+        s.feed(&big, |_| {});
+        s.feed(b"\n", |l| got.push(l.len()));
+        assert_eq!(got, [WATCH_LINE_MAX]);
+    }
 
     #[test]
     fn last_line_tracking() {

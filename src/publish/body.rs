@@ -68,6 +68,7 @@ impl Templates {
         };
         let sample = WorkerResult {
             worker_id: 1,
+            cost_source: None,
             branch: "b".into(),
             model: None,
             status: crate::result::Status::Success,
@@ -178,6 +179,7 @@ mod tests {
     fn result() -> WorkerResult {
         WorkerResult {
             worker_id: 2,
+            cost_source: None,
             branch: "fanout/r1/w2-fix".into(),
             model: Some("gpt-4o".into()),
             status: Status::Success,

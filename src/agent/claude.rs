@@ -1,0 +1,418 @@
+//! The `claude` adapter: Claude Code (npm `@anthropic-ai/claude-code`), headless.
+//!
+//! Command: `claude -p TASK --output-format stream-json --verbose --max-turns N
+//! --permission-mode MODE [--model M] [--max-budget-usd B] [args…]`. The permission
+//! mode defaults to `acceptEdits` (file edits inside the worktree without prompts;
+//! `bypassPermissions`, which also runs commands, is refused by Claude Code as root)
+//! and is set with `permission_mode:` in the agent's definition.
+//!
+//! Outcome: the last `{"type": "result"}` object on stdout (stream-json prints it last;
+//! `--output-format json` prints only it — both are read).
+//!
+//! | result | status | reason |
+//! |---|---|---|
+//! | `is_error: false` | success | denied tools, if any: "permission denied: Write, Bash" |
+//! | `is_error: true`, `subtype: error_max_turns` | partial | "max turns reached" |
+//! | `is_error: true`, `subtype: error_max_budget_usd` | partial | "budget exceeded" |
+//! | `is_error: true`, `api_error_status: N` | failed | "API error N: …" |
+//! | `is_error: true`, anything else | failed | the `result` text or `errors` |
+//! | no result object | failed | "no result from Claude Code", with the exit code |
+//!
+//! `is_error` decides, not `subtype` (an API error reports `subtype: success`). A
+//! success with a non-zero exit code is failed. Steps are `num_turns`; cost is
+//! `total_cost_usd`, Claude Code's own figure. While it runs, assistant messages are
+//! counted and their token usage priced (price table), so the budget can stop it
+//! before the final figure arrives.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::json::last_json_object;
+use super::prices::{self, Usage};
+use super::{
+    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, Progress, StreamWatch,
+    WorkerContext, clean_reason, expand, fanout_env, format_usd_arg, sane_cost, sane_steps,
+};
+
+pub(super) struct ClaudeAdapter {
+    spec: AgentSpec,
+}
+
+impl ClaudeAdapter {
+    pub(super) fn new(spec: AgentSpec) -> Self {
+        ClaudeAdapter { spec }
+    }
+}
+
+fn is_result(v: &Value) -> bool {
+    v.get("type").and_then(Value::as_str) == Some("result")
+}
+
+/// Tool names from `permission_denials`.
+fn denied_tools(result: &Value) -> Vec<String> {
+    let mut names: Vec<String> = result
+        .get("permission_denials")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.get("tool_name").and_then(Value::as_str))
+        .map(clean_reason)
+        .collect();
+    names.dedup();
+    names
+}
+
+impl Adapter for ClaudeAdapter {
+    fn command(&self, ctx: &WorkerContext<'_>) -> Result<CommandLine, String> {
+        let mut args: Vec<String> = vec![
+            "-p".into(),
+            ctx.task.to_owned(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--max-turns".into(),
+            ctx.max_steps.to_string(),
+            "--permission-mode".into(),
+            self.spec
+                .permission_mode
+                .clone()
+                .unwrap_or_else(|| "acceptEdits".into()),
+        ];
+        if let Some(m) = ctx.model {
+            args.extend(["--model".into(), m.to_owned()]);
+        }
+        if let Some(b) = ctx.budget {
+            args.extend(["--max-budget-usd".into(), format_usd_arg(b)]);
+        }
+        let mut vars = super::command::lookup(ctx);
+        for a in &self.spec.args {
+            args.push(expand(a, &mut vars)?);
+        }
+        let mut env = fanout_env(ctx);
+        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(CommandLine {
+            program: self.spec.program.clone(),
+            args,
+            env,
+        })
+    }
+
+    fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
+        let Some(result) = last_json_object(observed.stdout_tail, is_result) else {
+            let how = match (observed.exit_code, observed.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("killed by signal {s}"),
+                (None, None) => "did not exit normally".into(),
+            };
+            return AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: None,
+                cost: None,
+                reason: Some(format!("no result from Claude Code ({how})")),
+            };
+        };
+        let steps = sane_steps(result.get("num_turns"));
+        let cost = sane_cost(result.get("total_cost_usd"));
+        let is_error = result.get("is_error").and_then(Value::as_bool);
+        let subtype = result.get("subtype").and_then(Value::as_str).unwrap_or("");
+        let text = result
+            .get("result")
+            .and_then(Value::as_str)
+            .map(clean_reason)
+            .filter(|s| !s.is_empty())
+            .or_else(|| {
+                let errs: Vec<String> = result
+                    .get("errors")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(clean_reason)
+                    .collect();
+                (!errs.is_empty()).then(|| errs.join("; "))
+            });
+        let denied = denied_tools(&result);
+        let denied_note =
+            (!denied.is_empty()).then(|| format!("permission denied: {}", denied.join(", ")));
+        let api_status = result.get("api_error_status").and_then(Value::as_u64);
+        let (mut status, mut reason) = match (is_error, subtype) {
+            (Some(false), _) => (AgentStatus::Success, denied_note.clone()),
+            (Some(true), "error_max_turns") => {
+                (AgentStatus::Partial, Some("max turns reached".to_owned()))
+            }
+            (Some(true), "error_max_budget_usd") => {
+                (AgentStatus::Partial, Some("budget exceeded".to_owned()))
+            }
+            (Some(true), _) => (
+                AgentStatus::Failed,
+                Some(match (api_status, &text) {
+                    (Some(code), Some(t)) if t.contains(&code.to_string()) => t.clone(),
+                    (Some(code), Some(t)) => format!("API error {code}: {t}"),
+                    (Some(code), None) => format!("API error {code}"),
+                    (None, Some(t)) => t.clone(),
+                    (None, None) => format!("Claude Code reported an error ({subtype})"),
+                }),
+            ),
+            (None, _) => (
+                AgentStatus::Failed,
+                Some("Claude Code's result has no is_error field".to_owned()),
+            ),
+        };
+        if status != AgentStatus::Success
+            && let Some(d) = &denied_note
+        {
+            reason = Some(match reason {
+                Some(r) => format!("{r}; {d}"),
+                None => d.clone(),
+            });
+        }
+        if status == AgentStatus::Success
+            && let Some(code) = observed.exit_code.filter(|c| *c != 0)
+        {
+            status = AgentStatus::Failed;
+            reason = Some(format!("reported success but exited with code {code}"));
+        }
+        AgentOutcome {
+            status,
+            steps,
+            cost,
+            reason,
+        }
+    }
+
+    fn watch(&self, model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
+        Some(Box::new(ClaudeWatch {
+            model: model.map(str::to_owned),
+            prices: self.spec.prices.clone(),
+            usage_by_model: BTreeMap::new(),
+            seen: Vec::new(),
+            turns: 0,
+            final_cost: None,
+        }))
+    }
+}
+
+/// Live reading of `--output-format stream-json`.
+struct ClaudeWatch {
+    model: Option<String>,
+    prices: BTreeMap<String, prices::Price>,
+    usage_by_model: BTreeMap<String, Usage>,
+    /// Message ids already counted (a message may come in several events).
+    seen: Vec<String>,
+    turns: u32,
+    final_cost: Option<f64>,
+}
+
+impl StreamWatch for ClaudeWatch {
+    fn line(&mut self, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(line.trim_ascii()) else {
+            return;
+        };
+        match v.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                let msg = &v["message"];
+                if let Some(id) = msg.get("id").and_then(Value::as_str) {
+                    if self.seen.iter().any(|s| s == id) {
+                        return;
+                    }
+                    if self.seen.len() < 10_000 {
+                        self.seen.push(id.to_owned());
+                    }
+                }
+                self.turns = self.turns.saturating_add(1);
+                let u = &msg["usage"];
+                let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+                let cached = n("cache_read_input_tokens");
+                let usage = Usage {
+                    input: n("input_tokens") + cached + n("cache_creation_input_tokens"),
+                    cached_input: cached,
+                    output: n("output_tokens"),
+                };
+                let model = msg
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| self.model.clone())
+                    .unwrap_or_default();
+                self.usage_by_model.entry(model).or_default().add(usage);
+            }
+            Some("result") => self.final_cost = sane_cost(v.get("total_cost_usd")),
+            _ => {}
+        }
+    }
+
+    fn cost_source(&self) -> Option<super::CostSource> {
+        match (self.final_cost, self.progress().cost) {
+            (Some(_), _) => Some(super::CostSource::Agent),
+            (None, Some(_)) => Some(super::CostSource::PriceTable),
+            (None, None) => None,
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        let cost = self.final_cost.or_else(|| {
+            self.usage_by_model
+                .iter()
+                .map(|(m, u)| prices::cost(m, *u, &self.prices))
+                .sum::<Option<f64>>()
+        });
+        Progress {
+            cost,
+            steps: Some(self.turns),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tests_support::{fixture, observed};
+
+    fn adapter() -> Box<dyn Adapter> {
+        AgentSpec::resolve("claude", &Default::default(), "f.yml", true)
+            .unwrap()
+            .adapter()
+    }
+
+    fn outcome(name: &str, exit: i32) -> AgentOutcome {
+        let out = fixture("claude", name);
+        adapter().outcome(&observed(&out, exit))
+    }
+
+    #[test]
+    fn recorded_outputs_map_onto_outcomes() {
+        for suffix in ["", "-stream"] {
+            let ext = if suffix.is_empty() { "json" } else { "jsonl" };
+            let o = outcome(&format!("success{suffix}.{ext}"), 0);
+            assert_eq!(
+                o,
+                AgentOutcome {
+                    status: AgentStatus::Success,
+                    steps: Some(2),
+                    cost: Some(0.012),
+                    reason: None
+                },
+                "{suffix}"
+            );
+            let o = outcome(&format!("max_turns{suffix}.{ext}"), 1);
+            assert_eq!(o.status, AgentStatus::Partial, "{suffix}");
+            assert_eq!(o.reason.as_deref(), Some("max turns reached"));
+            assert_eq!(o.steps, Some(3));
+            assert_eq!(o.cost, Some(0.012));
+            let o = outcome(&format!("api_error{suffix}.{ext}"), 1);
+            assert_eq!(o.status, AgentStatus::Failed, "{suffix}");
+            assert_eq!(
+                o.reason.as_deref(),
+                Some("API Error: 400 fake-model: scripted API error"),
+                "{suffix}"
+            );
+        }
+    }
+
+    #[test]
+    fn is_error_decides_and_denials_are_reported() {
+        let a = adapter();
+        let run = |json: &str, exit: i32| a.outcome(&observed(json.as_bytes(), exit));
+        // An API error says subtype success: is_error wins.
+        let o = run(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"overloaded","num_turns":1}"#,
+            1,
+        );
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(o.reason.as_deref(), Some("API error 529: overloaded"));
+        // Success that wrote nothing because the permission mode denied it.
+        let o = run(
+            r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"total_cost_usd":0.5,"permission_denials":[{"tool_name":"Write"},{"tool_name":"Bash"}]}"#,
+            0,
+        );
+        assert_eq!(o.status, AgentStatus::Success);
+        assert_eq!(o.reason.as_deref(), Some("permission denied: Write, Bash"));
+        // Claimed success, failing exit code.
+        let o = run(r#"{"type":"result","is_error":false,"num_turns":1}"#, 2);
+        assert_eq!(o.status, AgentStatus::Failed);
+        // Nothing usable.
+        let o = run("Error: something broke\n", 1);
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("no result from Claude Code (exit code 1)")
+        );
+        assert_eq!((o.steps, o.cost), (None, None));
+        // A negative or absurd cost is not a cost.
+        let o = run(
+            r#"{"type":"result","is_error":false,"total_cost_usd":-1}"#,
+            0,
+        );
+        assert_eq!(o.cost, None);
+    }
+
+    #[test]
+    fn the_live_watch_counts_turns_and_prices_tokens() {
+        let a = adapter();
+        let mut w = a.watch(None).unwrap();
+        let stream = fixture("claude", "max_turns-stream.jsonl");
+        let lines: Vec<&[u8]> = stream.split(|b| *b == b'\n').collect();
+        // Before the result line: two assistant turns, priced by the table when the
+        // model has a price (the fake's model has none: the cost stays unknown).
+        for l in &lines[..lines.len() - 2] {
+            w.line(l);
+        }
+        assert_eq!(
+            w.progress(),
+            Progress {
+                cost: None,
+                steps: Some(2)
+            }
+        );
+        w.line(lines[lines.len() - 2]);
+        assert_eq!(w.progress().cost, Some(0.012));
+
+        let mut w = a.watch(Some("claude-sonnet-4-5")).unwrap();
+        w.line(br#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","usage":{"input_tokens":1000,"output_tokens":100}}}"#);
+        w.line(br#"{"type":"assistant","message":{"id":"m1","model":"claude-sonnet-4-5","usage":{"input_tokens":1000,"output_tokens":100}}}"#);
+        w.line(b"not json");
+        let p = w.progress();
+        assert_eq!(p.steps, Some(1));
+        // 1000 × $3 + 100 × $15 per million.
+        assert!((p.cost.unwrap() - 0.0045).abs() < 1e-12, "{p:?}");
+    }
+
+    #[test]
+    fn command_line() {
+        let a = adapter();
+        let dir = std::path::Path::new("/w");
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "do it",
+            model: Some("claude-sonnet-4-5"),
+            branch: "b",
+            worktree: dir,
+            max_steps: 7,
+            budget: Some(0.5),
+            timeout: None,
+            result_file: dir,
+        };
+        let c = a.command(&ctx).unwrap();
+        assert_eq!(c.program, "claude");
+        assert_eq!(
+            c.args,
+            [
+                "-p",
+                "do it",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--max-turns",
+                "7",
+                "--permission-mode",
+                "acceptEdits",
+                "--model",
+                "claude-sonnet-4-5",
+                "--max-budget-usd",
+                "0.5"
+            ]
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! The `codex` adapter: OpenAI Codex CLI (npm `@openai/codex`), headless.
+//!
+//! Command: `codex exec --json --skip-git-repo-check -s workspace-write --cd WORKTREE
+//! [-m MODEL] [args…] TASK`. The sandbox lets it write inside the worktree only.
+//!
+//! Outcome, from its JSON lines on stdout:
+//!
+//! | events | status | reason |
+//! |---|---|---|
+//! | `turn.completed`, no failure | success | failed commands, if any: "2 commands exited non-zero" |
+//! | `turn.failed` or a top-level `error` event | failed | the error's message |
+//! | nothing of the above | failed | "no turn completed", with the exit code |
+//! | a non-zero exit code after `turn.completed` | failed | the exit code |
+//!
+//! An `item.completed` whose item is of type `error` is a warning (e.g. model
+//! metadata), not a failure. Steps are the completed actions (`command_execution`,
+//! `file_change`, `mcp_tool_call`, `web_search` items). Codex has no step limit of
+//! its own: fanout counts them live and stops it at `max_steps` (partial). Codex
+//! reports tokens (`turn.completed.usage`), never dollars: cost is the summed usage ×
+//! the price table for the worker's model, and unknown when the worker has no model
+//! (Codex's default model is not reported) or the model has no price.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::json::json_lines;
+use super::prices::{self, Usage};
+use super::{
+    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, CostSource, Observed, Progress,
+    StreamWatch, WorkerContext, clean_reason, expand, fanout_env,
+};
+
+pub(super) struct CodexAdapter {
+    spec: AgentSpec,
+}
+
+impl CodexAdapter {
+    pub(super) fn new(spec: AgentSpec) -> Self {
+        CodexAdapter { spec }
+    }
+}
+
+const ACTIONS: [&str; 4] = [
+    "command_execution",
+    "file_change",
+    "mcp_tool_call",
+    "web_search",
+];
+
+/// What the event stream says so far.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    steps: u32,
+    failed_commands: u32,
+    usage: Usage,
+    turns_completed: u32,
+    error: Option<String>,
+}
+
+/// An error message, unwrapping the JSON body Codex sometimes embeds in it.
+fn error_message(v: &Value) -> String {
+    let raw = v
+        .get("message")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            v.get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("unknown error");
+    let inner = serde_json::from_str::<Value>(raw).ok().and_then(|j| {
+        j.get("error")
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    clean_reason(inner.as_deref().unwrap_or(raw))
+}
+
+impl Tally {
+    fn event(&mut self, v: &Value) {
+        match v.get("type").and_then(Value::as_str) {
+            Some("item.completed") => {
+                let item = &v["item"];
+                let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+                if ACTIONS.contains(&kind) {
+                    self.steps = self.steps.saturating_add(1);
+                }
+                if kind == "command_execution"
+                    && item
+                        .get("exit_code")
+                        .and_then(Value::as_i64)
+                        .is_some_and(|c| c != 0)
+                {
+                    self.failed_commands += 1;
+                }
+            }
+            Some("turn.completed") => {
+                self.turns_completed += 1;
+                let u = &v["usage"];
+                let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+                self.usage.add(Usage {
+                    input: n("input_tokens"),
+                    cached_input: n("cached_input_tokens"),
+                    output: n("output_tokens"),
+                });
+            }
+            Some("turn.failed") => {
+                self.error = Some(error_message(v.get("error").unwrap_or(&Value::Null)));
+            }
+            Some("error") if self.error.is_none() => {
+                self.error = Some(error_message(v));
+            }
+            _ => {}
+        }
+    }
+
+    fn cost(&self, model: Option<&str>, table: &BTreeMap<String, prices::Price>) -> Option<f64> {
+        if self.usage.is_empty() {
+            return None;
+        }
+        prices::cost(model?, self.usage, table)
+    }
+}
+
+impl Adapter for CodexAdapter {
+    fn command(&self, ctx: &WorkerContext<'_>) -> Result<CommandLine, String> {
+        let mut args: Vec<String> = vec![
+            "exec".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
+            "-s".into(),
+            "workspace-write".into(),
+            "--cd".into(),
+            ctx.worktree.display().to_string(),
+        ];
+        if let Some(m) = ctx.model {
+            args.extend(["-m".into(), m.to_owned()]);
+        }
+        let mut vars = super::command::lookup(ctx);
+        for a in &self.spec.args {
+            args.push(expand(a, &mut vars)?);
+        }
+        // The prompt last, after `--` so a task starting with '-' is not a flag.
+        args.extend(["--".into(), ctx.task.to_owned()]);
+        let mut env = fanout_env(ctx);
+        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(CommandLine {
+            program: self.spec.program.clone(),
+            args,
+            env,
+        })
+    }
+
+    fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
+        let mut t = Tally::default();
+        for v in json_lines(observed.stdout_tail) {
+            t.event(&v);
+        }
+        let cost = t.cost(observed.model, &self.spec.prices);
+        let steps = Some(t.steps);
+        let (status, reason) = if let Some(e) = &t.error {
+            (AgentStatus::Failed, Some(e.clone()))
+        } else if t.turns_completed == 0 {
+            let how = match (observed.exit_code, observed.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("killed by signal {s}"),
+                (None, None) => "did not exit normally".into(),
+            };
+            (
+                AgentStatus::Failed,
+                Some(format!("no turn completed ({how})")),
+            )
+        } else if let Some(code) = observed.exit_code.filter(|c| *c != 0) {
+            (AgentStatus::Failed, Some(format!("exit code {code}")))
+        } else {
+            let note = match t.failed_commands {
+                0 => None,
+                1 => Some("1 command exited non-zero".to_owned()),
+                n => Some(format!("{n} commands exited non-zero")),
+            };
+            (AgentStatus::Success, note)
+        };
+        AgentOutcome {
+            status,
+            steps,
+            cost,
+            reason,
+        }
+    }
+
+    fn cost_source(&self, outcome: &AgentOutcome, _observed: &Observed<'_>) -> Option<CostSource> {
+        outcome.cost.map(|_| CostSource::PriceTable)
+    }
+
+    fn watch(&self, model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
+        Some(Box::new(CodexWatch {
+            tally: Tally::default(),
+            model: model.map(str::to_owned),
+            prices: self.spec.prices.clone(),
+        }))
+    }
+}
+
+struct CodexWatch {
+    tally: Tally,
+    model: Option<String>,
+    prices: BTreeMap<String, prices::Price>,
+}
+
+impl StreamWatch for CodexWatch {
+    fn line(&mut self, line: &[u8]) {
+        if let Ok(v) = serde_json::from_slice::<Value>(line.trim_ascii()) {
+            self.tally.event(&v);
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            cost: self.tally.cost(self.model.as_deref(), &self.prices),
+            steps: Some(self.tally.steps),
+        }
+    }
+
+    fn enforces_steps(&self) -> bool {
+        true
+    }
+
+    fn cost_source(&self) -> Option<CostSource> {
+        self.progress().cost.map(|_| CostSource::PriceTable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::tests_support::{fixture, observed_with_model};
+
+    fn adapter() -> Box<dyn Adapter> {
+        AgentSpec::resolve("codex", &Default::default(), "f.yml", true)
+            .unwrap()
+            .adapter()
+    }
+
+    #[test]
+    fn recorded_outputs_map_onto_outcomes() {
+        let a = adapter();
+        let out = fixture("codex", "success.jsonl");
+        // No model given: tokens but no price, so the cost is unknown, not zero.
+        let o = a.outcome(&observed_with_model(&out, 0, None));
+        assert_eq!(
+            o,
+            AgentOutcome {
+                status: AgentStatus::Success,
+                steps: Some(1),
+                cost: None,
+                reason: None
+            }
+        );
+        // With a priced model: 2000 in, 200 out at gpt-4o's $2.50 / $10 per million.
+        let o = a.outcome(&observed_with_model(&out, 0, Some("gpt-4o")));
+        assert!((o.cost.unwrap() - 0.007).abs() < 1e-12, "{o:?}");
+        assert_eq!(
+            a.cost_source(&o, &observed_with_model(&out, 0, Some("gpt-4o"))),
+            Some(CostSource::PriceTable)
+        );
+
+        let o = a.outcome(&observed_with_model(
+            &fixture("codex", "max_turns.jsonl"),
+            0,
+            None,
+        ));
+        assert_eq!((o.status, o.steps), (AgentStatus::Success, Some(3)));
+
+        let o = a.outcome(&observed_with_model(
+            &fixture("codex", "api_error.jsonl"),
+            1,
+            None,
+        ));
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(o.reason.as_deref(), Some("fake-model: scripted API error"));
+        assert_eq!((o.steps, o.cost), (Some(0), None));
+    }
+
+    #[test]
+    fn failed_commands_warnings_and_garbage() {
+        let a = adapter();
+        let run = |s: &str, exit: i32| a.outcome(&observed_with_model(s.as_bytes(), exit, None));
+        let o = run(
+            concat!(
+                r#"{"type":"item.completed","item":{"type":"error","message":"model metadata not found"}}"#,
+                "\n",
+                r#"{"type":"item.completed","item":{"type":"command_execution","exit_code":1}}"#,
+                "\n",
+                r#"{"type":"item.completed","item":{"type":"command_execution","exit_code":2}}"#,
+                "\n",
+                r#"{"type":"item.completed","item":{"type":"command_execution","exit_code":0}}"#,
+                "\n",
+                r#"{"type":"turn.completed","usage":{"input_tokens":10,"output_tokens":1}}"#,
+                "\n",
+            ),
+            0,
+        );
+        assert_eq!(o.status, AgentStatus::Success);
+        assert_eq!(o.steps, Some(3));
+        assert_eq!(o.reason.as_deref(), Some("2 commands exited non-zero"));
+        let o = run("Error: not logged in\n", 1);
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(o.reason.as_deref(), Some("no turn completed (exit code 1)"));
+        let o = run(r#"{"type":"turn.completed","usage":{}}"#, 3);
+        assert_eq!(o.reason.as_deref(), Some("exit code 3"));
+    }
+
+    #[test]
+    fn the_live_watch_counts_actions_for_the_step_limit() {
+        let a = adapter();
+        let mut w = a.watch(Some("gpt-4o")).unwrap();
+        assert!(w.enforces_steps());
+        let out = fixture("codex", "max_turns.jsonl");
+        let mut seen = Vec::new();
+        for l in out.split(|b| *b == b'\n') {
+            w.line(l);
+            seen.push(w.progress().steps.unwrap());
+        }
+        assert_eq!(seen.iter().max(), Some(&3));
+        // The steps rise one by one as items complete (the executor stops at max_steps).
+        assert!(seen.windows(2).all(|p| p[1] <= p[0] + 1));
+        let cost = w.progress().cost.unwrap();
+        assert!((cost - (4000.0 * 2.5 + 400.0 * 10.0) / 1e6).abs() < 1e-12);
+    }
+}
