@@ -53,6 +53,13 @@ pub struct FakeAgentArgs {
     /// Append `start`/`end` lines with timestamps to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// While sleeping, print a line every this many milliseconds (else it is silent).
+    #[arg(long, value_name = "MS")]
+    pub tick: Option<u64>,
+    /// With --tick: each line is a JSON object `{"cost": …, "steps": …}` whose cost
+    /// grows by this much per tick (a streaming agent's running cost).
+    #[arg(long, value_name = "USD")]
+    pub cost_per_tick: Option<f64>,
     /// Fail (write nothing, exit 1, status failed) when the task contains this text.
     #[arg(long, value_name = "TEXT")]
     pub fail_on: Option<String>,
@@ -155,7 +162,25 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
     }
     if args.sleep > 0.0 {
         println!("fake-agent: thinking for {}s", args.sleep);
-        std::thread::sleep(Duration::from_secs_f64(args.sleep));
+        let until = std::time::Instant::now() + Duration::from_secs_f64(args.sleep);
+        match args.tick {
+            Some(ms) => {
+                let mut n: u32 = 0;
+                while std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(ms.max(1)));
+                    n += 1;
+                    match args.cost_per_tick {
+                        Some(c) => println!(
+                            "{}",
+                            serde_json::json!({"cost": c * f64::from(n), "steps": n})
+                        ),
+                        None => println!("fake-agent: tick {n}"),
+                    }
+                    let _ = std::io::stdout().flush();
+                }
+            }
+            None => std::thread::sleep(Duration::from_secs_f64(args.sleep)),
+        }
     }
     if !args.no_result
         && let Ok(path) = std::env::var("FANOUT_RESULT")

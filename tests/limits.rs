@@ -1,0 +1,213 @@
+//! Limits that need the agent's live output, with real processes (the bundled fake
+//! agent): the inactivity timeout, a per-worker budget crossed while a streaming
+//! agent runs, the run-wide `budget_total`, and GitHub tokens kept from agents
+//! unless a definition allows them.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// Run fanout with `yaml` as the config; returns results.json of the run.
+fn run(t: &TestEnv, yaml: &str, args: &[&str]) -> serde_json::Value {
+    let cfg = t.config(&format!(
+        "worktree_dir: '{}'\n{yaml}",
+        t.worktrees.display()
+    ));
+    let mut all = vec!["--config", cfg.to_str().unwrap(), "run", "-q"];
+    all.extend(args);
+    let out = t.fanout(&all).output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "fanout {args:?}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = t.runs();
+    t.results(runs.last().unwrap())
+}
+
+fn agent(extra: &[&str]) -> String {
+    format!(
+        "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: {}\n",
+        TestEnv::fake_agent_yaml(extra)
+    )
+}
+
+#[test]
+fn a_silent_agent_is_stopped_by_the_inactivity_timeout_a_chatty_one_is_not() {
+    let t = TestEnv::new();
+    let m = marker("idle");
+    let silent = agent(&["--sleep", "60", "--spawn", "1", "--marker", &m]);
+    let r = run(
+        &t,
+        &silent,
+        &["-w", "1", "-t", "quiet", "--inactivity-timeout", "1"],
+    );
+    let w = &r["results"][0];
+    assert_eq!(w["status"], "timeout", "{w}");
+    assert_eq!(w["reason"], "no output for 1s; stopped", "{w}");
+    // Its whole process group is gone, the helper it spawned too.
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()),
+        "survivors: {:?}",
+        processes_with(&m)
+    );
+    // The change it made before going quiet is still committed.
+    assert_eq!(
+        w["files_modified"],
+        serde_json::json!(["fanout-demo/w1.md"])
+    );
+
+    // Printing every 200 ms for 2.5 s: never idle for 1 s, so it finishes.
+    let chatty = agent(&["--sleep", "2.5", "--tick", "200"]);
+    let r = run(
+        &t,
+        &chatty,
+        &["-w", "1", "-t", "talk", "--inactivity-timeout", "1"],
+    );
+    assert_eq!(r["results"][0]["status"], "success", "{}", r["results"][0]);
+    // The config key works as the flag does.
+    let r = run(
+        &t,
+        &silent.replace(
+            "parallel_runs:\n  agent: fake\n",
+            "parallel_runs:\n  agent: fake\n  inactivity_timeout: 1\n",
+        ),
+        &["-w", "1", "-t", "quiet again"],
+    );
+    assert_eq!(r["results"][0]["status"], "timeout");
+}
+
+#[test]
+fn a_streaming_agent_is_stopped_when_its_cost_crosses_the_budget() {
+    let t = TestEnv::new();
+    let m = marker("budget");
+    // A custom agent whose JSON lines carry a running cost: +$0.10 every 100 ms.
+    let yaml = format!(
+        "parallel_runs:\n  agent: streamer\nagents:\n  streamer:\n    command: {}\n    result:\n      format: jsonl\n      cost: cost\n      steps: steps\n",
+        TestEnv::fake_agent_yaml(&[
+            "--sleep",
+            "60",
+            "--tick",
+            "100",
+            "--cost-per-tick",
+            "0.1",
+            "--marker",
+            &m,
+            "--spawn",
+            "1"
+        ])
+    );
+    let r = run(
+        &t,
+        &yaml,
+        &["-w", "1", "-t", "spend", "--budget-per-worker", "0.35"],
+    );
+    let w = &r["results"][0];
+    assert_eq!(w["status"], "partial", "{w}");
+    assert_eq!(
+        w["reason"], "budget exceeded ($0.4000 of $0.3500); stopped",
+        "{w}"
+    );
+    assert_eq!(w["cost"], 0.4, "{w}");
+    assert_eq!(w["steps"], 4, "{w}");
+    assert_eq!(w["cost_source"], "agent", "{w}");
+    assert!(
+        w["duration"].as_f64().unwrap() < 30.0,
+        "not stopped early: {w}"
+    );
+    assert!(wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()));
+}
+
+#[test]
+fn budget_total_stops_starting_workers_once_spent() {
+    let t = TestEnv::new();
+    // One at a time, $0.50 each (reported in $FANOUT_RESULT), $0.80 for the run:
+    // the first two start (0 and 0.50 spent before them), the third does not.
+    let yaml = agent(&["--cost", "0.5"]);
+    let r = run(
+        &t,
+        &yaml,
+        &[
+            "-w",
+            "1",
+            "-t",
+            "a",
+            "-t",
+            "b",
+            "-t",
+            "c",
+            "--budget-total",
+            "0.8",
+        ],
+    );
+    let status: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["success", "success", "failed"], "{r:#}");
+    let third = &r["results"][2];
+    assert_eq!(
+        third["reason"],
+        "not started: the run's budget of $0.8000 was spent ($1.0000)"
+    );
+    assert!(
+        third["worktree_path"].is_null(),
+        "a worktree was made: {third}"
+    );
+    assert_eq!(r["totals"]["cost"], 1.0);
+    // The third branch was never created.
+    assert_eq!(
+        t.branches()
+            .iter()
+            .filter(|b| b.starts_with("fanout/"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn github_tokens_reach_an_agent_only_when_its_definition_allows() {
+    let t = TestEnv::new();
+    let probe = "command: [sh, -c, 'printf \"%s|%s|%s\" \"${{GITHUB_TOKEN:-none}}\" \"${{GH_TOKEN:-none}}\" \"${{ACTIONS_RUNTIME_TOKEN:-none}}\" > token.txt']";
+    let run_with = |allow: &str| {
+        let cfg = t.config(&format!(
+            "worktree_dir: '{}'\nparallel_runs:\n  agent: probe\nagents:\n  probe:\n    {probe}\n{allow}",
+            t.worktrees.display()
+        ));
+        let out = t
+            .fanout(&[
+                "--config",
+                cfg.to_str().unwrap(),
+                "run",
+                "-q",
+                "-w",
+                "1",
+                "-t",
+                "probe",
+            ])
+            .env("GITHUB_TOKEN", "ghs_secret")
+            .env("GH_TOKEN", "gho_secret")
+            .env("ACTIONS_RUNTIME_TOKEN", "runtime")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let runs = t.runs();
+        let r = t.results(runs.last().unwrap());
+        let commit = r["results"][0]["commit"].as_str().unwrap().to_owned();
+        t.git(&["show", &format!("{commit}:token.txt")])
+    };
+    assert_eq!(run_with(""), "none|none|none");
+    assert_eq!(
+        run_with("    allow_github_token: true\n"),
+        "ghs_secret|gho_secret|none"
+    );
+}
