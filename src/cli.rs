@@ -106,6 +106,10 @@ pub struct PlanArgs {
     #[arg(long, value_name = "USD")]
     pub budget_total: Option<f64>,
 
+    /// One winner per task among workers that share it (`select: best`).
+    #[arg(long)]
+    pub select_best: bool,
+
     /// Commit or branch the workers start from (default HEAD).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
@@ -144,6 +148,7 @@ impl PlanArgs {
             timeout_per_worker: self.timeout_per_worker,
             inactivity_timeout: self.inactivity_timeout,
             budget_total: self.budget_total,
+            select_best: self.select_best,
             base: self.base.clone(),
             cross: self.cross,
             worktree_dir: self.worktree_dir.clone(),
@@ -188,6 +193,11 @@ pub struct RunArgs {
     /// After the run, push successful branches and open or update their pull requests.
     #[arg(long)]
     pub publish: bool,
+
+    /// Also build one integration branch merging every success that merges cleanly
+    /// (in worker-id order), and with --publish open its pull request.
+    #[arg(long)]
+    pub integrate: bool,
 
     /// Publishing flags (with --publish).
     #[command(flatten, next_help_heading = "Publishing (with --publish)")]

@@ -76,6 +76,78 @@ pub struct ConfigFile {
     /// in neither gets an unknown cost, never a made-up one.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
+    /// Commands run in each worktree after the agent, on the committed result (with
+    /// `sh -c`). A worker is `success` only when every check passes.
+    #[serde(default)]
+    pub checks: Vec<CheckDef>,
+    /// When several workers share a task: `all` keeps every success, `best` picks one
+    /// winner per task by score (and publishes only the winner).
+    #[serde(default)]
+    pub select: SelectMode,
+    /// Weights of the best-of-N score.
+    #[serde(default)]
+    pub select_weights: SelectWeights,
+}
+
+/// A check: a shell command, or `{run, name, timeout}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum CheckDef {
+    /// Just the command.
+    Command(String),
+    /// A command with a name and a time limit.
+    Detailed(CheckSpec),
+}
+
+/// The object form of a check.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    /// The command, run with `sh -c` in the worktree.
+    pub run: String,
+    /// A short name for reports (default: the command).
+    pub name: Option<String>,
+    /// Seconds before the check is stopped and counts as failed (default 600).
+    pub timeout: Option<Seconds>,
+}
+
+/// How workers that share a task are selected.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectMode {
+    /// Every successful worker stands on its own (one PR each).
+    #[default]
+    All,
+    /// One winner per task, by score.
+    Best,
+}
+
+/// Weights of the best-of-N score; each term is between 0 and 1 before weighting.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectWeights {
+    /// All checks passed (1) or not (0).
+    pub checks: f64,
+    /// Agent status: success 1, partial 0.5, else 0.
+    pub status: f64,
+    /// Smaller diffs score higher (1 − lines changed / most in the group).
+    pub diff: f64,
+    /// Cheaper scores higher (1 − cost / highest in the group; unknown cost scores 0).
+    pub cost: f64,
+    /// Faster scores higher (1 − duration / longest in the group).
+    pub duration: f64,
+}
+
+impl Default for SelectWeights {
+    fn default() -> Self {
+        SelectWeights {
+            checks: 100.0,
+            status: 10.0,
+            diff: 1.0,
+            cost: 1.0,
+            duration: 0.5,
+        }
+    }
 }
 
 /// USD per million tokens of one model.

@@ -146,7 +146,7 @@ pub struct LeftOut {
 }
 
 /// The integration branch: every candidate that merged cleanly, in order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Integration {
     /// The branch fanout made (or moved).
     pub branch: String,
@@ -158,6 +158,9 @@ pub struct Integration {
     pub included: Vec<u32>,
     /// Workers left out, and why.
     pub left_out: Vec<LeftOut>,
+    /// What publishing did with the integration branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<crate::result::PublishOutcome>,
 }
 
 /// Errors building the integration branch.
@@ -254,7 +257,134 @@ pub fn integrate(
         order: "worker id".to_owned(),
         included: included.into_iter().map(|(id, _)| id).collect(),
         left_out,
+        publish: None,
     })
+}
+
+/// The successful workers of `results` (winners only, when best-of-N selected) as
+/// candidates, in worker-id order.
+pub fn candidates(results: &[crate::result::WorkerResult]) -> Vec<Candidate> {
+    results
+        .iter()
+        .filter(|r| r.status == crate::result::Status::Success && !r.files_modified.is_empty())
+        .filter(|r| r.selection.as_ref().is_none_or(|s| s.winner))
+        .filter_map(|r| {
+            Some(Candidate {
+                worker_id: r.worker_id,
+                branch: r.branch.clone(),
+                commit: r.commit.as_deref()?.parse().ok()?,
+                files: r.files_modified.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The integration branch's name for a run: beside its workers' branches
+/// (`prefix/run-id/integration`), and the namespace fanout owns for the run.
+pub fn integration_branch(report: &crate::result::RunReport) -> Option<(String, String)> {
+    let first = report.results.first()?;
+    let (ns, _) = first.branch.rsplit_once('/')?;
+    Some((format!("{ns}/integration"), format!("{ns}/")))
+}
+
+/// Build the integration branch of `report`'s successful workers (winners, under
+/// best-of-N) into `report.integration`.
+pub fn integrate_report(
+    repo: &Repository,
+    report: &mut crate::result::RunReport,
+    identity: (&str, &str),
+) -> Result<(), IntegrateError> {
+    let (branch, owned) = integration_branch(report).ok_or(IntegrateError::Empty)?;
+    let base: Oid = report
+        .plan
+        .base
+        .commit
+        .parse()
+        .map_err(|_| IntegrateError::Empty)?;
+    let sig = Signature::now(identity.0, identity.1)?;
+    let it = integrate(
+        repo,
+        base,
+        &candidates(&report.results),
+        &branch,
+        &owned,
+        &sig,
+    )?;
+    report.integration = Some(it);
+    Ok(())
+}
+
+/// The integration branch as a worker-shaped record, so publishing treats it like any
+/// branch (worker id 0; its reason lists what was left out).
+pub fn integration_result(
+    report: &crate::result::RunReport,
+) -> Option<crate::result::WorkerResult> {
+    let it = report.integration.as_ref()?;
+    let mut files: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| it.included.contains(&r.worker_id))
+        .flat_map(|r| r.files_modified.iter().cloned())
+        .collect();
+    files.sort();
+    files.dedup();
+    let ids = |v: &[u32]| {
+        v.iter()
+            .map(|i| format!("#{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let left: Vec<String> = it
+        .left_out
+        .iter()
+        .map(|l| format!("left out #{}: {}", l.worker_id, l.reason))
+        .collect();
+    Some(crate::result::WorkerResult {
+        worker_id: 0,
+        cost_source: None,
+        branch: it.branch.clone(),
+        model: None,
+        status: crate::result::Status::Success,
+        steps: None,
+        cost: report
+            .results
+            .iter()
+            .filter(|r| it.included.contains(&r.worker_id))
+            .filter_map(|r| r.cost)
+            .reduce(|a, b| a + b),
+        duration: 0.0,
+        files_modified: files,
+        worktree_path: None,
+        task: format!(
+            "Integration of run {}: {}",
+            report.run_id,
+            ids(&it.included)
+        ),
+        task_id: None,
+        agent: report.plan.agent.name.clone(),
+        reason: (!left.is_empty()).then(|| left.join("; ")),
+        commit: Some(it.commit.clone()),
+        committed_by_fanout: true,
+        exit_code: None,
+        signal: None,
+        log_path: None,
+        checks: Vec::new(),
+        selection: None,
+        publish: it.publish.clone(),
+    })
+}
+
+/// The conflict map of a run's successful workers, when there are two or more.
+pub fn analyze(
+    repo: &Repository,
+    base: &str,
+    results: &[crate::result::WorkerResult],
+) -> Option<ConflictMap> {
+    let c = candidates(results);
+    if c.len() < 2 {
+        return None;
+    }
+    conflict_map(repo, base.parse().ok()?, &c).ok()
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub struct Journal {
     pub worktree_root: PathBuf,
     /// One entry per worker.
     pub entries: Vec<JournalEntry>,
+    /// Other branches fanout made for the run (the integration branch).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_branches: Vec<String>,
 }
 
 /// What fanout created for one worker.
@@ -120,6 +123,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let j = Journal {
             schema_version: JOURNAL_SCHEMA_VERSION,
+            extra_branches: Vec::new(),
             run_id: "r".into(),
             created_at: "now".into(),
             repo_workdir: "/repo".into(),

@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod bundle;
+pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -27,5 +28,6 @@ pub mod publish;
 pub mod repo;
 pub mod report;
 pub mod result;
+pub mod select;
 pub mod settings;
 pub mod worktree;

@@ -45,6 +45,32 @@ pub struct Plan {
     pub exclude: Vec<String>,
     /// One entry per worker run, ids 1..=N in order.
     pub workers: Vec<PlannedWorker>,
+    /// Checks run after each agent, on its committed result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
+    /// How workers sharing a task are selected.
+    #[serde(default)]
+    pub select: Select,
+}
+
+/// A check, resolved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// Name for reports.
+    pub name: String,
+    /// Command (`sh -c`).
+    pub run: String,
+    /// Seconds before it is stopped.
+    pub timeout: f64,
+}
+
+/// Selection among workers sharing a task.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Select {
+    /// `all` or `best`.
+    pub mode: crate::config::SelectMode,
+    /// Score weights.
+    pub weights: crate::config::SelectWeights,
 }
 
 /// Where workers start.
@@ -138,6 +164,8 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         },
         exclude: settings.exclude.clone(),
         workers,
+        checks: settings.checks.clone(),
+        select: settings.select,
     }
 }
 

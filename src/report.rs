@@ -80,6 +80,21 @@ struct Failure {
 }
 
 #[derive(Serialize)]
+struct Pick {
+    task: String,
+    /// `#3 (9.8)` for each worker of the task, best first; the winner marked.
+    ranking: String,
+}
+
+#[derive(Serialize)]
+struct Pair {
+    a: u32,
+    b: u32,
+    kind: &'static str,
+    files: String,
+}
+
+#[derive(Serialize)]
 struct Count {
     status: &'static str,
     count: usize,
@@ -125,6 +140,63 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
                 reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
             })
             .collect();
+        let mut picks: Vec<Pick> = Vec::new();
+        let mut tasks: Vec<&str> = Vec::new();
+        for r in &report.results {
+            if let Some(sel) = &r.selection
+                && !tasks.contains(&sel.task.as_str())
+            {
+                tasks.push(&sel.task);
+            }
+        }
+        for task in tasks {
+            let mut group: Vec<&crate::result::WorkerResult> = report
+                .results
+                .iter()
+                .filter(|r| r.selection.as_ref().is_some_and(|s| s.task == task))
+                .collect();
+            group.sort_by_key(|r| r.selection.as_ref().map_or(u32::MAX, |s| s.rank));
+            let ranking = group
+                .iter()
+                .map(|r| {
+                    let sel = r.selection.as_ref().expect("filtered");
+                    let mark = if sel.winner { " **winner**" } else { "" };
+                    format!(
+                        "#{} ({}, {}){mark}",
+                        r.worker_id,
+                        sel.score,
+                        r.status.as_str()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" · ");
+            picks.push(Pick {
+                task: md_escape(&crate::publish::body::first_line(task, 80)),
+                ranking,
+            });
+        }
+        let pairs: Vec<Pair> = report
+            .conflicts
+            .iter()
+            .flat_map(|m| m.overlaps.iter())
+            .map(|o| Pair {
+                a: o.a,
+                b: o.b,
+                kind: if o.conflicting() {
+                    "conflict"
+                } else {
+                    "overlap"
+                },
+                files: md_escape(
+                    &if o.conflicting() {
+                        &o.conflicts
+                    } else {
+                        &o.files
+                    }
+                    .join(", "),
+                ),
+            })
+            .collect();
         let counts: Vec<Count> = Status::ALL
             .iter()
             .map(|s| Count {
@@ -146,6 +218,9 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             failures => Value::from(Serde(&failures)),
             truncated => report.results.len() - keep,
             has_prs => report.results.iter().any(|r| r.publish.is_some()),
+            picks => Value::from(Serde(&picks)),
+            pairs => Value::from(Serde(&pairs)),
+            integration => Value::from(Serde(&report.integration)),
         };
         let mut out = tmpl.render(ctx).expect("summary renders");
         out.truncate(out.trim_end().len());
@@ -356,6 +431,8 @@ mod snapshot_tests {
             exit_code: Some(0),
             signal: None,
             log_path: None,
+            checks: Vec::new(),
+            selection: None,
             publish: None,
         }
     }
@@ -393,10 +470,14 @@ mod snapshot_tests {
                 },
                 exclude: vec![],
                 workers: vec![],
+                checks: vec![],
+                select: Default::default(),
             },
             totals: Totals::of(&results),
             results,
             exit_code: 1,
+            conflicts: None,
+            integration: None,
         }
     }
 

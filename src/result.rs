@@ -108,9 +108,49 @@ pub struct WorkerResult {
     pub signal: Option<i32>,
     /// The agent's combined stdout/stderr log.
     pub log_path: Option<PathBuf>,
+    /// The checks run on the worker's committed result, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckResult>,
+    /// Best-of-N: this worker's score among the workers sharing its task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
     /// What publishing did with this worker's branch (absent until published).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<PublishOutcome>,
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// Its name.
+    pub name: String,
+    /// Whether it passed (exit code 0 within its time limit).
+    pub passed: bool,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// It was stopped at its time limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Seconds it took.
+    pub duration: f64,
+    /// The last lines of its output.
+    pub log_tail: String,
+}
+
+/// A worker's place among the workers that share its task (`select: best`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The shared task's key (its id, else its prompt).
+    pub task: String,
+    /// The score (higher is better).
+    pub score: f64,
+    /// 1 for the best.
+    pub rank: u32,
+    /// This worker is the task's winner (only a successful worker can win).
+    pub winner: bool,
+    /// The terms of the score, weighted.
+    pub terms: std::collections::BTreeMap<String, f64>,
 }
 
 /// What publishing did for one worker.
@@ -243,6 +283,12 @@ pub struct RunReport {
     pub totals: Totals,
     /// The process exit code this run maps to.
     pub exit_code: i32,
+    /// Which successful workers touch the same files, and which truly conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<crate::conflicts::ConflictMap>,
+    /// The integration branch (`--integrate`), when one was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration: Option<crate::conflicts::Integration>,
 }
 
 /// RFC 3339 timestamp of `t`.

@@ -43,6 +43,8 @@ pub struct PlanFlags {
     pub inactivity_timeout: Option<f64>,
     /// `--budget-total` in USD.
     pub budget_total: Option<f64>,
+    /// `--select-best`.
+    pub select_best: bool,
     /// `--base`.
     pub base: Option<String>,
     /// `--cross`.
@@ -80,6 +82,10 @@ pub struct Settings {
     pub inactivity_timeout: Option<Duration>,
     /// USD for the whole run.
     pub budget_total: Option<f64>,
+    /// Checks after each agent.
+    pub checks: Vec<crate::plan::Check>,
+    /// Selection among workers sharing a task.
+    pub select: crate::plan::Select,
     /// Base revision as given (default `HEAD`).
     pub base: String,
     /// Branch prefix.
@@ -95,6 +101,9 @@ pub struct Settings {
 /// Why flags and file could not be combined.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SettingsError {
+    /// A bad `checks:` entry.
+    #[error("{0}")]
+    Check(String),
     /// No task anywhere.
     #[error("no task given: pass TASK or --task, or list `tasks:` in the config file")]
     NoTasks,
@@ -293,6 +302,30 @@ impl Settings {
             None => file.parallel_runs.budget_total.map(|u| u.0),
         };
 
+        let checks: Result<Vec<crate::plan::Check>, SettingsError> = file
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (run, name, timeout) = match c {
+                    crate::config::CheckDef::Command(r) => (r.clone(), None, None),
+                    crate::config::CheckDef::Detailed(d) => {
+                        (d.run.clone(), d.name.clone(), d.timeout.map(|s| s.0))
+                    }
+                };
+                if run.trim().is_empty() {
+                    return Err(SettingsError::Check(format!(
+                        "{file_origin}: checks[{i}]: empty command"
+                    )));
+                }
+                Ok(crate::plan::Check {
+                    name: name.unwrap_or_else(|| run.trim().to_owned()),
+                    run,
+                    timeout: timeout.unwrap_or(600.0),
+                })
+            })
+            .collect();
+
         let branch_prefix = flags
             .branch_prefix
             .clone()
@@ -359,6 +392,15 @@ impl Settings {
             kill_grace: Duration::from_secs_f64(file.kill_grace.map(|s| s.0).unwrap_or(10.0)),
             inactivity_timeout,
             budget_total,
+            checks: checks?,
+            select: crate::plan::Select {
+                mode: if flags.select_best {
+                    crate::config::SelectMode::Best
+                } else {
+                    file.select
+                },
+                weights: file.select_weights,
+            },
             base: flags
                 .base
                 .clone()

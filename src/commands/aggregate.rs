@@ -33,6 +33,9 @@ pub struct AggregateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also build one integration branch of every success that merges cleanly.
+    #[arg(long)]
+    pub integrate: bool,
     /// Publishing flags (with --publish).
     #[command(flatten, next_help_heading = "Publishing (with --publish)")]
     pub publish_args: PublishArgs,
@@ -73,6 +76,8 @@ fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         exit_code: None,
         signal: None,
         log_path: None,
+        checks: Vec::new(),
+        selection: None,
         publish: None,
     }
 }
@@ -194,6 +199,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("{}: {e}", run_dir.display())))?;
     let journal = Journal {
         schema_version: JOURNAL_SCHEMA_VERSION,
+        extra_branches: Vec::new(),
         run_id: plan.run_id.clone(),
         created_at: rfc3339(started),
         repo_workdir: repo.workdir.clone(),
@@ -217,6 +223,12 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
         .save(&run_dir)
         .map_err(|e| CliError::Fatal(format!("journal: {e}")))?;
 
+    let mut results = results;
+    crate::select::apply(&plan, &mut results, Some(&repo.workdir));
+    let conflicts = repo
+        .open()
+        .ok()
+        .and_then(|git| crate::conflicts::analyze(&git, &plan.base.commit, &results));
     let totals = Totals::of(&results);
     let duration = results.iter().map(|r| r.duration).fold(0.0, f64::max);
     let mut report = RunReport {
@@ -230,6 +242,8 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
         plan: plan.clone(),
         results,
         totals,
+        conflicts,
+        integration: None,
     };
     let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
         .filter(|v| !v.is_empty())
@@ -239,6 +253,14 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
     if let Some(out) = gha::output_file() {
         gha::write_run_outputs(&out, &report, &paths)
             .map_err(|e| CliError::Fatal(format!("$GITHUB_OUTPUT: {e}")))?;
+    }
+    if args.integrate {
+        let identity = file
+            .commit
+            .as_ref()
+            .map(|c| (c.name.clone(), c.email.clone()))
+            .unwrap_or_else(|| ("fanout".into(), "fanout@users.noreply.github.com".into()));
+        super::run::integrate(&repo, &mut report, &identity)?;
     }
     let mut code = report.exit_code;
     if args.publish {

@@ -64,6 +64,26 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
             branches += usize::from(removed.branch);
             kept.extend(removed.kept);
         }
+        // The integration branch, when fanout made one (only inside the run's namespace).
+        if !args.keep_branches {
+            for b in &journal.extra_branches {
+                if !b.contains(&format!("/{id}/")) {
+                    kept.push(format!("branch {b}: not in this run's namespace"));
+                    continue;
+                }
+                match git.find_branch(b, git2::BranchType::Local) {
+                    Ok(br) if br.is_head() => kept.push(format!("branch {b}: checked out")),
+                    Ok(mut br) => {
+                        if br.delete().is_ok() {
+                            branches += 1;
+                        } else {
+                            kept.push(format!("branch {b}: could not delete"));
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
         // The run's folder under the worktree root, if empty now.
         let _ = std::fs::remove_dir(journal.worktree_root.join(&id));
         if !args.keep_branches && kept.is_empty() {
@@ -145,6 +165,7 @@ mod tests {
     fn run(dir: &Path, id: &str, created_at: &str) {
         let j = Journal {
             schema_version: 1,
+            extra_branches: Vec::new(),
             run_id: id.into(),
             created_at: created_at.into(),
             repo_workdir: dir.into(),

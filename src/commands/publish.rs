@@ -255,20 +255,48 @@ pub fn publish_report(
         // so running it again picks up where it stopped).
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| CliError::Fatal(format!("signal handler: {e}")))?;
-        tokio::select! {
-            outcomes = publish(
+        // The integration branch (--integrate) is published like a worker's branch.
+        let integration = crate::conflicts::integration_result(report).map(|r| RunReport {
+            results: vec![r],
+            ..report.clone()
+        });
+        let all = async {
+            let workers = publish(
                 report,
                 &repo.workdir,
                 &gh,
                 Some(push_token.expose_secret()),
                 &templates,
                 &opts,
-            ) => Ok(outcomes),
+            )
+            .await;
+            let integrated = match &integration {
+                Some(it) => {
+                    publish(
+                        it,
+                        &repo.workdir,
+                        &gh,
+                        Some(push_token.expose_secret()),
+                        &templates,
+                        &opts,
+                    )
+                    .await
+                }
+                None => Default::default(),
+            };
+            (workers, integrated)
+        };
+        tokio::select! {
+            outcomes = all => Ok(outcomes),
             _ = tokio::signal::ctrl_c() => Err(CliError::Interrupted),
             _ = term.recv() => Err(CliError::Interrupted),
         }
     })?;
+    let (outcomes, integrated) = outcomes;
     record(report, outcomes);
+    if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
+        it.publish = Some(o);
+    }
     let mut json = serde_json::to_vec_pretty(&*report).expect("serializes");
     json.push(b'\n');
     crate::journal::write_atomic(results_path, &json)
@@ -282,9 +310,11 @@ pub fn publish_report(
         let _ = append(Path::new(&summary), &section);
     }
     if let Some(out) = env("GITHUB_OUTPUT") {
+        let integration = crate::conflicts::integration_result(report);
         let prs: Vec<serde_json::Value> = report
             .results
             .iter()
+            .chain(integration.iter())
             .filter_map(|r| {
                 let p = r.publish.as_ref()?;
                 Some(serde_json::json!({

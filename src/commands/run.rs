@@ -29,6 +29,9 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
     let opts = ExecOptions::from_settings(&settings);
     let mut report = execute_plan(&repo, &opts, plan, style)?;
     let run_dir = repo.run_dir(&report.run_id);
+    if args.integrate && !report.interrupted {
+        integrate(&repo, &mut report, &settings.commit_identity)?;
+    }
     let mut code = report.exit_code;
     if args.publish && !report.interrupted {
         let (file, _) = ctx.load_config(&repo)?;
@@ -52,6 +55,51 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
         }
     }
     Ok(code)
+}
+
+/// Build the integration branch into `report` and rewrite its results.json and
+/// summary.md. Used by `run --integrate` and `aggregate --integrate`.
+pub fn integrate(
+    repo: &UserRepo,
+    report: &mut RunReport,
+    identity: &(String, String),
+) -> Result<(), CliError> {
+    let git = repo
+        .open()
+        .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
+    match crate::conflicts::integrate_report(&git, report, (&identity.0, &identity.1)) {
+        Ok(()) => {}
+        Err(crate::conflicts::IntegrateError::Empty) => {
+            eprintln!("fanout: --integrate: no successful worker to integrate");
+            return Ok(());
+        }
+        Err(e) => return Err(CliError::Fatal(format!("--integrate: {e}"))),
+    }
+    if let Some(it) = &report.integration {
+        let mut journal = crate::journal::Journal::load(&repo.run_dir(&report.run_id))
+            .map_err(|e| CliError::Fatal(format!("journal: {e}")))?;
+        if !journal.extra_branches.contains(&it.branch) {
+            journal.extra_branches.push(it.branch.clone());
+            journal
+                .save(&repo.run_dir(&report.run_id))
+                .map_err(|e| CliError::Fatal(format!("journal: {e}")))?;
+        }
+        eprintln!(
+            "fanout: integration branch {} merges {} worker(s); {} left out",
+            it.branch,
+            it.included.len(),
+            it.left_out.len()
+        );
+    }
+    let run_dir = repo.run_dir(&report.run_id);
+    let mut json = serde_json::to_vec_pretty(&*report).expect("serializes");
+    json.push(b'\n');
+    write_atomic(&run_dir.join("results.json"), &json)
+        .map_err(|e| CliError::Fatal(format!("results.json: {e}")))?;
+    let md = report::render_summary(report, None);
+    write_atomic(&run_dir.join("summary.md"), md.as_bytes())
+        .map_err(|e| CliError::Fatal(format!("summary.md: {e}")))?;
+    Ok(())
 }
 
 /// What running a plan needs besides the plan.
@@ -117,6 +165,7 @@ pub fn execute_plan(
     }
     let journal = Journal {
         schema_version: JOURNAL_SCHEMA_VERSION,
+        extra_branches: Vec::new(),
         run_id: plan.run_id.clone(),
         created_at: rfc3339(started_at),
         repo_workdir: repo.workdir.clone(),
@@ -176,6 +225,12 @@ pub fn execute_plan(
         })
         .map_err(|e| fatal("signal handlers", e))?;
 
+    let mut results = results;
+    crate::select::apply(&plan, &mut results, Some(&repo.workdir));
+    let conflicts = repo
+        .open()
+        .ok()
+        .and_then(|git| crate::conflicts::analyze(&git, &plan.base.commit, &results));
     let totals = Totals::of(&results);
     let exit_code = exit::for_run(&totals, interrupted);
     let report = RunReport {
@@ -189,6 +244,8 @@ pub fn execute_plan(
         results,
         totals,
         exit_code,
+        conflicts,
+        integration: None,
     };
     let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
         .filter(|v| !v.is_empty())

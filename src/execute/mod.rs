@@ -254,6 +254,8 @@ impl Executor {
             exit_code: None,
             signal: None,
             log_path: None,
+            checks: Vec::new(),
+            selection: None,
             publish: None,
         }
     }
@@ -337,7 +339,7 @@ impl Executor {
             Ok(c) => c,
             Err(e) => {
                 result.reason = Some(format!("could not build the agent's command: {e}"));
-                return self.finish_harvest(result, &w, base, None).await;
+                return self.finish_harvest(result, &w, base, None, &stop).await;
             }
         };
         let _ = events.send(Event::WorkerStarted {
@@ -381,7 +383,7 @@ impl Executor {
             Ok(s) => s,
             Err(e) => {
                 result.reason = Some(format!("could not start `{}`: {e}", cmd.program));
-                return self.finish_harvest(result, &w, base, None).await;
+                return self.finish_harvest(result, &w, base, None, &stop).await;
             }
         };
         if sup.ending == Ending::TimedOut {
@@ -406,7 +408,7 @@ impl Executor {
             Some(c) => (Some(c), adapter.cost_source(&outcome, &observed)),
             None => (sup.progress.cost, sup.progress_source),
         };
-        self.finish_harvest(result, &w, base, Some((sup, outcome)))
+        self.finish_harvest(result, &w, base, Some((sup, outcome)), &stop)
             .await
     }
 
@@ -417,6 +419,7 @@ impl Executor {
         w: &PlannedWorker,
         base: Oid,
         ran: Option<(Supervised, AgentOutcome)>,
+        stop: &watch::Receiver<StopLevel>,
     ) -> WorkerResult {
         let Some(path) = result.worktree_path.clone() else {
             return result;
@@ -471,6 +474,39 @@ impl Executor {
         );
         result.status = status;
         let mut notes: Vec<String> = reason.into_iter().collect();
+        // Checks decide success: run them on the committed result of any worker that
+        // could still count (success or partial); a failed check fails the worker.
+        if !self.plan.checks.is_empty()
+            && matches!(status, Status::Success | Status::Partial)
+            && let Some(dir) = result.worktree_path.clone()
+        {
+            let env = agent_env_with(
+                self.base_env.iter().cloned(),
+                &[
+                    ("FANOUT_RUN_ID".to_owned(), self.plan.run_id.clone()),
+                    ("FANOUT_WORKER_ID".to_owned(), w.id.to_string()),
+                    ("FANOUT_BRANCH".to_owned(), w.branch.clone()),
+                ],
+                false,
+            );
+            result.checks = crate::checks::run(
+                &self.plan.checks,
+                &dir,
+                &env,
+                &self.run_dir.join("logs"),
+                w.id,
+                Duration::from_secs_f64(self.plan.limits.kill_grace),
+                stop.clone(),
+            )
+            .await;
+            if let Some(why) = crate::checks::failure(&result.checks, self.plan.checks.len()) {
+                result.status = Status::Failed;
+                notes.insert(0, why);
+            } else if result.checks.len() < self.plan.checks.len() {
+                result.status = Status::Failed;
+                notes.insert(0, "interrupted during checks".to_owned());
+            }
+        }
         if let Some(n) = harvested.note {
             notes.push(n);
         }

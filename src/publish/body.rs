@@ -17,6 +17,33 @@ pub const BODY_LIMIT: usize = 65_536;
 /// Longest title fanout makes.
 pub const TITLE_LIMIT: usize = 256;
 
+/// The first non-blank line of `task`, at most `max` characters.
+pub fn first_line(task: &str, max: usize) -> String {
+    truncate_chars(
+        task.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        max,
+    )
+}
+
+#[derive(Serialize)]
+struct CheckVar {
+    name: String,
+    passed: bool,
+    duration: String,
+}
+
+#[derive(Serialize)]
+struct RunnerUp {
+    worker_id: u32,
+    model: String,
+    status: &'static str,
+    score: f64,
+    branch: String,
+}
+
 /// The hidden marker that identifies a run's worker in a PR body.
 pub fn marker(run_id: &str, worker_id: u32) -> String {
     format!("<!-- fanout:run={run_id} worker={worker_id} -->")
@@ -41,6 +68,9 @@ struct Vars<'a> {
     reason: Option<String>,
     files: &'a [String],
     branch: &'a str,
+    checks: Vec<CheckVar>,
+    score: Option<f64>,
+    runners_up: Vec<RunnerUp>,
 }
 
 /// Templates in use (defaults or the user's).
@@ -86,6 +116,8 @@ impl Templates {
             exit_code: None,
             signal: None,
             log_path: None,
+            checks: Vec::new(),
+            selection: None,
             publish: None,
         };
         t.render(&sample, "run", None)?;
@@ -96,6 +128,18 @@ impl Templates {
     pub fn render(
         &self,
         r: &WorkerResult,
+        run_id: &str,
+        run_url: Option<&str>,
+    ) -> Result<(String, String), String> {
+        self.render_in(r, &[], run_id, run_url)
+    }
+
+    /// `(title, body)` for a worker of a run whose results are `all` (for the
+    /// runners-up of a best-of-N winner).
+    pub fn render_in(
+        &self,
+        r: &WorkerResult,
+        all: &[WorkerResult],
         run_id: &str,
         run_url: Option<&str>,
     ) -> Result<(String, String), String> {
@@ -130,6 +174,26 @@ impl Templates {
             reason: r.reason.as_deref().map(md_escape),
             files: &r.files_modified,
             branch: &r.branch,
+            checks: r
+                .checks
+                .iter()
+                .map(|c| CheckVar {
+                    name: md_escape(&c.name),
+                    passed: c.passed,
+                    duration: format_duration(c.duration),
+                })
+                .collect(),
+            score: r.selection.as_ref().map(|s| s.score),
+            runners_up: crate::select::runners_up(r, all)
+                .into_iter()
+                .map(|o| RunnerUp {
+                    worker_id: o.worker_id,
+                    model: md_escape(o.model.as_deref().unwrap_or("default")),
+                    status: o.status.as_str(),
+                    score: o.selection.as_ref().map_or(0.0, |s| s.score),
+                    branch: md_escape(&o.branch),
+                })
+                .collect(),
         };
         let title = env
             .get_template("title")
@@ -197,6 +261,8 @@ mod tests {
             exit_code: Some(0),
             signal: None,
             log_path: None,
+            checks: Vec::new(),
+            selection: None,
             publish: None,
         }
     }

@@ -86,7 +86,9 @@ pub async fn publish(
         .or_else(|| report.plan.base.branch.clone());
     let mut leases = Vec::new();
     for r in &report.results {
-        if let Some(why) = ineligible(r, opts.include_partial) {
+        if let Some(why) = ineligible(r, opts.include_partial)
+            .or_else(|| crate::select::not_selected(r, &report.results))
+        {
             out.insert(r.worker_id, outcome(Operation::Skipped, Some(why)));
             continue;
         }
@@ -197,10 +199,11 @@ async fn pull_request(
     templates: &Templates,
     opts: &PublishOptions,
 ) -> PublishOutcome {
-    let (title, body) = match templates.render(r, &report.run_id, opts.run_url.as_deref()) {
-        Ok(tb) => tb,
-        Err(e) => return outcome(Operation::Failed, Some(e)),
-    };
+    let (title, body) =
+        match templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref()) {
+            Ok(tb) => tb,
+            Err(e) => return outcome(Operation::Failed, Some(e)),
+        };
     let failed = |e: &ApiError| {
         let mut o = outcome(Operation::Failed, Some(e.to_string()));
         o.compare_url = Some(compare_url(opts, github, base, &r.branch));
