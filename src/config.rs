@@ -282,6 +282,10 @@ pub struct TaskDef {
     pub prompt: String,
     /// A model this task always runs on, whatever `models` says.
     pub model: Option<String>,
+    /// Ids of tasks that must succeed first; this task starts from a base that merges
+    /// their branches, and is `skipped` when one of them does not succeed.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
 }
 
 /// Which built-in adapter an agent definition uses.
@@ -774,6 +778,7 @@ mod tests {
         assert_eq!(
             cfg.tasks[1],
             TaskEntry::Detailed(TaskDef {
+                depends_on: Vec::new(),
                 id: Some("docs".into()),
                 prompt: "write docs".into(),
                 model: Some("m1".into())

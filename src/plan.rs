@@ -18,6 +18,8 @@
 //!
 //! Worker ids are 1-based and stable: they follow the order above.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
@@ -116,6 +118,16 @@ pub struct PlannedWorker {
     pub agent: String,
     /// Branch created for this worker.
     pub branch: String,
+    /// Workers (of the tasks this task depends on) that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<u32>,
+    /// 0 for workers without dependencies; else one more than their latest dependency.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wave: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl PlannedWorker {
@@ -145,9 +157,12 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
                 model,
                 agent: settings.agent.name.clone(),
                 branch,
+                depends_on: Vec::new(),
+                wave: 0,
             }
         })
         .collect();
+    let workers = link_dependencies(workers);
     Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         run_id: run_id.to_owned(),
@@ -207,6 +222,37 @@ pub fn assign(
             (task, model)
         })
         .collect()
+}
+
+/// Fill each worker's `depends_on` (the workers of the tasks its task depends on) and
+/// `wave`. Tasks come ordered with dependencies first (settings), so one pass works.
+fn link_dependencies(mut workers: Vec<PlannedWorker>) -> Vec<PlannedWorker> {
+    let by_task: BTreeMap<String, Vec<u32>> = workers.iter().fold(BTreeMap::new(), |mut m, w| {
+        if let Some(id) = &w.task.id {
+            m.entry(id.clone()).or_insert_with(Vec::new).push(w.id);
+        }
+        m
+    });
+    let mut waves: BTreeMap<u32, u32> = BTreeMap::new();
+    for w in &mut workers {
+        let mut deps: Vec<u32> = w
+            .task
+            .depends_on
+            .iter()
+            .flat_map(|d| by_task.get(d).cloned().unwrap_or_default())
+            .collect();
+        deps.sort_unstable();
+        deps.dedup();
+        w.wave = deps
+            .iter()
+            .filter_map(|d| waves.get(d))
+            .map(|v| v + 1)
+            .max()
+            .unwrap_or(0);
+        waves.insert(w.id, w.wave);
+        w.depends_on = deps;
+    }
+    workers
 }
 
 /// `prefix/run_id/wN-slug`: unique per run, readable in PR lists.
@@ -278,6 +324,7 @@ mod tests {
         names
             .iter()
             .map(|p| Task {
+                depends_on: Vec::new(),
                 id: None,
                 prompt: p.to_string(),
                 model: None,
@@ -357,6 +404,7 @@ mod tests {
     #[test]
     fn branch_names_are_scoped_and_valid() {
         let t = Task {
+            depends_on: Vec::new(),
             id: None,
             prompt: "Fix the *login* bug in auth.rs — quickly, please!".into(),
             model: None,
@@ -368,12 +416,14 @@ mod tests {
         );
         assert!(git2::Reference::is_valid_name(&format!("refs/heads/{b}")));
         let t = Task {
+            depends_on: Vec::new(),
             id: Some("docs".into()),
             prompt: "whatever".into(),
             model: None,
         };
         assert_eq!(branch_name("p", "r", 1, &t), "p/r/w1-docs");
         let t = Task {
+            depends_on: Vec::new(),
             id: None,
             prompt: "日本語".into(),
             model: None,

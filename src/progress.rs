@@ -275,6 +275,7 @@ impl Reporter for Bars {
                         Status::Partial => "◐",
                         Status::Failed => "✘",
                         Status::Timeout => "⏱",
+                        Status::Skipped => "↷",
                     };
                     b.set_style(
                         ProgressStyle::with_template("{prefix:.bold} {wide_msg}")

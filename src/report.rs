@@ -247,6 +247,7 @@ fn icon(s: Status) -> &'static str {
         Status::Partial => "🟡",
         Status::Failed => "❌",
         Status::Timeout => "⏱️",
+        Status::Skipped => "⏭️",
     }
 }
 

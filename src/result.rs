@@ -12,8 +12,10 @@
 //!   worktree that could not be made, or the run was interrupted (reason
 //!   `interrupted`).
 //! * `timeout` — fanout stopped the agent at `timeout_per_worker` (SIGTERM, grace,
-//!   SIGKILL), or the agent reported its own timeout. Whatever it reported and
-//!   changed so far is kept.
+//!   SIGKILL) or at the inactivity timeout, or the agent reported its own timeout.
+//!   Whatever it reported and changed so far is kept.
+//! * `skipped` — the worker never ran because a task it depends on (`depends_on`)
+//!   did not succeed; the reason names the dependency. No worktree, no branch.
 
 use std::path::PathBuf;
 
@@ -36,6 +38,8 @@ pub enum Status {
     Failed,
     /// See the module docs.
     Timeout,
+    /// See the module docs.
+    Skipped,
 }
 
 impl Status {
@@ -46,14 +50,16 @@ impl Status {
             Status::Partial => "partial",
             Status::Failed => "failed",
             Status::Timeout => "timeout",
+            Status::Skipped => "skipped",
         }
     }
     /// All statuses, in report order.
-    pub const ALL: [Status; 4] = [
+    pub const ALL: [Status; 5] = [
         Status::Success,
         Status::Partial,
         Status::Failed,
         Status::Timeout,
+        Status::Skipped,
     ];
 }
 
@@ -213,6 +219,9 @@ pub struct Totals {
     pub failed: usize,
     /// Per status.
     pub timeout: usize,
+    /// Per status.
+    #[serde(default)]
+    pub skipped: usize,
     /// Sum of known costs.
     pub cost: f64,
     /// Workers whose cost is unknown.
@@ -237,9 +246,12 @@ impl Totals {
                 Status::Partial => t.partial += 1,
                 Status::Failed => t.failed += 1,
                 Status::Timeout => t.timeout += 1,
+                Status::Skipped => t.skipped += 1,
             }
             match r.cost {
                 Some(c) => t.cost += c,
+                // A worker that never ran cost nothing: that zero is not made up.
+                None if r.status == Status::Skipped => {}
                 None => t.cost_unknown += 1,
             }
             t.steps += u64::from(r.steps.unwrap_or(0));
@@ -256,6 +268,7 @@ impl Totals {
             Status::Partial => self.partial,
             Status::Failed => self.failed,
             Status::Timeout => self.timeout,
+            Status::Skipped => self.skipped,
         }
     }
 }

@@ -20,6 +20,9 @@ pub struct Task {
     /// A model this task is pinned to.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub model: Option<String>,
+    /// Ids of tasks that must succeed before this one starts.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub depends_on: Vec<String>,
 }
 
 /// Flags that shape a plan; filled by the CLI, all optional.
@@ -104,6 +107,9 @@ pub enum SettingsError {
     /// A bad `checks:` entry.
     #[error("{0}")]
     Check(String),
+    /// A `depends_on` naming no task, or a dependency cycle.
+    #[error("{0}")]
+    Dependencies(String),
     /// No task anywhere.
     #[error("no task given: pass TASK or --task, or list `tasks:` in the config file")]
     NoTasks,
@@ -183,6 +189,7 @@ impl Settings {
                             id: None,
                             prompt: prompt.to_owned(),
                             model: None,
+                            depends_on: Vec::new(),
                         })
                     }
                 })
@@ -197,6 +204,7 @@ impl Settings {
                             id: None,
                             prompt: p.trim().to_owned(),
                             model: None,
+                            depends_on: Vec::new(),
                         },
                         TaskEntry::Detailed(d) => Task {
                             id: d.id.as_ref().map(|s| s.trim().to_owned()),
@@ -206,6 +214,7 @@ impl Settings {
                                 .as_ref()
                                 .map(|m| m.trim().to_owned())
                                 .filter(|m| !m.is_empty()),
+                            depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
                         },
                     };
                     if task.prompt.is_empty() {
@@ -243,6 +252,7 @@ impl Settings {
                 ));
             }
         }
+        let tasks = order_by_dependencies(tasks, &file_origin)?;
 
         let models = if !flags.models.is_empty() {
             split_models(&flags.models, "--models")?
@@ -437,6 +447,85 @@ pub fn split_models(items: &[String], origin: &str) -> Result<Vec<String>, Setti
 
 /// Agent definitions in the file, for [`AgentSpec::resolve`].
 pub type AgentDefs = BTreeMap<String, crate::config::AgentDef>;
+
+/// Tasks reordered so every task comes after the tasks it depends on (otherwise in
+/// file order). Unknown ids and cycles are errors naming the ids.
+pub fn order_by_dependencies(tasks: Vec<Task>, origin: &str) -> Result<Vec<Task>, SettingsError> {
+    if tasks.iter().all(|t| t.depends_on.is_empty()) {
+        return Ok(tasks);
+    }
+    let index: std::collections::BTreeMap<&str, usize> = tasks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.id.as_deref().map(|id| (id, i)))
+        .collect();
+    for (i, t) in tasks.iter().enumerate() {
+        for d in &t.depends_on {
+            if !index.contains_key(d.as_str()) {
+                let known: Vec<&str> = index.keys().copied().collect();
+                return Err(SettingsError::Dependencies(format!(
+                    "{origin}: tasks[{i}].depends_on: no task has id {d:?} (ids: {})",
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+            if t.id.as_deref() == Some(d.as_str()) {
+                return Err(SettingsError::Dependencies(format!(
+                    "{origin}: tasks[{i}].depends_on: task {d:?} depends on itself"
+                )));
+            }
+        }
+    }
+    // Kahn's algorithm, always taking the earliest ready task in file order.
+    let n = tasks.len();
+    let deps: Vec<Vec<usize>> = tasks
+        .iter()
+        .map(|t| t.depends_on.iter().map(|d| index[d.as_str()]).collect())
+        .collect();
+    let mut done = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    while order.len() < n {
+        let next = (0..n).find(|&i| !done[i] && deps[i].iter().all(|&d| done[d]));
+        match next {
+            Some(i) => {
+                done[i] = true;
+                order.push(i);
+            }
+            None => {
+                // Walk the dependencies of an unfinished task until one repeats.
+                let start = (0..n).find(|&i| !done[i]).expect("some task is left");
+                let mut path = vec![start];
+                let mut cur = start;
+                loop {
+                    cur = *deps[cur]
+                        .iter()
+                        .find(|&&d| !done[d])
+                        .expect("blocked on an unfinished task");
+                    if let Some(pos) = path.iter().position(|&p| p == cur) {
+                        let cycle: Vec<&str> = path[pos..]
+                            .iter()
+                            .chain(std::iter::once(&cur))
+                            .map(|&i| tasks[i].id.as_deref().unwrap_or("?"))
+                            .collect();
+                        return Err(SettingsError::Dependencies(format!(
+                            "{origin}: tasks: dependency cycle {}",
+                            cycle.join(" → ")
+                        )));
+                    }
+                    path.push(cur);
+                }
+            }
+        }
+    }
+    let mut slots: Vec<Option<Task>> = tasks.into_iter().map(Some).collect();
+    Ok(order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each once"))
+        .collect())
+}
 
 #[cfg(test)]
 mod tests {

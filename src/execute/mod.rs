@@ -160,7 +160,85 @@ impl Executor {
         let mut not_started = Vec::new();
         let mut over_budget = Vec::new();
         let mut dispatch_stop = stop.clone();
+        // Each worker's result, as soon as it is final, for the workers that depend on it.
+        let done: Arc<BTreeMap<u32, watch::Sender<Option<WorkerResult>>>> = Arc::new(
+            self.plan
+                .workers
+                .iter()
+                .map(|w| (w.id, watch::channel(None).0))
+                .collect(),
+        );
+        let publish_done = |done: &BTreeMap<u32, watch::Sender<Option<WorkerResult>>>,
+                            r: &WorkerResult| {
+            if let Some(tx) = done.get(&r.worker_id) {
+                tx.send_replace(Some(r.clone()));
+            }
+        };
         for w in self.plan.workers.iter().cloned() {
+            if !w.depends_on.is_empty() {
+                // A dependent waits for its dependencies without holding a slot, then
+                // queues for one like everyone else.
+                let deps: Vec<watch::Receiver<Option<WorkerResult>>> = w
+                    .depends_on
+                    .iter()
+                    .filter_map(|d| done.get(d).map(watch::Sender::subscribe))
+                    .collect();
+                let (ex, events, stop, spend, permits, done) = (
+                    Arc::clone(&self),
+                    events.clone(),
+                    stop.clone(),
+                    Arc::clone(&spend),
+                    Arc::clone(&permits),
+                    Arc::clone(&done),
+                );
+                set.spawn(async move {
+                    let id = w.id;
+                    let mut finished = Vec::new();
+                    for mut rx in deps {
+                        if let Ok(v) = rx.wait_for(Option::is_some).await {
+                            finished.extend(v.clone());
+                        }
+                    }
+                    let result = match ex.dependency_base(&w, &finished) {
+                        Err((status, reason)) => ex.skeleton(&w, status, &reason),
+                        Ok(base) => {
+                            let mut stop_wait = stop.clone();
+                            let permit = if *stop_wait.borrow() != StopLevel::Run {
+                                None
+                            } else {
+                                tokio::select! {
+                                    biased;
+                                    _ = stop_wait.wait_for(|l| *l != StopLevel::Run) => None,
+                                    p = Arc::clone(&permits).acquire_owned() => p.ok(),
+                                }
+                            };
+                            match permit {
+                                None => ex.skeleton(&w, Status::Failed, "interrupted"),
+                                Some(permit) => {
+                                    let r = ex
+                                        .run_one_from(
+                                            w.clone(),
+                                            events.clone(),
+                                            stop,
+                                            Arc::clone(&spend),
+                                            Some(base),
+                                        )
+                                        .await;
+                                    spend.finish(id, r.cost);
+                                    drop(permit);
+                                    r
+                                }
+                            }
+                        }
+                    };
+                    if let Some(tx) = done.get(&id) {
+                        tx.send_replace(Some(result.clone()));
+                    }
+                    let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
+                    (id, result)
+                });
+                continue;
+            }
             let permit = if *dispatch_stop.borrow() != StopLevel::Run {
                 None
             } else {
@@ -185,6 +263,7 @@ impl Executor {
             let events = events.clone();
             let stop = stop.clone();
             let spend = Arc::clone(&spend);
+            let done = Arc::clone(&done);
             set.spawn(async move {
                 let id = w.id;
                 let result = ex
@@ -192,6 +271,9 @@ impl Executor {
                     .await;
                 spend.finish(id, result.cost);
                 drop(permit);
+                if let Some(tx) = done.get(&id) {
+                    tx.send_replace(Some(result.clone()));
+                }
                 let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
                 (id, result)
             });
@@ -202,11 +284,13 @@ impl Executor {
                 Status::Failed,
                 &format!("not started: the run's budget of ${total:.4} was spent (${spent:.4})"),
             );
+            publish_done(&done, &r);
             let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
             set.spawn(async move { (w.id, r) });
         }
         for w in not_started {
             let r = self.skeleton(&w, Status::Failed, "interrupted");
+            publish_done(&done, &r);
             let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
             set.spawn(async move { (w.id, r) });
         }
@@ -267,12 +351,131 @@ impl Executor {
         stop: watch::Receiver<StopLevel>,
         spend: Arc<Spend>,
     ) -> WorkerResult {
+        self.run_one_from(w, events, stop, spend, None).await
+    }
+
+    /// Where a dependent worker starts: its dependencies' branches (the first
+    /// success of each task it depends on), merged when there are several. An error
+    /// is the status and reason the worker ends with instead of running.
+    fn dependency_base(
+        &self,
+        w: &PlannedWorker,
+        finished: &[WorkerResult],
+    ) -> Result<Oid, (Status, String)> {
+        if finished
+            .iter()
+            .any(|r| r.reason.as_deref() == Some("interrupted"))
+        {
+            return Err((Status::Failed, "interrupted".into()));
+        }
+        let mut picked: Vec<&WorkerResult> = Vec::new();
+        for task in &w.task.depends_on {
+            let mut of_task: Vec<&WorkerResult> = finished
+                .iter()
+                .filter(|r| r.task_id.as_deref() == Some(task.as_str()))
+                .collect();
+            of_task.sort_by_key(|r| r.worker_id);
+            match of_task.iter().find(|r| r.status == Status::Success) {
+                Some(r) => picked.push(r),
+                None => {
+                    let why = of_task
+                        .first()
+                        .map(|r| {
+                            format!(
+                                " (#{}: {}{})",
+                                r.worker_id,
+                                r.status,
+                                r.reason
+                                    .as_deref()
+                                    .map(|x| format!(": {x}"))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .unwrap_or_default();
+                    return Err((
+                        Status::Skipped,
+                        format!("dependency {task} did not succeed{why}"),
+                    ));
+                }
+            }
+        }
+        let commits: Vec<Oid> = picked
+            .iter()
+            .filter_map(|r| r.commit.as_deref()?.parse().ok())
+            .collect();
+        let (first, rest) = commits
+            .split_first()
+            .ok_or((Status::Failed, "dependencies left no commit".to_owned()))?;
+        let repo = git2::Repository::open(&self.repo_dir)
+            .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
+        let mut acc = *first;
+        for (k, next) in rest.iter().enumerate() {
+            let git = |e: git2::Error| {
+                (
+                    Status::Failed,
+                    format!("merging dependencies: {}", e.message()),
+                )
+            };
+            if repo.graph_descendant_of(acc, *next).map_err(git)? || acc == *next {
+                continue;
+            }
+            if repo.graph_descendant_of(*next, acc).map_err(git)? {
+                acc = *next;
+                continue;
+            }
+            let ours = repo.find_commit(acc).map_err(git)?;
+            let theirs = repo.find_commit(*next).map_err(git)?;
+            let mut index = repo.merge_commits(&ours, &theirs, None).map_err(git)?;
+            if index.has_conflicts() {
+                let paths: Vec<String> = index
+                    .conflicts()
+                    .map_err(git)?
+                    .flatten()
+                    .filter_map(|c| c.our.or(c.their))
+                    .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                    .collect();
+                return Err((
+                    Status::Failed,
+                    format!(
+                        "dependencies #{} and #{} conflict in {}",
+                        picked[0].worker_id,
+                        picked[k + 1].worker_id,
+                        paths.join(", ")
+                    ),
+                ));
+            }
+            let tree = repo
+                .find_tree(index.write_tree_to(&repo).map_err(git)?)
+                .map_err(git)?;
+            let sig = git2::Signature::now(&self.identity.0, &self.identity.1).map_err(git)?;
+            acc = repo
+                .commit(
+                    None,
+                    &sig,
+                    &sig,
+                    &format!("fanout: merge the dependencies of worker {}", w.id),
+                    &tree,
+                    &[&ours, &theirs],
+                )
+                .map_err(git)?;
+        }
+        Ok(acc)
+    }
+
+    async fn run_one_from(
+        &self,
+        w: PlannedWorker,
+        events: mpsc::UnboundedSender<Event>,
+        stop: watch::Receiver<StopLevel>,
+        spend: Arc<Spend>,
+        base_override: Option<Oid>,
+    ) -> WorkerResult {
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }
 
         // Make the worktree.
-        let base: Oid = match self.plan.base.commit.parse() {
+        let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => return self.skeleton(&w, Status::Failed, "plan has an invalid base commit"),
         };

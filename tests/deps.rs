@@ -1,0 +1,156 @@
+//! Task dependencies (`depends_on`), with real git and real processes: a dependent
+//! starts after its dependencies succeed, from a base that merges their branches; a
+//! failed dependency skips its dependents; cycles and unknown ids are config errors.
+
+mod common;
+
+use common::*;
+
+fn config(t: &TestEnv, agent_args: &[&str], tasks: &str) -> std::path::PathBuf {
+    t.config(&format!(
+        "parallel_runs:\n  agent: fake\n  workers: 4\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\ntasks:\n{tasks}",
+        t.worktrees.display(),
+        TestEnv::fake_agent_yaml(agent_args)
+    ))
+}
+
+fn run(t: &TestEnv, cfg: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "run", "-q", "--json"])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), v)
+}
+
+#[test]
+fn a_failed_link_skips_the_rest_of_the_chain() {
+    let t = TestEnv::new();
+    let cfg = config(
+        &t,
+        &["--fail-on", "FAILME", "--write", "out-{worker_id}.txt"],
+        "  - {id: a, prompt: write a}\n  - {id: b, prompt: FAILME b, depends_on: [a]}\n  - {id: c, prompt: write c, depends_on: [b]}\n",
+    );
+    let (code, r) = run(&t, &cfg);
+    assert_eq!(code, Some(1), "{r:#}");
+    let st: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["status"].as_str().unwrap())
+        .collect();
+    // (4 workers, 3 tasks: worker 4 repeats the first task.)
+    assert_eq!(st, ["success", "failed", "skipped", "success"], "{r:#}");
+    let c = &r["results"][2];
+    assert_eq!(
+        c["reason"],
+        "dependency b did not succeed (#2: failed: exit code 1: asked to fail)"
+    );
+    assert!(c["worktree_path"].is_null() && c["commit"].is_null(), "{c}");
+    assert_eq!(r["totals"]["skipped"], 1);
+    // The plan records the chain and its waves.
+    let plan = &r["plan"]["workers"];
+    assert_eq!(plan[1]["depends_on"], serde_json::json!([1, 4]));
+    assert_eq!(plan[2]["depends_on"], serde_json::json!([2]));
+    assert_eq!(plan[2]["wave"], 2);
+    // No branch for the skipped worker.
+    assert!(!t.branches().iter().any(|b| b.ends_with("w3-write-c")));
+    // The summary lists it with its reason.
+    let run_id = r["run_id"].as_str().unwrap();
+    let summary = std::fs::read_to_string(t.run_dir(run_id).join("summary.md")).unwrap();
+    assert!(summary.contains("1 skipped"), "{summary}");
+    assert!(
+        summary.contains("skipped: dependency b did not succeed"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_diamond_runs_the_middle_pair_in_parallel_and_merges_them_for_the_last() {
+    let t = TestEnv::new();
+    let trace = t.root().join("trace");
+    let cfg = config(
+        &t,
+        &[
+            "--sleep",
+            "1",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--write",
+            "out-{worker_id}.txt",
+        ],
+        "  - {id: top, prompt: top}\n  - {id: left, prompt: left, depends_on: [top]}\n  - {id: right, prompt: right, depends_on: [top]}\n  - {id: bottom, prompt: bottom, depends_on: [left, right]}\n",
+    );
+    let (code, r) = run(&t, &cfg);
+    assert_eq!(code, Some(0), "{r:#}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    // (kind, worker, time) per line.
+    let ev: Vec<(String, String, u128)> = text
+        .lines()
+        .map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            (p[0].to_owned(), p[1].to_owned(), p[2].parse().unwrap())
+        })
+        .collect();
+    let at = |kind: &str, id: &str| {
+        ev.iter()
+            .find(|(k, i, _)| k == kind && i == id)
+            .unwrap_or_else(|| panic!("no {kind} of worker {id} in\n{text}"))
+            .2
+    };
+    // The middle pair overlapped; each started after the top ended; the bottom
+    // started after both ended.
+    assert!(
+        at("start", "2") < at("end", "3") && at("start", "3") < at("end", "2"),
+        "{text}"
+    );
+    assert!(
+        at("end", "1") <= at("start", "2").min(at("start", "3")),
+        "{text}"
+    );
+    assert!(
+        at("end", "2").max(at("end", "3")) <= at("start", "4"),
+        "{text}"
+    );
+    // The bottom's branch holds everyone's change; its own diff is only its file.
+    let bottom = &r["results"][3];
+    assert_eq!(bottom["files_modified"], serde_json::json!(["out-4.txt"]));
+    let commit = bottom["commit"].as_str().unwrap();
+    let tree = t.git(&["ls-tree", "--name-only", commit]);
+    for f in ["out-1.txt", "out-2.txt", "out-3.txt", "out-4.txt"] {
+        assert!(tree.lines().any(|l| l == f), "{f} missing from {tree}");
+    }
+}
+
+#[test]
+fn cycles_and_unknown_ids_are_config_errors_naming_the_ids() {
+    let t = TestEnv::new();
+    let cfg = config(
+        &t,
+        &[],
+        "  - {id: a, prompt: a, depends_on: [c]}\n  - {id: b, prompt: b, depends_on: [a]}\n  - {id: c, prompt: c, depends_on: [b]}\n",
+    );
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tasks: dependency cycle a → c → b → a"),
+        "{err}"
+    );
+    let cfg = config(&t, &[], "  - {id: a, prompt: a, depends_on: [nope]}\n");
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tasks[0].depends_on: no task has id \"nope\" (ids: a)"),
+        "{err}"
+    );
+    assert!(t.runs().is_empty());
+}
