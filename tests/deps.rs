@@ -154,3 +154,31 @@ fn cycles_and_unknown_ids_are_config_errors_naming_the_ids() {
     );
     assert!(t.runs().is_empty());
 }
+
+#[test]
+fn matrix_mode_refuses_dependencies_instead_of_running_from_the_wrong_base() {
+    let t = TestEnv::new();
+    let cfg = config(
+        &t,
+        &[],
+        "  - {id: a, prompt: a}\n  - {id: b, prompt: b, depends_on: [a]}\n",
+    );
+    let out_file = t.root().join("gh-output");
+    std::fs::write(&out_file, "").unwrap();
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "plan", "--github-output"])
+        .env("GITHUB_OUTPUT", &out_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("task dependencies (depends_on: worker #2 waits for #1, #3) are not supported in matrix mode yet"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap(),
+        "",
+        "outputs written"
+    );
+}

@@ -87,6 +87,12 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
             plan.workers.len()
         )));
     };
+    if !w.depends_on.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--id {}: this worker depends on other workers (depends_on); task dependencies are not supported in matrix mode yet",
+            w.id
+        )));
+    }
     let git = repo.open().map_err(|e| CliError::Fatal(e.to_string()))?;
     let base_ok = plan
         .base
