@@ -64,13 +64,17 @@ if ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
     unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY
 fi
 
+integrate=()
+if truthy "${FANOUT_IN_INTEGRATE:-false}" integrate; then
+    integrate=(--integrate)
+fi
 plan_file="${FANOUT_IN_PLAN_FILE:-fanout-plan.json}"
 results_dir="${FANOUT_IN_RESULTS_DIR:-fanout-results}"
 
 case "$mode" in
     run)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
-        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${publish[@]+"${publish[@]}"})
+        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
         ;;
     plan)
         extra=()
@@ -91,7 +95,7 @@ case "$mode" in
     aggregate)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
         cmd=("$fanout" ${global[@]+"${global[@]}"} aggregate --plan "$plan_file" --from "$results_dir"
-            ${publish[@]+"${publish[@]}"})
+            ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
         ;;
     *)
         echo "::error title=fanout::input mode: expected run, plan, worker or aggregate, got '$mode'" >&2
