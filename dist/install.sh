@@ -10,13 +10,16 @@
 #      true: `cargo build --locked --release` of the action's own source.
 #
 # A failed download or a checksum mismatch is an error, never a silent fall back to
-# building: a tampered or missing release must be seen.
+# building: a tampered or missing release must be seen. So is asking for a version
+# the manifest does not describe (the action's own source is not that version).
 #
-# Inputs (environment only): FANOUT_VERSION, FANOUT_BUILD_FROM_SOURCE, FANOUT_MANIFEST
-# (path or URL; default dist/manifest.json beside this script), FANOUT_INSTALL_ALLOW_HTTP,
-# FANOUT_SOURCE_DIR (default: the directory above dist/), FANOUT_CARGO (default cargo),
-# FANOUT_BINARY, FANOUT_INSTALL_RETRIES (default 5), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_OUTPUT,
-# GITHUB_PATH, CARGO_TARGET_DIR.
+# Inputs (environment only): FANOUT_VERSION (default, or `latest`: the manifest's),
+# FANOUT_BUILD_FROM_SOURCE, FANOUT_MANIFEST (path or URL; default dist/manifest.json
+# beside this script), FANOUT_INSTALL_ALLOW_HTTP, FANOUT_SOURCE_DIR (default: the
+# directory above dist/), FANOUT_CARGO (default cargo), FANOUT_BINARY,
+# FANOUT_INSTALL_RETRIES (default 5), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE,
+# RUNNER_TEMP, GITHUB_OUTPUT, GITHUB_PATH, CARGO_TARGET_DIR (relative: to the current
+# directory, as cargo reads it).
 #
 # Result: the binary's directory is added to $GITHUB_PATH, `bin=` and `version=` are
 # written to $GITHUB_OUTPUT, and the binary's absolute path is the last stdout line.
@@ -116,14 +119,20 @@ manifest_get() {
         python3 - "$work/manifest.json" "$@" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-v = m.get(sys.argv[2]) if len(sys.argv) == 3 else (m.get("targets") or {}).get(sys.argv[3], {}).get(sys.argv[4])
+if len(sys.argv) == 3:
+    v = m.get(sys.argv[2])
+else:
+    t = (m.get("targets") or {}).get(sys.argv[3])
+    v = t.get(sys.argv[4]) if isinstance(t, dict) else None
 print("" if v is None else v)
 PY
     elif command -v jq >/dev/null 2>&1; then
         if [[ $# -eq 1 ]]; then
             jq -r --arg k "$1" '.[$k] // ""' "$work/manifest.json"
         else
-            jq -r --arg t "$2" --arg f "$3" '(.targets[$t] // {})[$f] // ""' "$work/manifest.json"
+            jq -r --arg t "$2" --arg f "$3" \
+                '(.targets[$t] // {}) | if type == "object" then .[$f] // "" else "" end' \
+                "$work/manifest.json"
         fi
     else
         die "reading the manifest needs python3 or jq"
@@ -164,21 +173,29 @@ cache="$cache_root/fanout/$version/$target"
 
 build_from_source() { # $1: why
     local src="${FANOUT_SOURCE_DIR:-$here/..}" cargo="${FANOUT_CARGO:-cargo}" target_dir
+    [[ -d "$src" ]] || die "FANOUT_SOURCE_DIR=$src is not a directory"
     src="$(cd "$src" && pwd)"
     log "building from source ($1): $cargo build --locked --release in $src"
     [[ -f "$src/Cargo.toml" ]] || die "no Cargo.toml in $src to build from"
+    command -v "$cargo" >/dev/null 2>&1 ||
+        die "building from source needs cargo, and '$cargo' is not found (install Rust, e.g. with rustup)"
     "$cargo" build --locked --release --manifest-path "$src/Cargo.toml" >&2 ||
         die "cargo build failed"
+    # cargo reads a relative CARGO_TARGET_DIR against its current directory.
     target_dir="${CARGO_TARGET_DIR:-$src/target}"
     case "$target_dir" in
         /*) ;;
-        *) target_dir="$src/$target_dir" ;;
+        *) target_dir="$PWD/$target_dir" ;;
     esac
     [[ -x "$target_dir/release/fanout" ]] || die "the build left no $target_dir/release/fanout"
-    finish "$target_dir/release/fanout" "$version (built from source)"
+    log "built from source"
+    finish "$target_dir/release/fanout" "$manifest_version"
 }
 
 if truthy "${FANOUT_BUILD_FROM_SOURCE:-}"; then
+    if [[ "$version" != "$manifest_version" ]]; then
+        log "warning: version $version ignored: the action's source is $manifest_version"
+    fi
     build_from_source "build-from-source is true"
 fi
 
@@ -188,10 +205,10 @@ if [[ -f "$cache/.complete" && -x "$cache/fanout" ]]; then
 fi
 
 if [[ "$version" != "$manifest_version" ]]; then
-    build_from_source "the manifest describes $manifest_version, not $version"
+    die "version $version asked for, but $manifest_src describes $manifest_version: use the action at the tag v$version, or leave the version empty"
 fi
-url="$(manifest_get targets "$target" url)"
-want="$(manifest_get targets "$target" sha256)"
+url="$(manifest_get targets "$target" url)" || die "$manifest_src: cannot read targets.$target"
+want="$(manifest_get targets "$target" sha256)" || die "$manifest_src: cannot read targets.$target"
 if [[ -z "$url" ]]; then
     build_from_source "no released asset for $target"
 fi

@@ -3,6 +3,7 @@
 //! a bad checksum or a plain-http URL is refused and leaves nothing cached, and the
 //! build-from-source fallback runs `cargo build --locked --release` (a stand-in cargo
 //! records its arguments and produces the binary, so the test needs no 3-minute build).
+//! The manifest is read with python3, and with jq when python3 is not on PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -102,9 +103,14 @@ impl Env {
     }
 
     fn install(&self, vars: &[(&str, &str)]) -> Output {
+        self.install_with_path(&std::env::var("PATH").unwrap(), vars)
+    }
+
+    /// Runs in the temporary directory (a relative CARGO_TARGET_DIR lands there).
+    fn install_with_path(&self, path: &str, vars: &[(&str, &str)]) -> Output {
         let mut c = Command::new("bash");
-        c.arg(INSTALL).env_clear();
-        c.env("PATH", std::env::var("PATH").unwrap());
+        c.arg(INSTALL).env_clear().current_dir(self.tmp.path());
+        c.env("PATH", path);
         c.env("HOME", self.path("."));
         c.env("RUNNER_TOOL_CACHE", self.path("cache"));
         c.env("RUNNER_TEMP", self.tmp.path());
@@ -167,6 +173,7 @@ fn picks_the_runners_target_and_reuses_the_tool_cache() {
         "bin={}\nversion=0.1.0\n",
         env.path("cache/fanout/0.1.0/x86_64-apple-darwin/fanout").display()
     )));
+    assert_eq!(outputs.matches("bin=").count(), 4, "{outputs}");
     let paths = std::fs::read_to_string(env.path("gh-path")).unwrap();
     assert_eq!(paths.lines().count(), 4);
     assert!(paths.ends_with(&format!(
@@ -219,6 +226,20 @@ fn plain_paths_work_and_a_bad_checksum_is_refused_leaving_nothing_cached() {
     // The same manifest's other (correct) target installs from a plain path.
     let (_, version) = installed(&env.install(&[("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "ARM64")]));
     assert_eq!(version, "fanout-aarch64-unknown-linux-musl 0.1.0");
+
+    // A URL without a sum is never downloaded unverified.
+    let url = env.file_url("x86_64-apple-darwin");
+    std::fs::write(
+        env.path("manifest.json"),
+        serde_json::json!({"version": "0.1.0", "targets": {
+            "x86_64-apple-darwin": {"url": url, "sha256": null}}})
+        .to_string(),
+    )
+    .unwrap();
+    let o = env.install(&[("RUNNER_OS", "macOS"), ("RUNNER_ARCH", "X64")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no sha256"), "{}", stderr(&o));
+    assert!(!env.path("cache/fanout/0.1.0/x86_64-apple-darwin").exists());
 }
 
 #[test]
@@ -303,6 +324,17 @@ fn falls_back_to_building_from_source() {
             src.display()
         )
     );
+    assert_eq!(
+        std::fs::read_to_string(env.path("gh-output")).unwrap(),
+        format!(
+            "bin={}\nversion=0.1.0\n",
+            target_dir.join("release/fanout").display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("gh-path")).unwrap(),
+        format!("{}\n", target_dir.join("release").display())
+    );
 
     // An asset exists, but build-from-source is asked for.
     std::fs::remove_file(env.path("cargo-args")).unwrap();
@@ -322,6 +354,27 @@ fn falls_back_to_building_from_source() {
         ("RUNNER_ARCH", "X64".into()),
     ]));
     assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+
+    // A relative CARGO_TARGET_DIR is where cargo puts it: under the current directory
+    // (the temporary directory here), not under the source.
+    let o = run(&vars(&[
+        ("FANOUT_BUILD_FROM_SOURCE", "true".into()),
+        ("CARGO_TARGET_DIR", "rel-target".into()),
+    ]));
+    let (bin, version) = installed(&o);
+    assert_eq!(version, "built-from-source 0.1.0");
+    assert_eq!(bin, env.path("rel-target/release/fanout"));
+
+    // No cargo at all: said plainly.
+    let o = run(&vars(&[
+        ("FANOUT_BUILD_FROM_SOURCE", "true".into()),
+        (
+            "FANOUT_CARGO",
+            env.path("no-such-cargo").display().to_string(),
+        ),
+    ]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not found"), "{}", stderr(&o));
 
     // A failing build is an error.
     std::fs::write(&cargo, "#!/bin/sh\nexit 101\n").unwrap();
@@ -343,7 +396,15 @@ fn a_prebuilt_binary_is_used_as_it_is() {
     assert_eq!(path, bin);
     assert_eq!(version, "fanout 9.9.9");
     let outputs = std::fs::read_to_string(env.path("gh-output")).unwrap();
-    assert!(outputs.contains("version=9.9.9\n"), "{outputs}");
+    assert_eq!(
+        outputs,
+        format!("bin={}\nversion=9.9.9\n", bin.display()),
+        "{outputs}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("gh-path")).unwrap(),
+        format!("{}\n", env.path("prebuilt").display())
+    );
     let o = env.install(&[("FANOUT_BINARY", env.path("missing").to_str().unwrap())]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("is not an executable file"));
@@ -389,12 +450,17 @@ fn the_release_manifest_update_feeds_the_installer() {
     )
     .unwrap();
     let base = format!("file://{}", env.path("release").display());
-    let st = Command::new(dist.join("update-manifest.sh"))
+    let out = Command::new(dist.join("update-manifest.sh"))
         .args(["0.1.0", &base])
         .arg(&sums)
-        .status()
+        .output()
         .unwrap();
-    assert!(st.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("version 0.1.0, 1 assets"));
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
             .unwrap();
@@ -421,4 +487,125 @@ fn the_release_manifest_update_feeds_the_installer() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a sha256 digest"));
+}
+
+#[test]
+fn the_version_defaults_to_the_manifests_and_another_one_is_refused() {
+    let env = Env::new();
+    env.manifest(|t| env.file_url(t), None);
+    let linux = [("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "X64")];
+    for asked in ["latest", "v0.1.0", "0.1.0"] {
+        let o = env.install(&[linux[0], linux[1], ("FANOUT_VERSION", asked)]);
+        let (bin, _) = installed(&o);
+        assert_eq!(
+            bin,
+            env.path("cache/fanout/0.1.0/x86_64-unknown-linux-musl/fanout"),
+            "{asked}"
+        );
+    }
+    // A version the manifest does not describe: an error, neither a download nor a
+    // build of the action's own (different) source under that name.
+    let cargo = fake_cargo(&env);
+    let src = env.path("src-checkout");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("Cargo.toml"), "[package]\nname = \"fanout\"\n").unwrap();
+    let o = env.install(&[
+        linux[0],
+        linux[1],
+        ("FANOUT_VERSION", "0.0.9"),
+        ("FANOUT_CARGO", cargo.to_str().unwrap()),
+        ("FANOUT_SOURCE_DIR", src.to_str().unwrap()),
+        ("CARGO_TARGET_DIR", env.path("target").to_str().unwrap()),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("version 0.0.9 asked for") && err.contains("describes 0.1.0"),
+        "{err}"
+    );
+    assert!(!env.path("cargo-args").exists(), "built anyway: {err}");
+    assert!(!env.path("cache/fanout/0.0.9").exists());
+}
+
+/// PATH without python3: a directory of links to every other program on PATH.
+fn path_without_python(env: &Env) -> String {
+    let dir = env.path("no-python-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in std::env::split_paths(&std::env::var_os("PATH").unwrap()) {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let link = dir.join(&name);
+            if name.to_string_lossy().starts_with("python") || link.exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), link);
+        }
+    }
+    assert!(
+        dir.join("jq").exists(),
+        "jq is not installed: the installer's jq path cannot be tested"
+    );
+    dir.display().to_string()
+}
+
+#[test]
+fn without_python3_the_manifest_is_read_with_jq() {
+    let env = Env::new();
+    let path = path_without_python(&env);
+    // A manifest with one released target, one explicitly null entry, one absent.
+    let m = env.path("manifest.json");
+    std::fs::write(
+        &m,
+        serde_json::json!({
+            "version": "0.1.0",
+            "targets": {
+                "aarch64-apple-darwin": {
+                    "url": env.file_url("aarch64-apple-darwin"),
+                    "sha256": env.sha256("aarch64-apple-darwin"),
+                },
+                "x86_64-apple-darwin": null,
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let o = env.install_with_path(&path, &[("RUNNER_OS", "macOS"), ("RUNNER_ARCH", "ARM64")]);
+    let (bin, version) = installed(&o);
+    assert_eq!(
+        bin,
+        env.path("cache/fanout/0.1.0/aarch64-apple-darwin/fanout")
+    );
+    assert_eq!(version, "fanout-aarch64-apple-darwin 0.1.0");
+
+    // A null or absent target entry means "not released": build from source.
+    let cargo = fake_cargo(&env);
+    let src = env.path("src-checkout");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("Cargo.toml"), "[package]\nname = \"fanout\"\n").unwrap();
+    for (os, arch, target) in [
+        ("macOS", "X64", "x86_64-apple-darwin"),
+        ("Linux", "X64", "x86_64-unknown-linux-musl"),
+    ] {
+        for p in [path.as_str(), &std::env::var("PATH").unwrap()] {
+            let o = env.install_with_path(
+                p,
+                &[
+                    ("RUNNER_OS", os),
+                    ("RUNNER_ARCH", arch),
+                    ("FANOUT_CARGO", cargo.to_str().unwrap()),
+                    ("FANOUT_SOURCE_DIR", src.to_str().unwrap()),
+                    ("CARGO_TARGET_DIR", env.path("target").to_str().unwrap()),
+                ],
+            );
+            assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+            assert!(
+                stderr(&o).contains(&format!("no released asset for {target}")),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
 }
