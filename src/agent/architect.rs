@@ -143,13 +143,22 @@ impl Adapter for ArchitectAdapter {
                         .unwrap_or_else(|| "agent reported partial".into()),
                 ),
             ),
-            "failed" | "error" => (
-                AgentStatus::Failed,
-                Some(
-                    stop.clone()
-                        .unwrap_or_else(|| "agent reported failure".into()),
-                ),
-            ),
+            "failed" | "error" => {
+                // Its `output` says what went wrong (e.g. the model API's error).
+                let said = report
+                    .get("output")
+                    .and_then(|o| o.as_str())
+                    .map(clean_reason)
+                    .filter(|o| !o.is_empty());
+                let base = stop.clone().unwrap_or_else(|| "agent reported failure".into());
+                (
+                    AgentStatus::Failed,
+                    Some(match said {
+                        Some(o) => format!("{base}: {o}"),
+                        None => base,
+                    }),
+                )
+            }
             "timeout" => (AgentStatus::Timeout, Some("agent's own timeout".into())),
             other => (
                 AgentStatus::Failed,
@@ -310,7 +319,14 @@ mod tests {
             .replace("llm_done", "llm_error");
         let o = observe(1, &out);
         assert_eq!(o.status, AgentStatus::Failed);
-        assert_eq!(o.reason.as_deref(), Some("model API error"));
+        assert_eq!(o.reason.as_deref(), Some("model API error: Task complete."));
+        // The recorded API error: its output names the error.
+        let rec = crate::agent::tests_support::fixture("architect", "api_error.json");
+        let o = observe(1, std::str::from_utf8(&rec).unwrap());
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("model API error: Unrecoverable LLM error: litellm.BadRequestError: OpenAIException - fake-model: scripted API error")
+        );
     }
 
     #[test]

@@ -13,9 +13,10 @@
 //! | a non-zero exit code after `turn.completed` | failed | the exit code |
 //!
 //! An `item.completed` whose item is of type `error` is a warning (e.g. model
-//! metadata), not a failure. Steps are the completed actions (`command_execution`,
-//! `file_change`, `mcp_tool_call`, `web_search` items). Codex has no step limit of
-//! its own: fanout counts them live and stops it at `max_steps` (partial). Codex
+//! metadata), not a failure. Steps are the completed actions and replies
+//! (`command_execution`, `file_change`, `mcp_tool_call`, `web_search` and
+//! `agent_message` items: Codex reports no model-turn count). Codex has no step limit
+//! of its own: fanout counts them live and stops it past `max_steps` (partial). Codex
 //! reports tokens (`turn.completed.usage`), never dollars: cost is the summed usage ×
 //! the price table for the worker's model, and unknown when the worker has no model
 //! (Codex's default model is not reported) or the model has no price.
@@ -41,11 +42,13 @@ impl CodexAdapter {
     }
 }
 
-const ACTIONS: [&str; 4] = [
+/// Completed items that count as a step: the model's actions and its replies.
+const STEPS: [&str; 5] = [
     "command_execution",
     "file_change",
     "mcp_tool_call",
     "web_search",
+    "agent_message",
 ];
 
 /// What the event stream says so far.
@@ -84,7 +87,7 @@ impl Tally {
             Some("item.completed") => {
                 let item = &v["item"];
                 let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
-                if ACTIONS.contains(&kind) {
+                if STEPS.contains(&kind) {
                     self.steps = self.steps.saturating_add(1);
                 }
                 if kind == "command_execution"
@@ -253,7 +256,7 @@ mod tests {
             o,
             AgentOutcome {
                 status: AgentStatus::Success,
-                steps: Some(1),
+                steps: Some(2),
                 cost: None,
                 reason: None
             }
@@ -271,7 +274,7 @@ mod tests {
             0,
             None,
         ));
-        assert_eq!((o.status, o.steps), (AgentStatus::Success, Some(3)));
+        assert_eq!((o.status, o.steps), (AgentStatus::Success, Some(4)));
 
         let o = a.outcome(&observed_with_model(
             &fixture("codex", "api_error.jsonl"),
@@ -323,7 +326,7 @@ mod tests {
             w.line(l);
             seen.push(w.progress().steps.unwrap());
         }
-        assert_eq!(seen.iter().max(), Some(&3));
+        assert_eq!(seen.iter().max(), Some(&4));
         // The steps rise one by one as items complete (the executor stops at max_steps).
         assert!(seen.windows(2).all(|p| p[1] <= p[0] + 1));
         let cost = w.progress().cost.unwrap();
