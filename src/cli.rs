@@ -54,6 +54,8 @@ pub enum Command {
     Init(crate::commands::init::InitArgs),
     /// Remove the worktrees and branches fanout created.
     Cleanup(CleanupArgs),
+    /// Finish a run cut short (crash, Ctrl-C): run again only the workers that did not finish.
+    Resume(crate::commands::resume::ResumeArgs),
     /// List runs, workers, worktrees, their git status and disk use.
     Status(StatusArgs),
     /// Make a throwaway repository and run 3 workers of the bundled fake agent in it.

@@ -341,6 +341,7 @@ pub fn integration_result(
         .collect();
     Some(crate::result::WorkerResult {
         worker_id: 0,
+        attempt: 1,
         cost_source: None,
         branch: it.branch.clone(),
         model: None,

@@ -28,6 +28,7 @@ pub mod publish;
 pub mod repo;
 pub mod report;
 pub mod result;
+pub mod resume;
 pub mod select;
 pub mod settings;
 pub mod worktree;

@@ -414,6 +414,7 @@ mod snapshot_tests {
     fn result(id: u32, status: Status, cost: Option<f64>, reason: Option<&str>) -> WorkerResult {
         WorkerResult {
             worker_id: id,
+            attempt: 1,
             cost_source: None,
             branch: format!("fanout/r1/w{id}-fix-it"),
             model: (id == 1).then(|| "gpt-4o".to_owned()),

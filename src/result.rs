@@ -74,6 +74,10 @@ impl std::fmt::Display for Status {
 pub struct WorkerResult {
     /// 1-based worker id.
     pub worker_id: u32,
+    /// Which attempt at the run produced this result: 1 for `fanout run`, then one
+    /// more per `fanout resume` (only a worker that did not finish is run again).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
     /// The worker's branch.
     pub branch: String,
     /// The model, `None` for the agent's default.
@@ -302,6 +306,14 @@ pub struct RunReport {
     /// The integration branch (`--integrate`), when one was built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration: Option<crate::conflicts::Integration>,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+fn is_first_attempt(n: &u32) -> bool {
+    *n == 1
 }
 
 /// RFC 3339 timestamp of `t`.

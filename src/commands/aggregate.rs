@@ -58,6 +58,7 @@ fn find_artifact(from: &Path, id: u32) -> Option<PathBuf> {
 fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
     WorkerResult {
         worker_id: w.id,
+        attempt: 1,
         cost_source: None,
         branch: w.branch.clone(),
         model: w.model.clone(),

@@ -63,6 +63,10 @@ pub struct FakeAgentArgs {
     /// Fail (write nothing, exit 1, status failed) when the task contains this text.
     #[arg(long, value_name = "TEXT")]
     pub fail_on: Option<String>,
+    /// Hang (sleep an hour, after writing) when `DIR/hang-w<ID>` exists, removing it
+    /// first: the same worker run again does not hang (to kill a run mid-way).
+    #[arg(long, value_name = "DIR")]
+    pub hang_once: Option<PathBuf>,
 }
 
 fn now_ns() -> u128 {
@@ -159,6 +163,13 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
                 return 1;
             }
         }
+    }
+    if let Some(dir) = &args.hang_once
+        && std::fs::remove_file(dir.join(format!("hang-w{id}"))).is_ok()
+    {
+        println!("fake-agent: hanging as asked");
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(Duration::from_secs(3600));
     }
     if args.sleep > 0.0 {
         println!("fake-agent: thinking for {}s", args.sleep);

@@ -8,6 +8,7 @@ pub mod fake_agent;
 pub mod init;
 pub mod plan;
 pub mod publish;
+pub mod resume;
 pub mod run;
 pub mod schema;
 pub mod status;
@@ -117,6 +118,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Schema => schema::schema(),
         Command::Init(args) => init::init(&ctx, &args),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
+        Command::Resume(args) => resume::resume(&ctx, &args),
         Command::Status(args) => status::status(&ctx, &args),
         Command::Demo(args) => demo::demo(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),

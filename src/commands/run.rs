@@ -1,5 +1,7 @@
 //! `fanout run`: plan → worktrees → supervised agents → harvest → report.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -10,7 +12,7 @@ use crate::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandl
 use crate::plan::Plan;
 use crate::progress::{Style, reporter};
 use crate::repo::UserRepo;
-use crate::result::{REPORT_SCHEMA_VERSION, RunReport, Totals, rfc3339};
+use crate::result::{REPORT_SCHEMA_VERSION, RunReport, Totals, WorkerResult, rfc3339};
 use crate::settings::Settings;
 use crate::{exit, report, worktree};
 
@@ -124,7 +126,8 @@ impl ExecOptions {
     }
 }
 
-/// Run `plan` in `repo` and write its report. Used by `run`, `worker` and `demo`.
+/// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
+/// and write its report. Used by `run`, `worker` and `demo`.
 pub fn execute_plan(
     repo: &UserRepo,
     opts: &ExecOptions,
@@ -132,7 +135,6 @@ pub fn execute_plan(
     style: Style,
 ) -> Result<RunReport, CliError> {
     let started_at = SystemTime::now();
-    let clock = Instant::now();
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
         return Err(CliError::Usage(format!(
@@ -188,6 +190,57 @@ pub fn execute_plan(
     let mut plan_json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
     plan_json.push(b'\n');
     write_atomic(&run_dir.join("plan.json"), &plan_json).map_err(|e| fatal("plan.json", e))?;
+    run_attempt(
+        repo,
+        &opts.identity,
+        plan,
+        style,
+        Attempt {
+            run_dir,
+            worktree_root,
+            journal,
+            number: 1,
+            kept: BTreeMap::new(),
+        },
+    )
+}
+
+/// One attempt at a plan: a fresh run (attempt 1), or `fanout resume` of a run that
+/// did not finish, keeping the workers that did.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The run directory (it holds the journal and plan.json already).
+    pub run_dir: PathBuf,
+    /// Where the run's worktrees go.
+    pub worktree_root: PathBuf,
+    /// The run's journal.
+    pub journal: JournalHandle,
+    /// 1 for `fanout run`, one more per resume.
+    pub number: u32,
+    /// Results of workers that finished in an earlier attempt: not run again.
+    pub kept: BTreeMap<u32, WorkerResult>,
+}
+
+/// Run every worker of `plan` not in `attempt.kept`, recording each result as soon as
+/// it is final (`results/w<N>.json`, for `fanout resume`), and write the report of
+/// all of them, kept ones included, in id order.
+pub fn run_attempt(
+    repo: &UserRepo,
+    identity: &(String, String),
+    plan: Plan,
+    style: Style,
+    attempt: Attempt,
+) -> Result<RunReport, CliError> {
+    let started_at = SystemTime::now();
+    let clock = Instant::now();
+    let Attempt {
+        run_dir,
+        worktree_root,
+        journal,
+        number,
+        kept,
+    } = attempt;
+    let fatal = |what: &str, e: std::io::Error| CliError::Fatal(format!("{what}: {e}"));
     let pid_file = run_dir.join(PID_FILE);
     let _ = std::fs::write(&pid_file, std::process::id().to_string());
 
@@ -198,8 +251,10 @@ pub fn execute_plan(
         run_dir: run_dir.clone(),
         worktree_root,
         journal: Arc::new(journal),
-        identity: opts.identity.clone(),
+        identity: identity.clone(),
         base_env: std::env::vars_os().collect(),
+        kept: kept.clone(),
+        attempt: number,
     });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -211,8 +266,17 @@ pub fn execute_plan(
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
             let dispatcher = Dispatcher::install(tx.clone())?;
             let mut rep = reporter(style, &plan);
+            for r in kept.values() {
+                let _ = tx.send(Event::WorkerFinished(Box::new(r.clone())));
+            }
+            let records = run_dir.clone();
             let shown = tokio::spawn(async move {
                 while let Some(ev) = rx.recv().await {
+                    if let Event::WorkerFinished(r) = &ev
+                        && r.attempt == number
+                    {
+                        let _ = crate::resume::record(&records, r);
+                    }
                     rep.event(&ev);
                 }
                 rep.finish();

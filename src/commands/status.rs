@@ -1,4 +1,8 @@
 //! `fanout status`: runs, their workers, worktree paths, git status and disk use.
+//!
+//! A run is `running` (its fanout is alive), `finished`, `interrupted` (a signal
+//! stopped it; `results.json` was written) or `crashed` (its fanout died without
+//! writing the report); the last two can be finished with `fanout resume`.
 
 use serde::Serialize;
 
@@ -14,6 +18,8 @@ struct RunStatus {
     run_id: String,
     created_at: String,
     state: &'static str,
+    /// Workers `fanout resume` would run again.
+    unfinished: usize,
     workers: Vec<WorkerStatus>,
     disk_bytes: u64,
 }
@@ -54,17 +60,29 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
         let report: Option<RunReport> = std::fs::read(dir.join("results.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
+        // fanout removes its pid file when it is done: one left behind by a dead
+        // process means it died mid-run (whatever an earlier attempt reported).
         let state = if super::cleanup::live_pid(&dir).is_some() {
             "running"
-        } else if let Some(r) = &report {
-            if r.interrupted {
-                "interrupted"
-            } else {
-                "finished"
-            }
+        } else if dir.join(super::run::PID_FILE).exists() {
+            "crashed"
         } else {
-            "incomplete"
+            match &report {
+                Some(r) if r.interrupted => "interrupted",
+                Some(_) => "finished",
+                None => "crashed",
+            }
         };
+        let plan: Option<crate::plan::Plan> = std::fs::read(dir.join("plan.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let finished = plan
+            .as_ref()
+            .map(|p| crate::resume::load_finished(&dir, p))
+            .unwrap_or_default();
+        let unfinished = plan
+            .as_ref()
+            .map_or(0, |p| p.workers.len() - finished.len());
         let workers: Vec<WorkerStatus> = journal
             .entries
             .iter()
@@ -82,12 +100,21 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
                     worker_id: e.worker_id,
                     branch: e.branch.clone(),
                     branch_exists: git.find_branch(&e.branch, git2::BranchType::Local).is_ok(),
-                    status: report.as_ref().and_then(|r| {
-                        r.results
-                            .iter()
-                            .find(|x| x.worker_id == e.worker_id)
-                            .map(|x| x.status.to_string())
-                    }),
+                    // A worker's own record is the latest word on it; else the report's.
+                    status: std::fs::read(crate::resume::record_path(&dir, e.worker_id))
+                        .ok()
+                        .and_then(|b| {
+                            serde_json::from_slice::<crate::result::WorkerResult>(&b).ok()
+                        })
+                        .or_else(|| {
+                            report
+                                .as_ref()?
+                                .results
+                                .iter()
+                                .find(|x| x.worker_id == e.worker_id)
+                                .cloned()
+                        })
+                        .map(|x| x.status.to_string()),
                     worktree_path: e.worktree_path.display().to_string(),
                     worktree_exists: exists,
                     uncommitted,
@@ -103,6 +130,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
             run_id: id,
             created_at: journal.created_at.clone(),
             state,
+            unfinished: if state == "running" { 0 } else { unfinished },
             disk_bytes: workers.iter().map(|w| w.disk_bytes).sum(),
             workers,
         });
@@ -119,8 +147,16 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     for r in &runs {
+        let resumable = if r.unfinished > 0 {
+            format!(
+                "  ({} unfinished: fanout resume {})",
+                r.unfinished, r.run_id
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "run {}  {}  {}  {} workers  {}",
+            "run {}  {}  {}  {} workers  {}{resumable}",
             r.run_id,
             r.created_at,
             r.state,

@@ -125,6 +125,11 @@ pub struct Executor {
     pub identity: (String, String),
     /// fanout's environment, before scrubbing.
     pub base_env: Vec<(OsString, OsString)>,
+    /// Results of workers that finished in an earlier attempt (`fanout resume`):
+    /// they are not run again, and count for dependents and the run's budget.
+    pub kept: BTreeMap<u32, WorkerResult>,
+    /// Which attempt at the run this is (1, then one more per resume).
+    pub attempt: u32,
 }
 
 impl Executor {
@@ -174,7 +179,15 @@ impl Executor {
                 tx.send_replace(Some(r.clone()));
             }
         };
+        for r in self.kept.values() {
+            spend.finish(r.worker_id, r.cost);
+            publish_done(&done, r);
+        }
         for w in self.plan.workers.iter().cloned() {
+            if let Some(r) = self.kept.get(&w.id).cloned() {
+                set.spawn(async move { (w.id, r) });
+                continue;
+            }
             if !w.depends_on.is_empty() {
                 // A dependent waits for its dependencies without holding a slot, then
                 // queues for one like everyone else.
@@ -320,6 +333,7 @@ impl Executor {
     fn skeleton(&self, w: &PlannedWorker, status: Status, reason: &str) -> WorkerResult {
         WorkerResult {
             worker_id: w.id,
+            attempt: self.attempt,
             cost_source: None,
             branch: w.branch.clone(),
             model: w.model.clone(),

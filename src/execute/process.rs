@@ -6,10 +6,14 @@
 //! SIGTERM to the whole group, a grace period, then SIGKILL. When the leader exits,
 //! anything it left running in its group is stopped the same way, so no process an
 //! agent started outlives its worker.
+//!
+//! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
+//! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
+//! can tell which groups are still alive.
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,6 +132,8 @@ pub async fn supervise(
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
+    let group_record = group_record_path(spec.log);
+    let _ = std::fs::write(&group_record, format!("{pgid}\n{}\n", spec.program));
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let last_output = Arc::new(AtomicU64::new(0));
@@ -240,6 +246,9 @@ pub async fn supervise(
         }
     }
 
+    // The group is gone: nothing left for a later `fanout resume` to worry about.
+    let _ = std::fs::remove_file(&group_record);
+
     let mut drain = drain;
     let (stdout_tail, progress, progress_source, pipes_leaked) =
         match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await {
@@ -263,6 +272,12 @@ pub async fn supervise(
         progress,
         progress_source,
     })
+}
+
+/// Where [`supervise`] records a process group while it lives: next to its log,
+/// with the extension `pgid`, holding `<pgid>\n<program>\n`.
+pub fn group_record_path(log: &Path) -> PathBuf {
+    log.with_extension("pgid")
 }
 
 async fn tick(interval: &mut Option<tokio::time::Interval>) {

@@ -98,6 +98,7 @@ impl Templates {
         };
         let sample = WorkerResult {
             worker_id: 1,
+            attempt: 1,
             cost_source: None,
             branch: "b".into(),
             model: None,
@@ -243,6 +244,7 @@ mod tests {
     fn result() -> WorkerResult {
         WorkerResult {
             worker_id: 2,
+            attempt: 1,
             cost_source: None,
             branch: "fanout/r1/w2-fix".into(),
             model: Some("gpt-4o".into()),

@@ -1,0 +1,309 @@
+//! `fanout resume`: a run killed mid-way (SIGKILL: no report, only the journal and the
+//! workers' records; or SIGINT: a report with interrupted workers) is finished by
+//! running only the workers that did not finish; the final report has every worker
+//! once.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// A run of 3 workers, one at a time, whose worker 2 hangs on its first run only,
+/// caught once worker 1 finished and worker 2 is running.
+struct Halted {
+    t: TestEnv,
+    cfg: PathBuf,
+    trace: PathBuf,
+    mark: String,
+    run_id: String,
+    child: Child,
+}
+
+impl Halted {
+    fn start(run_id: &str) -> Halted {
+        let t = TestEnv::new();
+        let mark = marker("resume");
+        let trace = t.root().join("trace.log");
+        let hang = t.root().join("hang");
+        std::fs::create_dir_all(&hang).unwrap();
+        std::fs::write(hang.join("hang-w2"), "").unwrap();
+        let cfg = t.fake_config(
+            &[
+                "--trace",
+                trace.to_str().unwrap(),
+                "--hang-once",
+                hang.to_str().unwrap(),
+                "--marker",
+                &mark,
+            ],
+            "",
+        );
+        let mut child = t
+            .fanout(&[
+                "--config",
+                cfg.to_str().unwrap(),
+                "run",
+                "--quiet",
+                "--json",
+                "--run-id",
+                run_id,
+                "-w",
+                "1",
+                "-t",
+                "one",
+                "-t",
+                "two",
+                "-t",
+                "three",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Worker 1 is recorded as finished; worker 2 took its hang file: it hangs.
+        let w1 = t.run_dir(run_id).join("results/w1.json");
+        let ready = wait_until(Duration::from_secs(60), || {
+            w1.is_file() && !hang.join("hang-w2").exists()
+        });
+        if !ready {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "worker 1 should have finished and worker 2 be hanging; trace:\n{}\nstderr:\n{}",
+                std::fs::read_to_string(&trace).unwrap_or_default(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Halted {
+            t,
+            cfg,
+            trace,
+            mark,
+            run_id: run_id.to_owned(),
+            child,
+        }
+    }
+
+    fn fanout(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--config", self.cfg.to_str().unwrap()];
+        all.extend_from_slice(args);
+        self.t.fanout(&all).output().unwrap()
+    }
+
+    /// `start <id>` lines of the agents' trace, in order.
+    fn starts(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.trace)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("start "))
+            .map(|l| l.split_whitespace().next().unwrap().to_owned())
+            .collect()
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let out = self.t.run_ok(&["status", "--json"]);
+        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == self.run_id.as_str())
+            .cloned()
+            .unwrap()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// After the resume: the agents of workers 2 and 3 (only) ran again; the report has
+/// workers 1, 2, 3 once each, all successful; each branch holds exactly its worker's
+/// change in one commit; no agent process is left.
+fn check_resumed(h: &Halted, out: &Output, starts_before: usize) {
+    assert_eq!(out.status.code(), Some(0), "{}", text(out));
+    let starts = h.starts();
+    assert_eq!(
+        starts[..starts_before],
+        ["1", "2"],
+        "before the resume: worker 1 ran, worker 2 started"
+    );
+    assert_eq!(
+        starts[starts_before..],
+        ["2", "3"],
+        "the resume runs workers 2 and 3, not 1"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("no JSON report ({e}): {}", text(out));
+    });
+    assert_eq!(report, h.t.results(&h.run_id), "results.json is the report");
+    assert_eq!(report["interrupted"], false);
+    assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["totals"]["workers"], 3);
+    assert_eq!(report["totals"]["success"], 3);
+    let results = report["results"].as_array().unwrap();
+    let ids: Vec<u64> = results
+        .iter()
+        .map(|r| r["worker_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 2, 3], "every worker once, in id order");
+    let base = report["plan"]["base"]["commit"].as_str().unwrap();
+    for (r, attempt) in results.iter().zip([None, Some(2), Some(2)]) {
+        let id = r["worker_id"].as_u64().unwrap();
+        assert_eq!(r["status"], "success", "{r}");
+        assert_eq!(r["attempt"].as_u64(), attempt, "{r}");
+        let branch = r["branch"].as_str().unwrap();
+        assert!(
+            branch.starts_with(&format!("fanout/{}/w{id}-", h.run_id)),
+            "{branch}"
+        );
+        assert_eq!(
+            h.t.git(&["diff", "--name-only", base, branch]),
+            format!("fanout-demo/w{id}.md\n")
+        );
+        assert_eq!(
+            h.t.git(&["rev-list", "--count", &format!("{base}..{branch}")]),
+            "1\n"
+        );
+        assert_eq!(
+            r["commit"].as_str().unwrap(),
+            h.t.git(&["rev-parse", branch]).trim()
+        );
+    }
+    let summary = std::fs::read_to_string(h.t.run_dir(&h.run_id).join("summary.md")).unwrap();
+    assert!(!summary.contains("(interrupted)"), "{summary}");
+    assert_eq!(h.status()["state"], "finished");
+    assert_eq!(h.status()["unfinished"], 0);
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(&h.mark)
+            .is_empty()),
+        "survivors: {:?}",
+        processes_with(&h.mark)
+    );
+}
+
+#[test]
+fn resume_after_sigkill_runs_only_the_unfinished_workers() {
+    let mut h = Halted::start("crash");
+
+    // While the run is going, there is nothing to resume.
+    let out = h.fanout(&["resume", "crash"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("still running"), "{}", text(&out));
+
+    // A crash: fanout dies at once and cannot stop its agents; no report is written.
+    h.child.kill().unwrap();
+    h.child.wait().unwrap();
+    let dir = h.t.run_dir("crash");
+    assert!(!dir.join("results.json").exists());
+    let st = h.status();
+    assert_eq!(st["state"], "crashed", "{st}");
+    assert_eq!(st["unfinished"], 2, "{st}");
+    assert_eq!(st["workers"][0]["status"], "success", "{st}");
+    assert!(
+        !processes_with(&h.mark).is_empty(),
+        "worker 2's agent outlives the killed fanout"
+    );
+
+    // resume refuses while the earlier attempt's agent is alive, and names it.
+    let out = h.fanout(&["resume"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = text(&out);
+    assert!(
+        err.contains("run crash: processes of its earlier attempt are still running"),
+        "{err}"
+    );
+    assert!(err.contains("--stop-survivors"), "{err}");
+    assert_eq!(h.starts(), ["1", "2"], "nothing ran");
+
+    // --stop-survivors stops it, then runs workers 2 and 3.
+    let before = h.starts().len();
+    let out = h.fanout(&["resume", "--stop-survivors", "--quiet", "--json"]);
+    assert!(
+        text(&out).contains("resuming run crash (attempt 2): running #2, #3; keeping #1"),
+        "{}",
+        text(&out)
+    );
+    check_resumed(&h, &out, before);
+}
+
+#[test]
+fn resume_after_sigint_runs_only_the_interrupted_workers() {
+    let mut h = Halted::start("ctrl-c");
+    kill(Pid::from_raw(h.child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_child(&mut h.child, Duration::from_secs(45));
+    assert_eq!(status.code(), Some(130));
+    let report = h.t.results("ctrl-c");
+    let statuses: Vec<(&str, &str)> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_str().unwrap(),
+                r["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("success", ""),
+            ("failed", "interrupted"),
+            ("failed", "interrupted")
+        ]
+    );
+    let st = h.status();
+    assert_eq!(st["state"], "interrupted", "{st}");
+    assert_eq!(st["unfinished"], 2, "{st}");
+
+    let before = h.starts().len();
+    let out = h.fanout(&["resume", "ctrl-c", "--quiet", "--json"]);
+    check_resumed(&h, &out, before);
+}
+
+#[test]
+fn resume_of_a_finished_run_has_nothing_to_do() {
+    let t = TestEnv::new();
+    let trace = t.root().join("trace.log");
+    let cfg = t.fake_config(&["--trace", trace.to_str().unwrap()], "");
+    let cfg = cfg.to_str().unwrap();
+    t.run_ok(&["--config", cfg, "run", "--run-id", "done", "-w", "2", "x"]);
+    let before = std::fs::read_to_string(&trace).unwrap();
+    let results = t.results("done");
+
+    let out = t.run_ok(&["--config", cfg, "resume"]);
+    assert!(text(&out).contains("nothing to resume"), "{}", text(&out));
+    let out = t.run_ok(&["--config", cfg, "resume", "done", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run done: nothing to resume"),
+        "{}",
+        text(&out)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, results, "the existing report, unchanged");
+    assert_eq!(t.results("done"), results);
+    assert_eq!(
+        std::fs::read_to_string(&trace).unwrap(),
+        before,
+        "no agent ran"
+    );
+}
+
+#[test]
+fn resume_of_an_unknown_run_is_a_usage_error() {
+    let t = TestEnv::new();
+    let out = t.fanout(&["resume", "no-such-run-42"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-run-42"), "{err}");
+    assert!(err.contains("no such run"), "{err}");
+}
