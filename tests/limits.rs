@@ -47,7 +47,10 @@ fn a_silent_agent_is_stopped_by_the_inactivity_timeout_a_chatty_one_is_not() {
     );
     let w = &r["results"][0];
     assert_eq!(w["status"], "timeout", "{w}");
-    assert_eq!(w["reason"], "no output for 1s (inactivity timeout); stopped", "{w}");
+    assert_eq!(
+        w["reason"], "no output for 1s (inactivity timeout); stopped",
+        "{w}"
+    );
     // Its whole process group is gone, the helper it spawned too.
     assert!(
         wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()),

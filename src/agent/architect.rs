@@ -150,7 +150,9 @@ impl Adapter for ArchitectAdapter {
                     .and_then(|o| o.as_str())
                     .map(clean_reason)
                     .filter(|o| !o.is_empty());
-                let base = stop.clone().unwrap_or_else(|| "agent reported failure".into());
+                let base = stop
+                    .clone()
+                    .unwrap_or_else(|| "agent reported failure".into());
                 (
                     AgentStatus::Failed,
                     Some(match said {
@@ -325,7 +327,9 @@ mod tests {
         let o = observe(1, std::str::from_utf8(&rec).unwrap());
         assert_eq!(
             o.reason.as_deref(),
-            Some("model API error: Unrecoverable LLM error: litellm.BadRequestError: OpenAIException - fake-model: scripted API error")
+            Some(
+                "model API error: Unrecoverable LLM error: litellm.BadRequestError: OpenAIException - fake-model: scripted API error"
+            )
         );
     }
 
