@@ -87,6 +87,119 @@ pub struct ConfigFile {
     /// Weights of the best-of-N score.
     #[serde(default)]
     pub select_weights: SelectWeights,
+    /// Files of the checkout that git ignores or does not track (`.env`, local config),
+    /// copied into each new worktree: globs from the repository root, `.gitignore`
+    /// style. The lines of a `.worktreeinclude` file at the root are added to these.
+    #[serde(default)]
+    pub copy: Vec<CopyGlob>,
+    /// Commands run in each new worktree before its agent, in order (a string runs with
+    /// `sh -c`; `{run, timeout}` sets a time limit, default 300 s). One that fails or
+    /// times out fails its worker, and the agent is not started.
+    #[serde(default)]
+    pub setup: Vec<SetupDef>,
+    /// Run `git submodule update --init --recursive` in each new worktree before the
+    /// setup commands (default: when the base commit has a `.gitmodules`).
+    pub submodules: Option<bool>,
+    /// Each live worker's block of ports, never shared with another live worker on this
+    /// machine: `FANOUT_PORT` is its first port, `FANOUT_PORTS` is `first-last`.
+    pub ports: Option<PortsDef>,
+}
+
+/// A `copy:` glob; checked when the file is read (no `..`, nothing under `.git`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CopyGlob(pub String);
+
+impl<'de> Deserialize<'de> for CopyGlob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = CopyGlob;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a glob relative to the repository root, like `.env` or `config/*.local`",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<CopyGlob, E> {
+                crate::setup::copy::check(v).map_err(E::custom)?;
+                Ok(CopyGlob(v.trim().to_owned()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl JsonSchema for CopyGlob {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CopyGlob".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "description": "A glob relative to the repository root (`*`, `?`, `**`; a trailing `/` for a directory; `!` to take files back out)"
+        })
+    }
+}
+
+/// A setup command: a shell command, or `{run, timeout}`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum SetupDef {
+    /// Just the command, run with `sh -c`.
+    Command(String),
+    /// A command with a time limit.
+    Detailed(SetupSpec),
+}
+
+/// The object form of a setup command.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SetupSpec {
+    /// The command, run with `sh -c` in the new worktree.
+    pub run: String,
+    /// Seconds before it is stopped and fails its worker (default 300).
+    pub timeout: Option<Seconds>,
+}
+
+impl<'de> Deserialize<'de> for SetupDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SetupDef;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a shell command, or {run: COMMAND, timeout: SECONDS}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SetupDef, E> {
+                if v.trim().is_empty() {
+                    return Err(E::custom("expected a shell command, found an empty string"));
+                }
+                Ok(SetupDef::Command(v.to_owned()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<SetupDef, A::Error> {
+                let spec = SetupSpec::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                if spec.run.trim().is_empty() {
+                    return Err(de::Error::custom(
+                        "expected a shell command in `run`, found an empty string",
+                    ));
+                }
+                Ok(SetupDef::Detailed(spec))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The `ports:` block.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PortsDef {
+    /// First port of the first block (default 20000).
+    #[schemars(range(min = 1))]
+    pub base: Option<u16>,
+    /// Ports per worker (default 10).
+    #[schemars(range(min = 1))]
+    pub block: Option<u16>,
 }
 
 /// A check: a shell command, or `{run, name, timeout}`.

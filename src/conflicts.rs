@@ -370,6 +370,7 @@ pub fn integration_result(
         signal: None,
         log_path: None,
         checks: Vec::new(),
+        setup: None,
         selection: None,
         publish: it.publish.clone(),
     })

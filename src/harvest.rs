@@ -1,6 +1,7 @@
 //! Harvest: after an agent exits, commit whatever it left uncommitted on the worker's
-//! branch (fanout's identity, excluded paths left out), and compute `files_modified`
-//! exactly from the diff between the base commit and the branch.
+//! branch (fanout's identity, excluded paths left out, and what worktree setup left
+//! behind: see [`crate::setup::Baseline`]), and compute `files_modified` exactly from
+//! the diff between the base commit and the branch.
 
 use std::path::Path;
 
@@ -66,8 +67,11 @@ pub fn harvest(
 
 fn commit_leftovers(repo: &Repository, spec: &CommitSpec<'_>) -> Result<bool, git2::Error> {
     let mut index = repo.index()?;
+    let setup = crate::setup::Baseline::load(repo.path());
+    let workdir = repo.workdir().unwrap_or(repo.path()).to_owned();
     let mut skip = |path: &Path, _: &[u8]| -> i32 {
-        if is_excluded(&path.to_string_lossy(), spec.exclude) {
+        let rel = path.to_string_lossy();
+        if is_excluded(&rel, spec.exclude) || setup.keeps_out(&rel, &workdir) {
             1
         } else {
             0
@@ -137,7 +141,7 @@ fn matches(path: &str, pattern: &str) -> bool {
 }
 
 /// `*` and `?` wildcards over one path component.
-fn glob(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0, 0);

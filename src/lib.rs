@@ -2,7 +2,7 @@
 //! results back in.
 //!
 //! Data flows one way, one module per stage:
-//! [`config`] + [`settings`] → [`plan`] → [`execute`] (with [`worktree`], [`agent`])
+//! [`config`] + [`settings`] → [`plan`] → [`execute`] (with [`worktree`], [`setup`], [`agent`])
 //! → [`harvest`] → [`result`] → [`report`] / [`progress`].
 //! The command-line edge is [`cli`] (raw flags) and [`commands`] (one file per
 //! subcommand); [`exit`] documents the exit codes.
@@ -31,4 +31,5 @@ pub mod result;
 pub mod resume;
 pub mod select;
 pub mod settings;
+pub mod setup;
 pub mod worktree;

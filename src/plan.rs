@@ -53,6 +53,9 @@ pub struct Plan {
     /// How workers sharing a task are selected.
     #[serde(default)]
     pub select: Select,
+    /// How each new worktree is prepared before its agent.
+    #[serde(default, skip_serializing_if = "crate::setup::SetupPlan::is_default")]
+    pub setup: crate::setup::SetupPlan,
 }
 
 /// A check, resolved.
@@ -180,6 +183,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         exclude: settings.exclude.clone(),
         workers,
         checks: settings.checks.clone(),
+        setup: settings.setup.clone(),
         select: settings.select,
     }
 }

@@ -80,6 +80,13 @@ struct Failure {
 }
 
 #[derive(Serialize)]
+struct SetupLine {
+    id: u32,
+    /// `copied 2 files · `npm ci` 12.0s · ports 20000–20009`.
+    text: String,
+}
+
+#[derive(Serialize)]
 struct Pick {
     task: String,
     /// `#3 (9.8)` for each worker of the task, best first; the winner marked.
@@ -138,6 +145,17 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
                 branch: md_escape(&r.branch),
                 status: r.status.as_str(),
                 reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
+            })
+            .collect();
+        let setups: Vec<SetupLine> = report.results[..keep]
+            .iter()
+            .filter_map(|r| {
+                let s = r.setup.as_ref()?;
+                let did = s.copied > 0 || s.submodules.is_some() || !s.commands.is_empty();
+                did.then(|| SetupLine {
+                    id: r.worker_id,
+                    text: setup_text(s),
+                })
             })
             .collect();
         let mut picks: Vec<Pick> = Vec::new();
@@ -216,6 +234,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             cost_total => total_cost(report),
             rows => Value::from(Serde(&rows)),
             failures => Value::from(Serde(&failures)),
+            setups => Value::from(Serde(&setups)),
             truncated => report.results.len() - keep,
             has_prs => report.results.iter().any(|r| r.publish.is_some()),
             picks => Value::from(Serde(&picks)),
@@ -230,6 +249,30 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             _ => return out,
         }
     }
+}
+
+/// One worker's setup in a line: files copied, each step and how it went, the ports.
+fn setup_text(s: &crate::result::SetupRecord) -> String {
+    let mut parts = Vec::new();
+    if s.copied > 0 {
+        let plural = if s.copied == 1 { "" } else { "s" };
+        parts.push(format!("copied {} file{plural}", s.copied));
+    }
+    for step in s.submodules.iter().chain(&s.commands) {
+        let how = match (step.timed_out, step.exit_code) {
+            (true, _) => format!("timed out after {}", format_duration(step.duration)),
+            (false, Some(0)) => format_duration(step.duration),
+            (false, Some(c)) => format!("exited {c}"),
+            (false, None) => "killed".to_owned(),
+        };
+        // A code span shows its text as is; only a backtick could end it early.
+        let label = crate::setup::short(&step.run).replace('`', "'");
+        parts.push(format!("`{label}` {how}"));
+    }
+    if let Some(p) = s.ports {
+        parts.push(format!("ports {}–{}", p.first, p.last));
+    }
+    parts.join(" · ")
 }
 
 fn total_cost(report: &RunReport) -> String {
@@ -434,6 +477,7 @@ mod snapshot_tests {
             signal: None,
             log_path: None,
             checks: Vec::new(),
+            setup: None,
             selection: None,
             publish: None,
         }
@@ -474,6 +518,7 @@ mod snapshot_tests {
                 workers: vec![],
                 checks: vec![],
                 select: Default::default(),
+                setup: Default::default(),
             },
             totals: Totals::of(&results),
             results,
@@ -501,6 +546,72 @@ mod snapshot_tests {
 
         - **#2** `fanout/r1/w2-fix-it` — failed: exit code 1: bad \| pipe
         - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn summary_shows_worktree_setup() {
+        use crate::result::{PortRange, SetupRecord, SetupStep};
+        let step = |run: &str, exit_code: Option<i32>, timed_out: bool| SetupStep {
+            run: run.into(),
+            exit_code,
+            timed_out,
+            duration: 2.5,
+        };
+        let mut r = report();
+        r.results[0].setup = Some(SetupRecord {
+            copied: 2,
+            submodules: Some(step(
+                "git submodule update --init --recursive",
+                Some(0),
+                false,
+            )),
+            commands: vec![step("npm ci", Some(0), false)],
+            ports: Some(PortRange {
+                first: 20000,
+                last: 20009,
+            }),
+        });
+        r.results[1].setup = Some(SetupRecord {
+            copied: 1,
+            submodules: None,
+            commands: vec![step("make `db`\nmore", Some(1), false)],
+            ports: Some(PortRange {
+                first: 20010,
+                last: 20019,
+            }),
+        });
+        r.results[1].reason = Some("setup failed: `make 'db'` exited 1: no database".into());
+        r.results[2].setup = Some(SetupRecord {
+            copied: 0,
+            submodules: None,
+            commands: vec![],
+            ports: Some(PortRange {
+                first: 20020,
+                last: 20029,
+            }),
+        });
+        insta::assert_snapshot!(render_summary(&r, None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: setup failed: \`make 'db'\` exited 1: no database
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+
+        ### Worktree setup
+
+        - #1: copied 2 files · `git submodule update --init --recursive` 2.5s · `npm ci` 2.5s · ports 20000–20009
+        - #2: copied 1 file · `make 'db' …` exited 1 · ports 20010–20019
         ");
     }
 

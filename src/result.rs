@@ -121,6 +121,9 @@ pub struct WorkerResult {
     /// The checks run on the worker's committed result, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckResult>,
+    /// How the worktree was prepared before the agent (absent when none was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupRecord>,
     /// Best-of-N: this worker's score among the workers sharing its task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
@@ -146,6 +149,47 @@ pub struct CheckResult {
     pub duration: f64,
     /// The last lines of its output.
     pub log_tail: String,
+}
+
+/// What worktree setup did for one worker ([`crate::setup`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupRecord {
+    /// Files copied from the checkout (`copy:`, `.worktreeinclude`).
+    #[serde(default)]
+    pub copied: usize,
+    /// `git submodule update --init --recursive`, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submodules: Option<SetupStep>,
+    /// The `setup:` commands that ran, in order (up to the first that failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<SetupStep>,
+    /// The worker's ports (`FANOUT_PORT` is the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<PortRange>,
+}
+
+/// One setup step's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetupStep {
+    /// The command.
+    pub run: String,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// It was stopped at its time limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Seconds it took.
+    pub duration: f64,
+}
+
+/// A block of ports, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    /// First port.
+    pub first: u16,
+    /// Last port.
+    pub last: u16,
 }
 
 /// A worker's place among the workers that share its task (`select: best`).

@@ -87,6 +87,8 @@ pub struct Settings {
     pub budget_total: Option<f64>,
     /// Checks after each agent.
     pub checks: Vec<crate::plan::Check>,
+    /// How each new worktree is prepared before its agent.
+    pub setup: crate::setup::SetupPlan,
     /// Selection among workers sharing a task.
     pub select: crate::plan::Select,
     /// Base revision as given (default `HEAD`).
@@ -107,6 +109,9 @@ pub enum SettingsError {
     /// A bad `checks:` entry.
     #[error("{0}")]
     Check(String),
+    /// A bad worktree setup (`ports:`).
+    #[error("{0}")]
+    Setup(String),
     /// A `depends_on` naming no task, or a dependency cycle.
     #[error("{0}")]
     Dependencies(String),
@@ -403,6 +408,8 @@ impl Settings {
             inactivity_timeout,
             budget_total,
             checks: checks?,
+            setup: crate::setup::SetupPlan::resolve(file, &file_origin)
+                .map_err(SettingsError::Setup)?,
             select: crate::plan::Select {
                 mode: if flags.select_best {
                     crate::config::SelectMode::Best

@@ -78,6 +78,7 @@ fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         signal: None,
         log_path: None,
         checks: Vec::new(),
+        setup: None,
         selection: None,
         publish: None,
     }

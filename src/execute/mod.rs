@@ -353,6 +353,7 @@ impl Executor {
             signal: None,
             log_path: None,
             checks: Vec::new(),
+            setup: None,
             selection: None,
             publish: None,
         }
@@ -537,6 +538,42 @@ impl Executor {
         let result_file = Self::result_file_path(&self.run_dir, w.id);
         let _ = std::fs::remove_file(&result_file);
         result.log_path = Some(log.clone());
+
+        // Prepare the worktree: a port block (held until this worker is done), copied
+        // files, submodules, setup commands. A failure there fails the worker, and the
+        // agent never starts.
+        let setup_events = events.clone();
+        let id = w.id;
+        let prepared = crate::setup::prepare(
+            &self.plan.setup,
+            &crate::setup::Worker {
+                run_id: &self.plan.run_id,
+                worker_id: w.id,
+                branch: &w.branch,
+                checkout: &self.repo_dir,
+                worktree_root: &self.worktree_root,
+                worktree: &path,
+                log: &log,
+                base_env: &self.base_env,
+                grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
+            },
+            stop.clone(),
+            move |line: &str| {
+                let _ = setup_events.send(Event::WorkerOutput {
+                    id,
+                    line: line.to_owned(),
+                });
+            },
+        )
+        .await;
+        result.setup = Some(prepared.record);
+        let _ports = prepared.lease;
+        if let Some(why) = prepared.failure {
+            result.reason = Some(why);
+            result.commit = Some(base.to_string());
+            return result;
+        }
+
         let limits = &self.plan.limits;
         let timeout = limits.timeout_per_worker.map(Duration::from_secs_f64);
         let ctx = WorkerContext {
@@ -566,7 +603,7 @@ impl Executor {
         });
         let env = agent_env_with(
             self.base_env.iter().cloned(),
-            &cmd.env,
+            &[cmd.env.clone(), prepared.env].concat(),
             self.plan.agent.allow_github_token,
         );
         let line_events = events.clone();
@@ -703,7 +740,22 @@ impl Executor {
                     ("FANOUT_RUN_ID".to_owned(), self.plan.run_id.clone()),
                     ("FANOUT_WORKER_ID".to_owned(), w.id.to_string()),
                     ("FANOUT_BRANCH".to_owned(), w.branch.clone()),
-                ],
+                ]
+                .into_iter()
+                .chain(
+                    result
+                        .setup
+                        .as_ref()
+                        .and_then(|s| s.ports)
+                        .into_iter()
+                        .flat_map(|p| {
+                            [
+                                ("FANOUT_PORT".to_owned(), p.first.to_string()),
+                                ("FANOUT_PORTS".to_owned(), format!("{}-{}", p.first, p.last)),
+                            ]
+                        }),
+                )
+                .collect::<Vec<_>>(),
                 false,
             );
             result.checks = crate::checks::run(

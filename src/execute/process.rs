@@ -44,7 +44,7 @@ pub struct ProcessSpec<'a> {
     pub cwd: &'a Path,
     /// The complete environment.
     pub env: Vec<(OsString, OsString)>,
-    /// Log file for stdout and stderr.
+    /// Log file for stdout and stderr (appended to; created when missing).
     pub log: &'a Path,
     /// Wall-clock limit.
     pub timeout: Option<Duration>,
@@ -118,7 +118,11 @@ pub async fn supervise(
     mut stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<Supervised> {
-    let log = tokio::fs::File::create(spec.log).await?;
+    let log = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(spec.log)
+        .await?;
     let mut cmd = tokio::process::Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)

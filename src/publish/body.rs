@@ -118,6 +118,7 @@ impl Templates {
             signal: None,
             log_path: None,
             checks: Vec::new(),
+            setup: None,
             selection: None,
             publish: None,
         };
@@ -264,6 +265,7 @@ mod tests {
             signal: None,
             log_path: None,
             checks: Vec::new(),
+            setup: None,
             selection: None,
             publish: None,
         }

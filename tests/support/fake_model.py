@@ -27,8 +27,10 @@ workers of one run can behave differently; otherwise the scenario's mode applies
              gets an apply_patch call (through its JavaScript `exec` tool when that
              is all it offers).
   max_turns  the model calls the write tool on every turn (so some work is done), up to
-             max_tool_turns (200) times per conversation, then says done; for aider it answers a malformed
-             edit every time, so aider's reflections run out.
+             max_tool_turns (200) times per conversation, then says done. aider asks
+             again only when its linter fails, so give it a file that does not lint
+             (e.g. "create file x.py containing def (") and it reflects until its
+             reflection limit, answered with the same edit each time.
   api_error  HTTP 400 with the vendor's error body ("fake-model: scripted API error");
              not 401: Claude Code hangs on 401.
   hang       the request is read and never answered (until the lifetime ends).
@@ -79,10 +81,10 @@ SEQ = [0]
 
 TASK_RE = re.compile(r"create (?:a )?file\s+[`'\"]?([\w./-]+?)[`'\"]?\s+containing\s+(.+)", re.I)
 MODE_RE = re.compile(r"fake-scenario=(\w+)")
-CWD_RES = [
-    re.compile(r"working directory:\s*(/\S+)", re.I),
+CWD_RES = [  # most specific first
+    re.compile(r"Primary working directory:\s*(/[^\s`'\"]+)"),
     re.compile(r"<cwd>(/[^<]+)</cwd>"),
-    re.compile(r"current working directory[^/]*(/\S+)", re.I),
+    re.compile(r"working directory:\s*(/[^\s`'\"]+)", re.I),
 ]
 AIDER_RE = re.compile(r"Act as an expert software developer")
 WRITE_TOOLS = ("Write", "write_file", "create_file", "write", "edit_file")
@@ -137,11 +139,13 @@ def task_of(user_texts):
 
 
 def cwd_of(all_texts):
-    for t in all_texts:
-        for r in CWD_RES:
-            m = r.search(t)
-            if m:
-                return m.group(1).rstrip(".,")
+    """The agent's working directory, as its prompt states it (an existing directory)."""
+    for r in CWD_RES:
+        for t in all_texts:
+            for m in r.finditer(t):
+                path = m.group(1).rstrip(".,")
+                if os.path.isdir(path):
+                    return path
     return None
 
 
@@ -397,11 +401,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             message["tool_calls"] = [{"id": new_id("call_"), "type": "function",
                                       "function": {"name": fn["name"], "arguments": json.dumps(args)}}]
             finish = "tool_calls"
-        elif action == "tool":  # aider, whole edit format
-            if mode == "max_turns":
-                # a reply aider cannot apply: it names no file for the fenced block
-                message["content"] = "Here it is:\n\n```\n" + content + "```\n"
-            elif any("SEARCH/REPLACE" in t for t in sys_texts):  # aider's diff formats
+        elif action == "tool":  # aider: the answer is the edit (the same on every turn)
+            if any("SEARCH/REPLACE" in t for t in sys_texts):  # aider's diff formats
                 message["content"] = (f"{name}\n```\n<<<<<<< SEARCH\n=======\n{content}"
                                       ">>>>>>> REPLACE\n```\n")
             else:  # --edit-format whole
