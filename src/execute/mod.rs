@@ -838,7 +838,7 @@ pub fn decide(
             return (
                 Status::Timeout,
                 Some(format!(
-                    "no output for {}s; stopped",
+                    "no output for {}s (inactivity timeout); stopped",
                     format_secs(inactivity.unwrap_or(0.0))
                 )),
             );
@@ -998,7 +998,10 @@ mod tests {
                 None,
                 Some(30.0)
             ),
-            (Status::Timeout, Some("no output for 30s; stopped".into()))
+            (
+                Status::Timeout,
+                Some("no output for 30s (inactivity timeout); stopped".into())
+            )
         );
     }
 }
