@@ -47,6 +47,8 @@ pub async fn run(
             break;
         }
         let log = log_dir.join(format!("w{worker_id}-check-{}.log", i + 1));
+        // `supervise` appends: each run of a check starts its log afresh.
+        let _ = std::fs::File::create(&log);
         let args = vec!["-c".to_owned(), check.run.clone()];
         let spec = ProcessSpec {
             program: "sh",
