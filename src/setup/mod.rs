@@ -280,7 +280,7 @@ async fn prepare_steps(
             .to_vec();
         let step = Step {
             label: SUBMODULE_COMMAND.to_owned(),
-            header: SUBMODULE_COMMAND.to_owned(),
+            header: format!("submodules: {SUBMODULE_COMMAND}"),
             program: "git",
             args,
             env: git_env(w.base_env),
@@ -299,11 +299,7 @@ async fn prepare_steps(
         ran_anything = true;
         let step = Step {
             label: short(&c.run),
-            header: if total > 1 {
-                format!("{}/{total}: {}", i + 1, short(&c.run))
-            } else {
-                short(&c.run)
-            },
+            header: format!("{}/{total}: {}", i + 1, short(&c.run)),
             program: "sh",
             args: vec!["-c".to_owned(), c.run.clone()],
             env: env.clone(),
@@ -408,7 +404,7 @@ pub(crate) fn short(cmd: &str) -> String {
 struct Step {
     /// For the reason and the record.
     label: String,
-    /// For the log.
+    /// For the log: `1/2: npm ci`.
     header: String,
     program: &'static str,
     args: Vec<String>,
