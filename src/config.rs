@@ -738,7 +738,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
             e.into_inner()
         })
     });
-    result.map_err(|err| {
+    let cfg: ConfigFile = result.map_err(|err| {
         let loc = err.location();
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
@@ -751,7 +751,432 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
             message,
             snippet: snippet(text, line as usize, column as usize),
         }
-    })
+    })?;
+    if let Err(problem) = cfg.check() {
+        let (line, column) = locate(text, &problem.path, problem.value);
+        return Err(ConfigError::Invalid {
+            path: path.to_owned(),
+            line,
+            column,
+            key: key_path(&problem.path),
+            message: problem.message,
+            snippet: snippet(text, line, column),
+        });
+    }
+    Ok(cfg)
+}
+
+/// One step of a key path in the file: a mapping key or a list index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySeg {
+    /// A mapping key.
+    Key(String),
+    /// A list index (0-based).
+    Index(usize),
+}
+
+/// `agents.fake.command[1]`, as serde_path_to_error writes key paths.
+pub fn key_path(path: &[KeySeg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            KeySeg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            KeySeg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// A problem with what a well-formed file says (a value that only makes sense with
+/// another, a bad placeholder), found after parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Where in the file.
+    pub path: Vec<KeySeg>,
+    /// What is wrong.
+    pub message: String,
+    /// Whether the value at `path` is wrong (else the key: misplaced or missing).
+    pub value: bool,
+}
+
+impl Problem {
+    fn at(path: Vec<KeySeg>, message: impl Into<String>) -> Problem {
+        Problem {
+            path,
+            message: message.into(),
+            value: false,
+        }
+    }
+
+    /// The problem is the value at the path, not the key.
+    fn in_value(mut self) -> Problem {
+        self.value = true;
+        self
+    }
+
+    /// The path prefixed with `prefix` (the location of the checked value).
+    fn under(mut self, prefix: &[KeySeg]) -> Problem {
+        let mut path = prefix.to_vec();
+        path.append(&mut self.path);
+        self.path = path;
+        self
+    }
+}
+
+fn key(k: &str) -> KeySeg {
+    KeySeg::Key(k.to_owned())
+}
+
+impl ConfigFile {
+    /// Checks that the schema cannot express: agent definitions, prices.
+    pub fn check(&self) -> Result<(), Problem> {
+        for (name, def) in &self.agents {
+            let at = [key("agents"), key(name)];
+            if !is_agent_name(name) {
+                return Err(Problem::at(
+                    at.to_vec(),
+                    format!("agent name {name:?} may only hold letters, digits, '-', '_' and '.'"),
+                ));
+            }
+            def.check(name).map_err(|p| p.under(&at))?;
+        }
+        for (model, price) in &self.prices {
+            for (field, v) in [
+                ("input", Some(price.input)),
+                ("output", Some(price.output)),
+                ("cached_input", price.cached_input),
+            ] {
+                if let Some(v) = v
+                    && !(v.is_finite() && v >= 0.0)
+                {
+                    return Err(Problem::at(
+                        vec![key("prices"), key(model), key(field)],
+                        format!("expected USD per million tokens, zero or more, found {v}"),
+                    )
+                    .in_value());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` may name an agent: letters, digits, `-`, `_`, `.`.
+pub fn is_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl AgentDef {
+    /// The adapter this definition uses: `adapter` when given, else `command` when a
+    /// command is given, else the built-in of that name (`claude`, `codex`, `aider`),
+    /// else `architect`.
+    pub fn adapter_for(&self, name: &str) -> AdapterKind {
+        self.adapter.unwrap_or(if !self.command.is_empty() {
+            AdapterKind::Command
+        } else {
+            match name {
+                "claude" => AdapterKind::Claude,
+                "codex" => AdapterKind::Codex,
+                "aider" => AdapterKind::Aider,
+                _ => AdapterKind::Architect,
+            }
+        })
+    }
+
+    /// Checks across this definition's keys; the path is relative to the definition.
+    pub fn check(&self, name: &str) -> Result<(), Problem> {
+        let adapter = self.adapter_for(name);
+        let program = adapter.program();
+        let only = |k: &str, msg: String| Err(Problem::at(vec![key(k)], msg));
+        if self.result.is_some() && adapter != AdapterKind::Command {
+            return only(
+                "result",
+                format!(
+                    "only the command adapter reads a `result` spec; the {program} adapter reads its CLI's own output"
+                ),
+            );
+        }
+        if self.permission_mode.is_some() && adapter != AdapterKind::Claude {
+            return only(
+                "permission_mode",
+                "only used by the claude adapter".to_owned(),
+            );
+        }
+        if let Some(mode) = &self.permission_mode
+            && (mode.is_empty() || !mode.chars().all(|c| c.is_ascii_alphanumeric()))
+        {
+            return Err(Problem::at(
+                vec![key("permission_mode")],
+                format!(
+                    "{mode:?} is not a permission mode (e.g. acceptEdits, bypassPermissions, plan)"
+                ),
+            )
+            .in_value());
+        }
+        if self.agent.is_some() && adapter != AdapterKind::Architect {
+            return only(
+                "agent",
+                "only used by the architect adapter (architect's own agent name)".to_owned(),
+            );
+        }
+        for (k, list) in [
+            ("command", &self.command),
+            ("model_args", &self.model_args),
+            ("budget_args", &self.budget_args),
+            ("args", &self.args),
+        ] {
+            for (i, arg) in list.iter().enumerate() {
+                crate::agent::check_template(arg)
+                    .map_err(|e| Problem::at(vec![key(k), KeySeg::Index(i)], e))?;
+            }
+        }
+        for k in self.env.keys() {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(Problem::at(
+                    vec![key("env"), key(k)],
+                    format!("{k:?} is not a valid variable name"),
+                ));
+            }
+        }
+        if adapter == AdapterKind::Command {
+            match self.command.first() {
+                None => {
+                    return only(
+                        "command",
+                        "the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]"
+                            .to_owned(),
+                    );
+                }
+                Some(p) if p.trim().is_empty() => {
+                    return Err(Problem::at(
+                        vec![key("command"), KeySeg::Index(0)],
+                        "empty program name",
+                    ));
+                }
+                Some(_) => {}
+            }
+            if self.binary.is_some() {
+                return only(
+                    "binary",
+                    "not used by the command adapter: the program is command[0]".to_owned(),
+                );
+            }
+            if let Some(r) = &self.result {
+                for (k, p) in [
+                    ("status", &r.status),
+                    ("steps", &r.steps),
+                    ("cost", &r.cost),
+                    ("reason", &r.reason),
+                ] {
+                    if let Some(p) = p
+                        && (p.trim().is_empty() || p.split('.').any(str::is_empty))
+                    {
+                        return Err(Problem::at(
+                            vec![key("result"), key(k)],
+                            format!("{p:?} is not a dotted JSON path like `result.cost_usd`"),
+                        )
+                        .in_value());
+                    }
+                }
+            }
+        } else {
+            if !self.command.is_empty() {
+                return only(
+                    "command",
+                    format!("not used by the {program} adapter (use `binary` and `args`)"),
+                );
+            }
+            for (k, list) in [
+                ("model_args", &self.model_args),
+                ("budget_args", &self.budget_args),
+            ] {
+                if !list.is_empty() {
+                    return only(
+                        k,
+                        format!(
+                            "for the command adapter; the {program} adapter passes the model and budget itself"
+                        ),
+                    );
+                }
+            }
+            if let Some(b) = &self.binary
+                && b.trim().is_empty()
+            {
+                return Err(Problem::at(vec![key("binary")], "empty program name").in_value());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AdapterKind {
+    /// The program a built-in adapter runs unless `binary` says otherwise (`command`
+    /// for the command adapter, which has none).
+    pub fn program(self) -> &'static str {
+        match self {
+            AdapterKind::Command => "command",
+            AdapterKind::Architect => "architect",
+            AdapterKind::Claude => "claude",
+            AdapterKind::Codex => "codex",
+            AdapterKind::Aider => "aider",
+        }
+    }
+}
+
+/// A YAML node with the location of everything inside it, for pointing a [`Problem`]
+/// at a line and column.
+#[derive(Debug)]
+enum Node {
+    Leaf,
+    Seq(Vec<serde_saphyr::Spanned<Node>>),
+    Map(Vec<(serde_saphyr::Spanned<KeyText>, serde_saphyr::Spanned<Node>)>),
+}
+
+/// A mapping key as text (scalars only; other keys read as empty).
+#[derive(Debug)]
+struct KeyText(String);
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any YAML node")
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Node, E> {
+                Ok(Node::Leaf)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Seq(items))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Node::Map(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a mapping key")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<KeyText, E> {
+                Ok(KeyText(v.to_string()))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<KeyText, E> {
+                Ok(KeyText(v.to_owned()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<KeyText, E> {
+                Ok(KeyText(String::new()))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<KeyText, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(KeyText(String::new()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<KeyText, A::Error> {
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(KeyText(String::new()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Line and column of `path` in `text`: a key's own position for a mapping key (its
+/// value's with `value`), an item's for a list index; the deepest part of the path
+/// that exists when the whole path does not.
+fn locate(text: &str, path: &[KeySeg], value: bool) -> (usize, usize) {
+    let Ok(root) = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text) else {
+        return (1, 1);
+    };
+    let mut node = &root;
+    let mut at = root.referenced;
+    for seg in path {
+        let next = match (&node.value, seg) {
+            (Node::Map(entries), KeySeg::Key(k)) => entries
+                .iter()
+                .find(|(name, _)| name.value.0 == *k)
+                .map(|(name, child)| {
+                    (
+                        if value {
+                            child.referenced
+                        } else {
+                            name.referenced
+                        },
+                        child,
+                    )
+                }),
+            (Node::Seq(items), KeySeg::Index(i)) => items.get(*i).map(|v| (v.referenced, v)),
+            _ => None,
+        };
+        match next {
+            Some((loc, child)) => {
+                at = loc;
+                node = child;
+            }
+            None => break,
+        }
+    }
+    if at.line() == 0 {
+        (1, 1)
+    } else {
+        (at.line() as usize, at.column().max(1) as usize)
+    }
 }
 
 /// serde-saphyr renders `error: line L column C: message`; keep the message.
@@ -912,6 +1337,78 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(600.0)));
+    }
+
+    #[test]
+    fn agent_definitions_are_checked_with_line_column_and_key() {
+        let cases = [
+            (
+                "agents:\n  bad:\n    command: [x, '{tsk}']\n",
+                "fanout.yml:3:18: key `agents.bad.command[1]`: unknown placeholder {tsk} in \"{tsk}\"; known: {task}, {model}, {worker_id}, {branch}, {worktree}, {run_id}, {max_steps}, {budget}, {timeout}",
+            ),
+            (
+                "tasks: [a]\nagents:\n  claude:\n    binary: /opt/claude\n    result: {format: json}\n",
+                "fanout.yml:5:5: key `agents.claude.result`: only the command adapter reads a `result` spec; the claude adapter reads its CLI's own output",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    permission_mode: acceptEdits\n",
+                "fanout.yml:4:5: key `agents.mine.permission_mode`: only used by the claude adapter",
+            ),
+            (
+                "agents:\n  claude:\n    permission_mode: accept edits\n",
+                "fanout.yml:3:22: key `agents.claude.permission_mode`: \"accept edits\" is not a permission mode (e.g. acceptEdits, bypassPermissions, plan)",
+            ),
+            (
+                "agents:\n  codex:\n    command: [codex, exec]\n    adapter: codex\n",
+                "fanout.yml:3:5: key `agents.codex.command`: not used by the codex adapter (use `binary` and `args`)",
+            ),
+            (
+                "agents:\n  aider:\n    model_args: [--model, '{model}']\n",
+                "fanout.yml:3:5: key `agents.aider.model_args`: for the command adapter; the aider adapter passes the model and budget itself",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    binary: /bin/y\n",
+                "fanout.yml:4:5: key `agents.mine.binary`: not used by the command adapter: the program is command[0]",
+            ),
+            (
+                "agents:\n  mine:\n    adapter: command\n",
+                "fanout.yml:2:3: key `agents.mine.command`: the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    result:\n      format: jsonl\n      cost: usage..usd\n",
+                "fanout.yml:6:13: key `agents.mine.result.cost`: \"usage..usd\" is not a dotted JSON path like `result.cost_usd`",
+            ),
+            (
+                "agents:\n  'my agent':\n    command: [x]\n",
+                "fanout.yml:2:3: key `agents.my agent`: agent name \"my agent\" may only hold letters, digits, '-', '_' and '.'",
+            ),
+            (
+                "agents: {mine: {command: [x], env: {'A=B': c}}}\n",
+                "fanout.yml:1:37: key `agents.mine.env.A=B`: \"A=B\" is not a valid variable name",
+            ),
+            (
+                "prices:\n  gpt-x:\n    input: -1\n    output: 2\n",
+                "fanout.yml:3:12: key `prices.gpt-x.input`: expected USD per million tokens, zero or more, found -1",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text).to_string(), want, "{text}");
+        }
+        // The snippet points at the key.
+        insta::assert_snapshot!(
+            err("agents:\n  mine:\n    command: [x]\n    permission_mode: plan\n").snippet().unwrap(),
+            @r"
+          |
+        4 |     permission_mode: plan
+          |     ^
+        "
+        );
+        // Every built-in accepts binary, args, env; claude a permission mode.
+        let ok = parse(
+            "agents:\n  claude: {binary: /x/claude, args: [--verbose], permission_mode: bypassPermissions}\n  codex: {binary: /x/codex, env: {CODEX_HOME: /h}}\n  aider: {args: [--map-tokens, '0']}\n  architect: {binary: /x/architect, agent: review}\n  mine: {command: [my-agent, '{task}'], result: {format: exit-code}}\n",
+            Path::new("fanout.yml"),
+        );
+        assert!(ok.is_ok(), "{:?}", ok.err());
     }
 
     #[test]

@@ -2,8 +2,12 @@
 //!
 //! Command: `aider --message TASK --yes-always --no-auto-commits --no-gitignore
 //! --no-check-update --analytics-disable --no-show-model-warnings --no-pretty
-//! --no-fancy-input [--model M] [args…]`. fanout commits aider's edits itself, and its
-//! `.aider*` files are never committed.
+//! --no-fancy-input --no-stream [--model M] [args…]`. fanout commits aider's edits
+//! itself (`--no-auto-commits`), and its `.aider*` files are never committed
+//! (`--no-gitignore` keeps it from adding them to `.gitignore`). `--no-stream` makes
+//! aider take token counts from the API's usage rather than its own estimate, so its
+//! cost is the provider's; it also means aider prints nothing while a response is
+//! generated — keep `inactivity_timeout` above the slowest response.
 //!
 //! Outcome, from its plain-text output:
 //!
@@ -103,8 +107,12 @@ impl Tally {
                 self.error = Some(clean_reason(line));
             }
         } else if line.starts_with("Only ") && line.contains("reflections allowed") {
-            let n = line.split_whitespace().nth(1).unwrap_or("?");
-            self.reflections = Some(format!("aider stopped after {n} reflections"));
+            self.reflections = Some(
+                match line.split_whitespace().nth(1).map(str::parse::<u32>) {
+                    Some(Ok(n)) => format!("aider stopped after {n} reflections"),
+                    _ => "aider stopped reflecting".to_owned(),
+                },
+            );
         }
     }
 
@@ -160,6 +168,7 @@ impl Adapter for AiderAdapter {
             "--no-show-model-warnings",
             "--no-pretty",
             "--no-fancy-input",
+            "--no-stream",
         ]
         .iter()
         .map(|s| (*s).to_owned())
@@ -257,24 +266,17 @@ impl StreamWatch for AiderWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tests_support::{fixture, observed_with_model};
+    use crate::agent::tests_support::{builtin, observed_with_model, recorded};
 
     fn adapter() -> Box<dyn Adapter> {
-        AgentSpec::resolve("aider", &Default::default(), "f.yml", true)
-            .unwrap()
-            .adapter()
+        builtin("aider")
     }
 
     #[test]
     fn recorded_outputs_map_onto_outcomes() {
-        let a = adapter();
-        let o = a.outcome(&observed_with_model(
-            &fixture("aider", "success.txt"),
-            0,
-            None,
-        ));
+        // Cost: aider's own session figure (the recording priced the fake model).
         assert_eq!(
-            o,
+            recorded("aider", "success.txt", None),
             AgentOutcome {
                 status: AgentStatus::Success,
                 steps: Some(1),
@@ -282,29 +284,67 @@ mod tests {
                 reason: None
             }
         );
-        let o = a.outcome(&observed_with_model(
-            &fixture("aider", "max_turns.txt"),
-            0,
-            None,
-        ));
-        assert_eq!(o.status, AgentStatus::Partial);
+        // Exit 0, but it gave up after 3 reflections: partial; 4 exchanges, and the
+        // last `Cost:` line's session figure.
         assert_eq!(
-            o.reason.as_deref(),
-            Some("aider stopped after 3 reflections")
+            recorded("aider", "max_turns.txt", None),
+            AgentOutcome {
+                status: AgentStatus::Partial,
+                steps: Some(4),
+                cost: Some(0.0048),
+                reason: Some("aider stopped after 3 reflections".into())
+            }
         );
-        assert_eq!(o.steps, Some(4));
-        assert_eq!(o.cost, Some(0.0048));
-        let o = a.outcome(&observed_with_model(
-            &fixture("aider", "api_error.txt"),
-            0,
-            None,
-        ));
-        assert_eq!(o.status, AgentStatus::Failed);
+        // Exit 0 on an API error: the litellm error line makes it a failure.
         assert_eq!(
-            o.reason.as_deref(),
-            Some("litellm.BadRequestError: OpenAIException - fake-model: scripted API error")
+            recorded("aider", "api_error.txt", None),
+            AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: Some(0),
+                cost: None,
+                reason: Some(
+                    "litellm.BadRequestError: OpenAIException - fake-model: scripted API error"
+                        .into()
+                )
+            }
         );
-        assert_eq!((o.steps, o.cost), (Some(0), None));
+    }
+
+    #[test]
+    fn command_line() {
+        let dir = std::path::Path::new("/w");
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "fix it",
+            model: Some("openai/gpt-4o"),
+            branch: "b",
+            worktree: dir,
+            max_steps: 7,
+            budget: None,
+            timeout: None,
+            result_file: dir,
+        };
+        let c = adapter().command(&ctx).unwrap();
+        assert_eq!(c.program, "aider");
+        assert_eq!(
+            c.args,
+            [
+                "--message",
+                "fix it",
+                "--yes-always",
+                "--no-auto-commits",
+                "--no-gitignore",
+                "--no-check-update",
+                "--analytics-disable",
+                "--no-show-model-warnings",
+                "--no-pretty",
+                "--no-fancy-input",
+                "--no-stream",
+                "--model",
+                "openai/gpt-4o"
+            ]
+        );
     }
 
     #[test]

@@ -5,11 +5,23 @@
 //! set (litellm's debug lines otherwise go to stdout).
 //!
 //! Outcome: the last JSON object on stdout that has a `status` key (log lines before or
-//! after it are ignored). `status` `success` / `partial` / `failed` map directly;
-//! `stop_reason` explains partial and failed outcomes. Without a JSON report, the exit
-//! code decides: 0 success, 1 failed, 2 partial, 3 config error, 4 auth error,
-//! 5 timeout, 130 interrupted. Cost is `cost`, else `costs.total_cost_usd`; steps is
-//! `steps`; both are unknown (not zero) when absent.
+//! after it are ignored):
+//!
+//! | report | status | reason |
+//! |---|---|---|
+//! | `status: success` (exit 0) | success | |
+//! | `status: success`, `stop_reason: timeout` | timeout | "agent's own timeout" |
+//! | `status: partial` | partial | the `stop_reason`: "max steps reached", "budget exceeded", "context window full" |
+//! | `status: failed` | failed | the `stop_reason` and the `output` text: "model API error: Unrecoverable LLM error: …" |
+//! | `status: success`, exit code ≠ 0 | failed | "reported success but exited with code N" |
+//! | no report | by exit code | 0 success, 1 failed, 2 partial, 3 config error, 4 auth error, 5 timeout, 130 interrupted |
+//!
+//! Steps are `steps` (architect counts the steps that called tools); cost is `cost`,
+//! else `costs.total_cost_usd` (architect's own figure, from litellm's prices); both
+//! are unknown (not zero) when absent — an API error reports neither. fanout passes
+//! `--budget` and `--timeout`, which architect enforces itself (a budget stop is a
+//! `partial` with `stop_reason: budget_exceeded`); architect prints its report only at
+//! the end, so there is no live cost to watch.
 
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, WorkerContext,
@@ -144,20 +156,20 @@ impl Adapter for ArchitectAdapter {
                 ),
             ),
             "failed" | "error" => {
-                // Its `output` says what went wrong (e.g. the model API's error).
+                // Its `output` says what went wrong (the API's message, …).
                 let said = report
                     .get("output")
                     .and_then(|o| o.as_str())
                     .map(clean_reason)
                     .filter(|o| !o.is_empty());
-                let base = stop
+                let stop = stop
                     .clone()
                     .unwrap_or_else(|| "agent reported failure".into());
                 (
                     AgentStatus::Failed,
                     Some(match said {
-                        Some(o) => format!("{base}: {o}"),
-                        None => base,
+                        Some(o) => clean_reason(&format!("{stop}: {o}")),
+                        None => stop,
                     }),
                 )
             }
@@ -286,6 +298,43 @@ mod tests {
     }
 
     #[test]
+    fn recorded_outputs_map_onto_outcomes() {
+        use crate::agent::tests_support::recorded;
+        assert_eq!(
+            recorded("architect", "success.json", None),
+            AgentOutcome {
+                status: AgentStatus::Success,
+                steps: Some(1),
+                cost: Some(0.007),
+                reason: None
+            }
+        );
+        // --max-steps 2: partial, exit 2.
+        assert_eq!(
+            recorded("architect", "max_turns.json", None),
+            AgentOutcome {
+                status: AgentStatus::Partial,
+                steps: Some(2),
+                cost: Some(0.007),
+                reason: Some("max steps reached".into())
+            }
+        );
+        // HTTP 400: failed, no cost reported (unknown, not zero), the API's message kept.
+        assert_eq!(
+            recorded("architect", "api_error.json", None),
+            AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: Some(0),
+                cost: None,
+                reason: Some(
+                    "model API error: Unrecoverable LLM error: litellm.BadRequestError: OpenAIException - fake-model: scripted API error"
+                        .into()
+                )
+            }
+        );
+    }
+
+    #[test]
     fn reads_the_real_shape() {
         let o = observe(0, SUCCESS);
         assert_eq!(o.status, AgentStatus::Success);
@@ -322,15 +371,6 @@ mod tests {
         let o = observe(1, &out);
         assert_eq!(o.status, AgentStatus::Failed);
         assert_eq!(o.reason.as_deref(), Some("model API error: Task complete."));
-        // The recorded API error: its output names the error.
-        let rec = crate::agent::tests_support::fixture("architect", "api_error.json");
-        let o = observe(1, std::str::from_utf8(&rec).unwrap());
-        assert_eq!(
-            o.reason.as_deref(),
-            Some(
-                "model API error: Unrecoverable LLM error: litellm.BadRequestError: OpenAIException - fake-model: scripted API error"
-            )
-        );
     }
 
     #[test]

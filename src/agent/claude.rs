@@ -20,9 +20,13 @@
 //!
 //! `is_error` decides, not `subtype` (an API error reports `subtype: success`). A
 //! success with a non-zero exit code is failed. Steps are `num_turns`; cost is
-//! `total_cost_usd`, Claude Code's own figure. While it runs, assistant messages are
-//! counted and their token usage priced (price table), so the budget can stop it
-//! before the final figure arrives.
+//! `total_cost_usd`, Claude Code's own figure (`cost_source: agent`; an API error
+//! reports a known 0). fanout also passes the budget as `--max-budget-usd`, which
+//! Claude Code enforces itself. While it runs, assistant messages are counted and
+//! their token usage priced by the price table, so fanout's own budget check can stop
+//! it before the final figure arrives; that live figure is an under-estimate
+//! (stream-json carries a message's usage as of its start, output tokens mostly
+//! uncounted) and unknown for a model without a price.
 
 use std::collections::BTreeMap;
 
@@ -251,7 +255,11 @@ impl StreamWatch for ClaudeWatch {
     }
 
     fn progress(&self) -> Progress {
+        // Before any priced message there is no cost (an empty sum is not a zero).
         let cost = self.final_cost.or_else(|| {
+            if self.usage_by_model.is_empty() {
+                return None;
+            }
             self.usage_by_model
                 .iter()
                 .map(|(m, u)| prices::cost(m, *u, &self.prices))
@@ -267,47 +275,56 @@ impl StreamWatch for ClaudeWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tests_support::{fixture, observed};
+    use crate::agent::tests_support::{builtin, fixture, observed, recorded};
 
     fn adapter() -> Box<dyn Adapter> {
-        AgentSpec::resolve("claude", &Default::default(), "f.yml", true)
-            .unwrap()
-            .adapter()
-    }
-
-    fn outcome(name: &str, exit: i32) -> AgentOutcome {
-        let out = fixture("claude", name);
-        adapter().outcome(&observed(&out, exit))
+        builtin("claude")
     }
 
     #[test]
     fn recorded_outputs_map_onto_outcomes() {
-        for suffix in ["", "-stream"] {
-            let ext = if suffix.is_empty() { "json" } else { "jsonl" };
-            let o = outcome(&format!("success{suffix}.{ext}"), 0);
+        // The same three runs, with --output-format json and stream-json.
+        for (json, stream) in [
+            ("success.json", "success-stream.jsonl"),
+            ("max_turns.json", "max_turns-stream.jsonl"),
+            ("api_error.json", "api_error-stream.jsonl"),
+        ] {
             assert_eq!(
-                o,
-                AgentOutcome {
-                    status: AgentStatus::Success,
-                    steps: Some(2),
-                    cost: Some(0.012),
-                    reason: None
-                },
-                "{suffix}"
-            );
-            let o = outcome(&format!("max_turns{suffix}.{ext}"), 1);
-            assert_eq!(o.status, AgentStatus::Partial, "{suffix}");
-            assert_eq!(o.reason.as_deref(), Some("max turns reached"));
-            assert_eq!(o.steps, Some(3));
-            assert_eq!(o.cost, Some(0.012));
-            let o = outcome(&format!("api_error{suffix}.{ext}"), 1);
-            assert_eq!(o.status, AgentStatus::Failed, "{suffix}");
-            assert_eq!(
-                o.reason.as_deref(),
-                Some("API Error: 400 fake-model: scripted API error"),
-                "{suffix}"
+                recorded("claude", json, None),
+                recorded("claude", stream, None),
+                "{json}"
             );
         }
+        assert_eq!(
+            recorded("claude", "success-stream.jsonl", None),
+            AgentOutcome {
+                status: AgentStatus::Success,
+                steps: Some(2),
+                cost: Some(0.012),
+                reason: None
+            }
+        );
+        // --max-turns 2: is_error, subtype error_max_turns, exit 1.
+        assert_eq!(
+            recorded("claude", "max_turns-stream.jsonl", None),
+            AgentOutcome {
+                status: AgentStatus::Partial,
+                steps: Some(3),
+                cost: Some(0.012),
+                reason: Some("max turns reached".into())
+            }
+        );
+        // HTTP 400: subtype success but is_error, api_error_status 400; Claude Code's
+        // own cost figure is a known zero.
+        assert_eq!(
+            recorded("claude", "api_error-stream.jsonl", None),
+            AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: Some(1),
+                cost: Some(0.0),
+                reason: Some("API Error: 400 fake-model: scripted API error".into())
+            }
+        );
     }
 
     #[test]

@@ -13,13 +13,20 @@
 //! | a non-zero exit code after `turn.completed` | failed | the exit code |
 //!
 //! An `item.completed` whose item is of type `error` is a warning (e.g. model
-//! metadata), not a failure. Steps are the completed actions and replies
-//! (`command_execution`, `file_change`, `mcp_tool_call`, `web_search` and
-//! `agent_message` items: Codex reports no model-turn count). Codex has no step limit
-//! of its own: fanout counts them live and stops it past `max_steps` (partial). Codex
-//! reports tokens (`turn.completed.usage`), never dollars: cost is the summed usage ×
-//! the price table for the worker's model, and unknown when the worker has no model
-//! (Codex's default model is not reported) or the model has no price.
+//! metadata), not a failure.
+//!
+//! Steps: `codex exec` runs one turn (one `turn.completed` per prompt), so turns say
+//! nothing; fanout counts the completed items that each cost a model response: actions
+//! (`command_execution`, `file_change`, `mcp_tool_call`, `web_search`) and agent
+//! messages (`agent_message`) — like Claude's `num_turns`, a write and a final answer
+//! are 2 steps. Reasoning items and warnings do not count. Codex has no step limit of
+//! its own: fanout counts steps live and stops it past `max_steps` (partial, "max steps
+//! reached"). Command items that exited non-zero are counted and named in the reason.
+//!
+//! Cost: Codex reports tokens (`turn.completed.usage`: input, cached input, output),
+//! never dollars: cost is the summed usage × the price table for the worker's model
+//! (`cost_source: price-table`), and unknown when the worker has no model (Codex's
+//! default model is not reported) or the model has no price.
 
 use std::collections::BTreeMap;
 
@@ -42,7 +49,7 @@ impl CodexAdapter {
     }
 }
 
-/// Completed items that count as a step: the model's actions and its replies.
+/// Completed items that count as a step (each took a model response).
 const STEPS: [&str; 5] = [
     "command_execution",
     "file_change",
@@ -238,22 +245,18 @@ impl StreamWatch for CodexWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::tests_support::{fixture, observed_with_model};
+    use crate::agent::tests_support::{builtin, fixture, observed_with_model, recorded};
 
     fn adapter() -> Box<dyn Adapter> {
-        AgentSpec::resolve("codex", &Default::default(), "f.yml", true)
-            .unwrap()
-            .adapter()
+        builtin("codex")
     }
 
     #[test]
     fn recorded_outputs_map_onto_outcomes() {
-        let a = adapter();
-        let out = fixture("codex", "success.jsonl");
-        // No model given: tokens but no price, so the cost is unknown, not zero.
-        let o = a.outcome(&observed_with_model(&out, 0, None));
+        // One write and the final message: 2 steps. No model given: tokens but no
+        // price, so the cost is unknown, not zero.
         assert_eq!(
-            o,
+            recorded("codex", "success.jsonl", None),
             AgentOutcome {
                 status: AgentStatus::Success,
                 steps: Some(2),
@@ -262,28 +265,34 @@ mod tests {
             }
         );
         // With a priced model: 2000 in, 200 out at gpt-4o's $2.50 / $10 per million.
-        let o = a.outcome(&observed_with_model(&out, 0, Some("gpt-4o")));
+        let a = adapter();
+        let out = fixture("codex", "success.jsonl");
+        let seen = observed_with_model(&out, 0, Some("gpt-4o"));
+        let o = a.outcome(&seen);
         assert!((o.cost.unwrap() - 0.007).abs() < 1e-12, "{o:?}");
+        assert_eq!(a.cost_source(&o, &seen), Some(CostSource::PriceTable));
+        // Codex has no turn limit: the fake stopped after 3 writes, exit 0 (fanout's
+        // own step limit is what stops it; see the live watch below).
         assert_eq!(
-            a.cost_source(&o, &observed_with_model(&out, 0, Some("gpt-4o"))),
-            Some(CostSource::PriceTable)
+            recorded("codex", "max_turns.jsonl", None),
+            AgentOutcome {
+                status: AgentStatus::Success,
+                steps: Some(4),
+                cost: None,
+                reason: None
+            }
         );
-
-        let o = a.outcome(&observed_with_model(
-            &fixture("codex", "max_turns.jsonl"),
-            0,
-            None,
-        ));
-        assert_eq!((o.status, o.steps), (AgentStatus::Success, Some(4)));
-
-        let o = a.outcome(&observed_with_model(
-            &fixture("codex", "api_error.jsonl"),
-            1,
-            None,
-        ));
-        assert_eq!(o.status, AgentStatus::Failed);
-        assert_eq!(o.reason.as_deref(), Some("fake-model: scripted API error"));
-        assert_eq!((o.steps, o.cost), (Some(0), None));
+        // HTTP 400: an `error` event, then `turn.failed`; the API's message is unwrapped
+        // from the JSON body codex embeds in it.
+        assert_eq!(
+            recorded("codex", "api_error.jsonl", Some("gpt-4o")),
+            AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: Some(0),
+                cost: None,
+                reason: Some("fake-model: scripted API error".into())
+            }
+        );
     }
 
     #[test]
@@ -313,6 +322,62 @@ mod tests {
         assert_eq!(o.reason.as_deref(), Some("no turn completed (exit code 1)"));
         let o = run(r#"{"type":"turn.completed","usage":{}}"#, 3);
         assert_eq!(o.reason.as_deref(), Some("exit code 3"));
+        // Reasoning items are not steps; a plain error message is taken as it is.
+        let o = run(
+            concat!(
+                r#"{"type":"item.completed","item":{"type":"reasoning","text":"hm"}}"#,
+                "\n",
+                r#"{"type":"item.completed","item":{"type":"agent_message","text":"trying"}}"#,
+                "\n",
+                r#"{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}"#,
+                "\n",
+            ),
+            1,
+        );
+        assert_eq!(
+            o,
+            AgentOutcome {
+                status: AgentStatus::Failed,
+                steps: Some(1),
+                cost: None,
+                reason: Some("stream disconnected before completion".into())
+            }
+        );
+    }
+
+    #[test]
+    fn command_line() {
+        let dir = std::path::Path::new("/w/t");
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "-v: fix it",
+            model: Some("gpt-5"),
+            branch: "b",
+            worktree: dir,
+            max_steps: 7,
+            budget: Some(0.5),
+            timeout: None,
+            result_file: dir,
+        };
+        let c = adapter().command(&ctx).unwrap();
+        assert_eq!(c.program, "codex");
+        assert_eq!(
+            c.args,
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-s",
+                "workspace-write",
+                "--cd",
+                "/w/t",
+                "-m",
+                "gpt-5",
+                "--",
+                "-v: fix it"
+            ]
+        );
     }
 
     #[test]

@@ -8,6 +8,14 @@
 //! 2. a built-in: `claude`, `codex`, `aider`, `architect` (architect's `build` agent);
 //! 3. otherwise architect's own agent of that name (the seed's `agent: build`).
 //!
+//! Environment: an agent gets fanout's own environment less [`is_scrubbed`] names, plus
+//! the `FANOUT_*` variables and its definition's `env:`. Model provider keys and
+//! endpoints (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`,
+//! `OPENAI_BASE_URL`, `CODEX_HOME`, `HOME`, …) pass, so a CLI is pointed at a provider
+//! by its environment; GitHub credentials never do, unless the definition says
+//! `allow_github_token: true` (then `GITHUB_TOKEN` and `GH_TOKEN` pass; Actions runtime
+//! and OIDC tokens never).
+//!
 //! Each adapter's module documents its command line and how its output maps onto a
 //! status, steps and cost. Agents that stream their progress (Claude's stream-json,
 //! Codex's JSON lines, aider's `Cost:` lines, a custom agent's JSON lines) are read
@@ -32,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::AdapterKind;
 use crate::config::{AgentDef, Price, ResultSpec};
-pub use template::{PLACEHOLDERS, expand};
+pub use template::{PLACEHOLDERS, check as check_template, expand};
 
 /// A resolved agent definition; serializable so a plan carries it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -107,11 +115,7 @@ impl AgentSpec {
             format!("{file}: parallel_runs.agent")
         };
         let name = name.trim();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !crate::config::is_agent_name(name) {
             return Err(format!(
                 "{origin}: agent name {name:?} may only hold letters, digits, '-', '_' and '.'"
             ));
@@ -149,134 +153,53 @@ impl AgentSpec {
     }
 
     fn from_def(name: &str, def: &AgentDef, origin: &str) -> Result<AgentSpec, String> {
-        let adapter = def.adapter.unwrap_or(if !def.command.is_empty() {
-            AdapterKind::Command
-        } else {
-            match name {
-                "claude" => AdapterKind::Claude,
-                "codex" => AdapterKind::Codex,
-                "aider" => AdapterKind::Aider,
-                _ => AdapterKind::Architect,
-            }
-        });
-        if def.result.is_some() && adapter != AdapterKind::Command {
-            return Err(format!(
-                "{origin}.result: only the command adapter reads a `result` spec; the {adapter:?} adapter reads its CLI's own output"
-            ));
-        }
-        if def.permission_mode.is_some() && adapter != AdapterKind::Claude {
-            return Err(format!(
-                "{origin}.permission_mode: only used by the claude adapter"
-            ));
-        }
+        // A file's definitions were checked (with line and column) when it was parsed;
+        // this catches definitions made otherwise.
+        def.check(name).map_err(|p| {
+            let key = crate::config::key_path(&p.path);
+            let sep = if key.starts_with('[') { "" } else { "." };
+            format!("{origin}{sep}{key}: {}", p.message)
+        })?;
+        let adapter = def.adapter_for(name);
         let mut exclude = default_exclude(adapter);
         exclude.extend(def.exclude.iter().cloned());
-        let check = |key: &str, list: &[String]| -> Result<(), String> {
-            for (i, arg) in list.iter().enumerate() {
-                template::check(arg).map_err(|e| format!("{origin}.{key}[{i}]: {e}"))?;
-            }
-            Ok(())
-        };
-        check("command", &def.command)?;
-        check("model_args", &def.model_args)?;
-        check("budget_args", &def.budget_args)?;
-        check("args", &def.args)?;
-        for key in def.env.keys() {
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
-                return Err(format!(
-                    "{origin}.env: {key:?} is not a valid variable name"
-                ));
-            }
-        }
-        match adapter {
+        let (program, args) = match adapter {
             AdapterKind::Command => {
                 let Some((program, rest)) = def.command.split_first() else {
                     return Err(format!(
-                        "{origin}.command: the command adapter needs an argv list, e.g. [my-agent, \"{{task}}\"]"
+                        "{origin}.command: the command adapter needs an argv list"
                     ));
                 };
-                if program.trim().is_empty() {
-                    return Err(format!("{origin}.command[0]: empty program name"));
-                }
                 let mut args = rest.to_vec();
                 args.extend(def.args.iter().cloned());
-                if let Some(r) = &def.result {
-                    for (key, path) in [
-                        ("status", &r.status),
-                        ("steps", &r.steps),
-                        ("cost", &r.cost),
-                        ("reason", &r.reason),
-                    ] {
-                        if let Some(p) = path
-                            && (p.trim().is_empty() || p.split('.').any(str::is_empty))
-                        {
-                            return Err(format!(
-                                "{origin}.result.{key}: {p:?} is not a dotted JSON path like `result.cost_usd`"
-                            ));
-                        }
-                    }
-                }
-                Ok(AgentSpec {
-                    name: name.to_owned(),
-                    adapter,
-                    program: program.clone(),
-                    args,
-                    model_args: def.model_args.clone(),
-                    budget_args: def.budget_args.clone(),
-                    architect_agent: None,
-                    env: def.env.clone(),
-                    exclude,
-                    permission_mode: None,
-                    result: def.result.clone(),
-                    allow_github_token: def.allow_github_token,
-                    prices: BTreeMap::new(),
-                })
+                (program.clone(), args)
             }
-            AdapterKind::Architect
-            | AdapterKind::Claude
-            | AdapterKind::Codex
-            | AdapterKind::Aider => {
-                if !def.command.is_empty() {
-                    return Err(format!(
-                        "{origin}.command: not used by the {} adapter (use `binary` and `args`)",
-                        default_program(adapter)
-                    ));
-                }
-                if def.agent.is_some() && adapter != AdapterKind::Architect {
-                    return Err(format!(
-                        "{origin}.agent: only used by the architect adapter"
-                    ));
-                }
-                if !def.model_args.is_empty() || !def.budget_args.is_empty() {
-                    return Err(format!(
-                        "{origin}: model_args and budget_args are for the command adapter; the {} adapter passes the model and budget itself",
-                        default_program(adapter)
-                    ));
-                }
-                Ok(AgentSpec {
-                    name: name.to_owned(),
-                    adapter,
-                    program: def
-                        .binary
-                        .clone()
-                        .unwrap_or_else(|| default_program(adapter).to_owned()),
-                    args: def.args.clone(),
-                    model_args: Vec::new(),
-                    budget_args: Vec::new(),
-                    architect_agent: (adapter == AdapterKind::Architect).then(|| {
-                        def.agent.clone().unwrap_or_else(|| {
-                            if name == "architect" { "build" } else { name }.to_owned()
-                        })
-                    }),
-                    env: def.env.clone(),
-                    exclude,
-                    permission_mode: def.permission_mode.clone(),
-                    result: None,
-                    allow_github_token: def.allow_github_token,
-                    prices: BTreeMap::new(),
-                })
-            }
-        }
+            _ => (
+                def.binary
+                    .clone()
+                    .unwrap_or_else(|| default_program(adapter).to_owned()),
+                def.args.clone(),
+            ),
+        };
+        Ok(AgentSpec {
+            name: name.to_owned(),
+            adapter,
+            program,
+            args,
+            model_args: def.model_args.clone(),
+            budget_args: def.budget_args.clone(),
+            architect_agent: (adapter == AdapterKind::Architect).then(|| {
+                def.agent
+                    .clone()
+                    .unwrap_or_else(|| if name == "architect" { "build" } else { name }.to_owned())
+            }),
+            env: def.env.clone(),
+            exclude,
+            permission_mode: def.permission_mode.clone(),
+            result: def.result.clone(),
+            allow_github_token: def.allow_github_token,
+            prices: BTreeMap::new(),
+        })
     }
 
     /// The adapter for this definition.
@@ -578,6 +501,31 @@ pub(crate) mod tests_support {
         std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
 
+    /// The exit code the CLI had when `case` was recorded (`<cli>/exit_codes.json`).
+    pub fn exit_code(cli: &str, case: &str) -> i32 {
+        let codes: serde_json::Value =
+            serde_json::from_slice(&fixture(cli, "exit_codes.json")).expect("exit_codes.json");
+        let code = codes[case]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{cli}/exit_codes.json has no {case}"));
+        i32::try_from(code).expect("an exit code")
+    }
+
+    /// The built-in adapter `name` (no definitions in a file).
+    pub fn builtin(name: &str) -> Box<dyn super::Adapter> {
+        super::AgentSpec::resolve(name, &Default::default(), "f.yml", true)
+            .expect("a built-in")
+            .adapter()
+    }
+
+    /// What the built-in adapter `cli` reads from the recorded `file` (case: the file
+    /// name up to its extension), for a worker given `model`.
+    pub fn recorded(cli: &str, file: &str, model: Option<&str>) -> super::AgentOutcome {
+        let out = fixture(cli, file);
+        let case = file.split('.').next().expect("a file name");
+        builtin(cli).outcome(&observed_with_model(&out, exit_code(cli, case), model))
+    }
+
     /// An agent that printed `out` and exited with `exit`.
     pub fn observed(out: &[u8], exit: i32) -> Observed<'_> {
         observed_with_model(out, exit, None)
@@ -677,18 +625,242 @@ mod tests {
     }
 
     #[test]
-    fn unknown_placeholders_are_config_errors() {
-        let defs = crate::config::parse(
-            "agents:\n  bad:\n    command: [x, '{tsk}']\n",
-            Path::new("f.yml"),
-        )
-        .unwrap()
-        .agents;
+    fn definitions_are_checked_when_not_from_a_file() {
+        // A file's definitions are checked (with line and column) by config::parse;
+        // definitions built otherwise get the same checks here.
+        let def = |yaml: &str| -> AgentDef {
+            let mut agents = crate::config::parse(yaml, Path::new("ok.yml"))
+                .unwrap()
+                .agents;
+            agents.pop_first().unwrap().1
+        };
+        let mut bad = def("agents:\n  bad:\n    command: [x, '{task}']\n");
+        bad.command[1] = "{tsk}".into();
+        let defs = BTreeMap::from([("bad".to_owned(), bad)]);
         let e = AgentSpec::resolve("bad", &defs, "f.yml", false).unwrap_err();
         assert!(
             e.starts_with("f.yml: agents.bad.command[1]: unknown placeholder {tsk}"),
             "{e}"
         );
+        let mut claude = def("agents:\n  claude:\n    binary: /opt/claude\n");
+        claude.result = Some(ResultSpec::default());
+        let defs = BTreeMap::from([("claude".to_owned(), claude)]);
+        let e = AgentSpec::resolve("claude", &defs, "f.yml", true).unwrap_err();
+        assert!(
+            e.starts_with("f.yml: agents.claude.result: only the command adapter"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn builtins_take_binary_args_env_and_permission_mode_overrides() {
+        let defs = crate::config::parse(
+            "agents:\n  claude:\n    binary: /opt/bin/claude\n    args: [--fallback-model, '{model}x']\n    env: {CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1'}\n    permission_mode: bypassPermissions\n  codex: {binary: ./codex}\n  my-aider: {adapter: aider, binary: aider2}\n",
+            Path::new("f.yml"),
+        )
+        .unwrap()
+        .agents;
+        let c = AgentSpec::resolve("claude", &defs, "f.yml", true).unwrap();
+        assert_eq!(
+            (c.adapter, c.program.as_str(), c.permission_mode.as_deref()),
+            (
+                AdapterKind::Claude,
+                "/opt/bin/claude",
+                Some("bypassPermissions")
+            )
+        );
+        assert_eq!(c.args, ["--fallback-model", "{model}x"]);
+        let x = AgentSpec::resolve("codex", &defs, "f.yml", true).unwrap();
+        assert_eq!(
+            (x.adapter, x.program.as_str()),
+            (AdapterKind::Codex, "./codex")
+        );
+        let a = AgentSpec::resolve("my-aider", &defs, "f.yml", true).unwrap();
+        assert_eq!(
+            (a.adapter, a.program.as_str()),
+            (AdapterKind::Aider, "aider2")
+        );
+        assert_eq!(a.exclude, [".aider*"]);
+        // Not defined in the file: the built-in with its default program.
+        let none = BTreeMap::new();
+        for (name, kind) in [
+            ("claude", AdapterKind::Claude),
+            ("codex", AdapterKind::Codex),
+            ("aider", AdapterKind::Aider),
+            ("architect", AdapterKind::Architect),
+        ] {
+            let s = AgentSpec::resolve(name, &none, "f.yml", true).unwrap();
+            assert_eq!((s.adapter, s.program.as_str()), (kind, name));
+        }
+    }
+
+    /// Every adapter that reads output: the built-ins, and command agents of each format.
+    fn all_adapters() -> Vec<(String, Box<dyn Adapter>)> {
+        let mut v: Vec<(String, Box<dyn Adapter>)> = ["claude", "codex", "aider", "architect"]
+            .iter()
+            .map(|n| ((*n).to_owned(), tests_support::builtin(n)))
+            .collect();
+        let defs = crate::config::parse(
+            "agents:\n  json: {command: [x], result: {format: json, status: result.status, cost: total_cost_usd, steps: num_turns, success: ['false'], partial: [error_max_turns]}}\n  jsonl: {command: [x], result: {format: jsonl, cost: usage.cost, steps: usage.turns, reason: message}}\n  file: {command: [x]}\n",
+            Path::new("f.yml"),
+        )
+        .unwrap()
+        .agents;
+        for name in ["json", "jsonl", "file"] {
+            let a = AgentSpec::resolve(name, &defs, "f.yml", false).unwrap();
+            v.push((format!("command/{name}"), a.adapter()));
+        }
+        v
+    }
+
+    /// Whether `c` is a number written in `text` (an agent's own figure, not made up).
+    fn written_in(text: &[u8], c: f64) -> bool {
+        let text = String::from_utf8_lossy(text);
+        text.split(|ch: char| !(ch.is_ascii_digit() || ".eE+-".contains(ch)))
+            .flat_map(|tok| [tok, tok.trim_end_matches(['.', 'e', 'E', '+', '-'])])
+            .filter_map(|tok| tok.parse::<f64>().ok())
+            .any(|v| v == c || (v - c).abs() <= 1e-12 * c.abs())
+    }
+
+    /// Read `out` with every adapter and its live watch; panics on a made-up cost or an
+    /// unbounded reason.
+    fn read_everything(adapters: &[(String, Box<dyn Adapter>)], out: &[u8], what: &str) {
+        for exit in [Some(0), Some(1), Some(2), None] {
+            for (name, a) in adapters {
+                let seen = Observed {
+                    exit_code: exit,
+                    signal: exit.is_none().then_some(9),
+                    stdout_tail: out,
+                    result_file: Some(out),
+                    model: None,
+                };
+                let o = a.outcome(&seen);
+                if let Some(c) = o.cost {
+                    assert!(
+                        c.is_finite() && c >= 0.0 && written_in(out, c),
+                        "{name} on {what}: cost {c} is not in the output"
+                    );
+                    assert!(a.cost_source(&o, &seen).is_some(), "{name} on {what}");
+                }
+                if let Some(r) = &o.reason {
+                    assert!(
+                        r.chars().count() <= 1000 && !r.chars().any(char::is_control),
+                        "{name} on {what}: reason {r:?}"
+                    );
+                }
+                if exit == Some(0)
+                    && let Some(mut w) = a.watch(None)
+                {
+                    for line in out.split(|b| *b == b'\n') {
+                        w.line(&line[..line.len().min(WATCH_LINE_MAX)]);
+                        if let Some(c) = w.progress().cost {
+                            assert!(
+                                c.is_finite() && c >= 0.0 && written_in(out, c),
+                                "{name} watching {what}: live cost {c} is not in the output"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A small deterministic PRNG (xorshift64*), so failures reproduce.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    fn recorded_outputs() -> Vec<(String, Vec<u8>)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
+        let mut all = Vec::new();
+        for cli in ["claude", "codex", "aider", "architect"] {
+            let mut names: Vec<_> = std::fs::read_dir(root.join(cli))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n != "exit_codes.json")
+                .collect();
+            names.sort();
+            for n in names {
+                all.push((format!("{cli}/{n}"), tests_support::fixture(cli, &n)));
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn truncated_output_never_panics_nor_makes_up_a_cost() {
+        let adapters = all_adapters();
+        for (name, out) in recorded_outputs() {
+            // Every cut near a line end, and every 17th byte elsewhere.
+            let cuts = (0..=out.len()).filter(|&i| {
+                i % 17 == 0 || out[i.saturating_sub(2)..(i + 2).min(out.len())].contains(&b'\n')
+            });
+            for cut in cuts {
+                read_everything(&adapters, &out[..cut], &format!("{name}[..{cut}]"));
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics_nor_makes_up_a_cost() {
+        const PIECES: &[&str] = &[
+            "{\"type\":\"result\",",
+            "\"is_error\":false,",
+            "\"total_cost_usd\":",
+            "\"cost\":",
+            "1e309",
+            "-0.5",
+            "NaN",
+            "18446744073709551617",
+            "\"num_turns\":-3,",
+            "{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":99999999999999999999}}",
+            "{\"type\":\"item.completed\",\"item\":{\"type\":\"command_execution\",\"exit_code\":-1}}",
+            "{\"type\":\"turn.failed\",\"error\":{\"message\":\"{\\\"error\\\": 1}\"}}",
+            "Tokens: 9e99k sent, inf received. Cost: $-1 message, $NaN session.",
+            "Cost: $0.5 message, $",
+            "Only 3 reflections allowed",
+            "litellm.APIError",
+            "\u{1b}[31m",
+            "\n",
+            "}",
+            "{",
+            "\"status\":\"partial\"",
+            "\"usage\":{\"cost\":[1]}",
+        ];
+        let adapters = all_adapters();
+        let outputs = recorded_outputs();
+        let mut rng = Rng(0x5eed_f00d_dead_beef);
+        for round in 0..400 {
+            let mut out = if round % 4 == 0 {
+                Vec::new()
+            } else {
+                outputs[rng.below(outputs.len())].1.clone()
+            };
+            for _ in 0..1 + rng.below(12) {
+                let at = rng.below(out.len() + 1);
+                match rng.below(3) {
+                    0 => {
+                        let p = PIECES[rng.below(PIECES.len())].as_bytes();
+                        out.splice(at..at, p.iter().copied());
+                    }
+                    1 if at < out.len() => out[at] = rng.next() as u8,
+                    _ => {
+                        let junk: Vec<u8> = (0..rng.below(40)).map(|_| rng.next() as u8).collect();
+                        out.splice(at..at, junk);
+                    }
+                }
+            }
+            read_everything(&adapters, &out, &format!("garbage round {round}"));
+        }
     }
 
     #[test]
