@@ -125,7 +125,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
                 branch: md_escape(&r.branch),
                 model: md_escape(r.model.as_deref().unwrap_or("default")),
                 steps: r.steps.map_or("–".into(), |s| s.to_string()),
-                cost: format_cost(r.cost),
+                cost: format_worker_cost(r),
                 duration: format_duration(r.duration),
                 files: r.files_modified.len(),
                 pr: match &r.publish {
@@ -240,6 +240,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             picks => Value::from(Serde(&picks)),
             pairs => Value::from(Serde(&pairs)),
             integration => Value::from(Serde(&report.integration)),
+            cost_notes => cost_notes(report),
         };
         let mut out = tmpl.render(ctx).expect("summary renders");
         out.truncate(out.trim_end().len());
@@ -343,6 +344,60 @@ pub fn format_cost(c: Option<f64>) -> String {
     c.map_or("–".into(), |c| format!("${c:.4}"))
 }
 
+/// A worker's cost: [`format_cost`], marked `≈` when it was estimated from token
+/// usage × the price table rather than reported by the agent.
+pub fn format_worker_cost(r: &WorkerResult) -> String {
+    match (r.cost, r.cost_source) {
+        (Some(c), Some(crate::agent::CostSource::PriceTable)) => format!("≈${c:.4}"),
+        (c, _) => format_cost(c),
+    }
+}
+
+/// Prefix of the reason of workers never started because `budget_total` was spent.
+pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
+
+/// The summary's notes on costs: estimated ones, and workers the run's budget kept
+/// from starting.
+fn cost_notes(report: &RunReport) -> Vec<String> {
+    let mut notes = Vec::new();
+    let estimated = report
+        .results
+        .iter()
+        .filter(|r| r.cost.is_some() && r.cost_source == Some(crate::agent::CostSource::PriceTable))
+        .count();
+    if estimated > 0 {
+        notes.push(format!(
+            "≈ {estimated} {} estimated from token usage × the price table (the agent reports no cost).",
+            if estimated == 1 { "cost is" } else { "costs are" }
+        ));
+    }
+    let not_started = report
+        .results
+        .iter()
+        .filter(|r| {
+            r.reason
+                .as_deref()
+                .is_some_and(|x| x.starts_with(NOT_STARTED_BUDGET))
+        })
+        .count();
+    if not_started > 0 {
+        let budget = report
+            .plan
+            .limits
+            .budget_total
+            .map_or_else(|| "budget".to_owned(), |b| format!("budget of ${b:.4}"));
+        notes.push(format!(
+            "**{not_started} {} not started: the run's {budget} was spent.**",
+            if not_started == 1 {
+                "worker was"
+            } else {
+                "workers were"
+            }
+        ));
+    }
+    notes
+}
+
 /// `3.2s`, `4m05s`, `1h02m`.
 pub fn format_duration(secs: f64) -> String {
     let s = secs.max(0.0);
@@ -372,7 +427,7 @@ pub fn table(results: &[WorkerResult]) -> String {
                 r.status.to_string(),
                 r.model.clone().unwrap_or_else(|| "default".into()),
                 r.steps.map_or("–".into(), |s| s.to_string()),
-                format_cost(r.cost),
+                format_worker_cost(r),
                 format_duration(r.duration),
                 r.files_modified.len().to_string(),
                 r.branch.clone(),
@@ -612,6 +667,47 @@ mod snapshot_tests {
 
         - #1: copied 2 files · `git submodule update --init --recursive` 2.5s · `npm ci` 2.5s · ports 20000–20009
         - #2: copied 1 file · `make 'db' …` exited 1 · ports 20010–20019
+        ");
+    }
+
+    #[test]
+    fn estimated_costs_and_workers_the_run_budget_kept_from_starting() {
+        let mut r = report();
+        r.plan.limits.budget_total = Some(0.5);
+        r.results[0].cost_source = Some(crate::agent::CostSource::PriceTable);
+        r.results[1].reason = Some(format!(
+            "{NOT_STARTED_BUDGET} of $0.5000 was spent ($0.5123)"
+        ));
+        r.results[2].cost_source = Some(crate::agent::CostSource::Agent);
+        insta::assert_snapshot!(render_summary(&r, None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ≈ 1 cost is estimated from token usage × the price table (the agent reports no cost).
+
+        **1 worker was not started: the run's budget of $0.5000 was spent.**
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: not started: the run's budget of $0.5000 was spent ($0.5123)
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+        ");
+        insta::assert_snapshot!(table(&r.results), @r"
+        #  STATUS   MODEL    STEPS      COST   TIME  FILES  BRANCH
+        1  success  gpt-4o       3  ≈$0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   default      –         –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  default      9   $0.5000  3m04s      3  fanout/r1/w3-fix-it
+
+          #2 failed: not started: the run's budget of $0.5000 was spent ($0.5123)
+          #3 timeout: timed out after 300s
         ");
     }
 

@@ -88,8 +88,10 @@ pub struct WorkerResult {
     pub steps: Option<u32>,
     /// Cost in USD, when known (never a made-up zero).
     pub cost: Option<f64>,
-    /// Where the cost came from: the agent's own figure, or token usage × prices.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Where the cost came from: `agent` (its own USD figure), `price-table` (token
+    /// usage × prices) or `unknown` (no cost; also what results written before this
+    /// field existed read as).
+    #[serde(default, with = "cost_source_text")]
     pub cost_source: Option<crate::agent::CostSource>,
     /// Wall-clock seconds of the agent's run (0 when it never started).
     pub duration: f64,
@@ -130,6 +132,38 @@ pub struct WorkerResult {
     /// What publishing did with this worker's branch (absent until published).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<PublishOutcome>,
+}
+
+/// `cost_source` as text: `None` is written `"unknown"`, and read from it or `null`.
+mod cost_source_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::agent::CostSource;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    enum Text {
+        Agent,
+        PriceTable,
+        Unknown,
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<CostSource>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(CostSource::Agent) => Text::Agent,
+            Some(CostSource::PriceTable) => Text::PriceTable,
+            None => Text::Unknown,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CostSource>, D::Error> {
+        Ok(match Option::<Text>::deserialize(d)? {
+            Some(Text::Agent) => Some(CostSource::Agent),
+            Some(Text::PriceTable) => Some(CostSource::PriceTable),
+            Some(Text::Unknown) | None => None,
+        })
+    }
 }
 
 /// One check's outcome.
@@ -365,4 +399,35 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     time::OffsetDateTime::from(t)
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::CostSource;
+
+    #[test]
+    fn cost_source_is_written_always_and_read_from_old_results() {
+        // A result written before `cost_source` existed.
+        let old = serde_json::json!({
+            "worker_id": 1, "branch": "b", "model": null, "status": "success", "steps": 2,
+            "cost": 0.5, "duration": 1.0, "files_modified": [], "worktree_path": null,
+            "task": "t", "agent": "build", "reason": null, "commit": null,
+            "exit_code": 0, "log_path": null
+        });
+        let mut r: WorkerResult = serde_json::from_value(old).unwrap();
+        assert_eq!(r.cost_source, None);
+        assert_eq!(serde_json::to_value(&r).unwrap()["cost_source"], "unknown");
+        for (source, text) in [
+            (Some(CostSource::Agent), "agent"),
+            (Some(CostSource::PriceTable), "price-table"),
+            (None, "unknown"),
+        ] {
+            r.cost_source = source;
+            let v = serde_json::to_value(&r).unwrap();
+            assert_eq!(v["cost_source"], text);
+            let back: WorkerResult = serde_json::from_value(v).unwrap();
+            assert_eq!(back.cost_source, source);
+        }
+    }
 }

@@ -84,6 +84,21 @@ fn a_silent_agent_is_stopped_by_the_inactivity_timeout_a_chatty_one_is_not() {
 }
 
 #[test]
+fn output_on_stderr_alone_keeps_an_agent_alive() {
+    let t = TestEnv::new();
+    // Progress on stderr every 200 ms for 2 s, nothing on stdout, then a change.
+    let yaml = "parallel_runs:\n  agent: chatty\nagents:\n  chatty:\n    command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10; do echo working >&2; sleep 0.2; done; echo done > done.txt']\n    result: {format: exit-code}\n";
+    let r = run(
+        &t,
+        yaml,
+        &["-w", "1", "-t", "work", "--inactivity-timeout", "1"],
+    );
+    let w = &r["results"][0];
+    assert_eq!(w["status"], "success", "{w}");
+    assert_eq!(w["files_modified"], serde_json::json!(["done.txt"]), "{w}");
+}
+
+#[test]
 fn a_streaming_agent_is_stopped_when_its_cost_crosses_the_budget() {
     let t = TestEnv::new();
     let m = marker("budget");

@@ -295,7 +295,10 @@ impl Executor {
             let r = self.skeleton(
                 &w,
                 Status::Failed,
-                &format!("not started: the run's budget of ${total:.4} was spent (${spent:.4})"),
+                &format!(
+                    "{} of ${total:.4} was spent (${spent:.4})",
+                    crate::report::NOT_STARTED_BUDGET
+                ),
             );
             publish_done(&done, &r);
             let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
@@ -850,9 +853,13 @@ pub fn decide(
         _ => None,
     };
     match outcome.status {
+        // What the agent noted (e.g. tools it was denied) may say why.
         AgentStatus::Success if no_changes => (
             Status::Failed,
-            Some("agent finished but changed no files".into()),
+            Some(match &outcome.reason {
+                Some(r) => format!("agent finished but changed no files; {r}"),
+                None => "agent finished but changed no files".into(),
+            }),
         ),
         AgentStatus::Success => match over_budget {
             Some(r) => (Status::Partial, Some(r)),
@@ -919,6 +926,18 @@ mod tests {
             (
                 Status::Failed,
                 Some("agent finished but changed no files".into())
+            )
+        );
+        // Claude Code denied the write: the reason says so.
+        let denied = AgentOutcome {
+            reason: Some("permission denied: Write".into()),
+            ..out(AgentStatus::Success, Some(0.01))
+        };
+        assert_eq!(
+            decide(&s, &denied, true, None, None, None),
+            (
+                Status::Failed,
+                Some("agent finished but changed no files; permission denied: Write".into())
             )
         );
         assert_eq!(
