@@ -17,6 +17,7 @@ fn run(t: &TestEnv, yaml: &str, args: &[&str]) -> serde_json::Value {
     ));
     let mut all = vec!["--config", cfg.to_str().unwrap(), "run", "-q"];
     all.extend(args);
+    let before = t.runs();
     let out = t.fanout(&all).output().unwrap();
     assert!(
         matches!(out.status.code(), Some(0 | 1 | 3)),
@@ -24,8 +25,19 @@ fn run(t: &TestEnv, yaml: &str, args: &[&str]) -> serde_json::Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let runs = t.runs();
-    t.results(runs.last().unwrap())
+    t.results(&new_run(t, &before))
+}
+
+/// The run made since `before` (run ids of the same second sort by their random part,
+/// so the last by name is not always the newest).
+fn new_run(t: &TestEnv, before: &[String]) -> String {
+    let mut new: Vec<String> = t
+        .runs()
+        .into_iter()
+        .filter(|r| !before.contains(r))
+        .collect();
+    assert_eq!(new.len(), 1, "runs before: {before:?}, now: {:?}", t.runs());
+    new.remove(0)
 }
 
 fn agent(extra: &[&str]) -> String {
@@ -197,6 +209,7 @@ fn github_tokens_reach_an_agent_only_when_its_definition_allows() {
             "worktree_dir: '{}'\nparallel_runs:\n  agent: probe\nagents:\n  probe:\n    {probe}\n{allow}",
             t.worktrees.display()
         ));
+        let before = t.runs();
         let out = t
             .fanout(&[
                 "--config",
@@ -218,8 +231,7 @@ fn github_tokens_reach_an_agent_only_when_its_definition_allows() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let runs = t.runs();
-        let r = t.results(runs.last().unwrap());
+        let r = t.results(&new_run(&t, &before));
         let commit = r["results"][0]["commit"].as_str().unwrap().to_owned();
         t.git(&["show", &format!("{commit}:token.txt")])
     };
