@@ -262,8 +262,22 @@ struct Outcome {
 }
 
 impl Outcome {
+    /// fanout's stderr, then the tail of every worker's agent log (for failures).
     fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.out.stderr).into_owned()
+        let mut s = String::from_utf8_lossy(&self.out.stderr).into_owned();
+        for r in self.report["results"].as_array().into_iter().flatten() {
+            if let Some(log) = r["log_path"].as_str()
+                && let Ok(text) = std::fs::read_to_string(log)
+            {
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+                s.push_str(&format!(
+                    "\n--- worker {} log (tail) ---\n{tail}\n",
+                    r["worker_id"]
+                ));
+            }
+        }
+        s
     }
 
     fn result(&self, worker: usize) -> &Value {
@@ -364,6 +378,7 @@ fn assert_cost(r: &Value, expected: f64, what: &str) {
 fn two_workers_write_and_commit(cli: Cli) {
     let Some(bin) = require(cli) else { return };
     let t = TestEnv::new();
+    let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
     let [m1, m2] = cli.models();
     let models = format!("{m1},{m2}");
     let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
@@ -423,6 +438,13 @@ fn two_workers_write_and_commit(cli: Cli) {
         let main = reqs.iter().filter(|q| q["kind"] == "main").count();
         assert_eq!(r["steps"], expected_steps(cli, main), "{what}: {r}");
     }
+    // The user's repository config is untouched (aider would write an identity there).
+    assert_eq!(
+        String::from_utf8_lossy(&std::fs::read(t.repo.join(".git/config")).unwrap()),
+        String::from_utf8_lossy(&config_before),
+        "{}: the agent changed .git/config",
+        cli.name()
+    );
 }
 
 /// Steps the adapter reports for a successful write, from the fake's main requests

@@ -181,6 +181,21 @@ impl Adapter for AiderAdapter {
             args.push(expand(a, &mut vars)?);
         }
         let mut env = fanout_env(ctx);
+        // aider writes a placeholder user.name/user.email into the repository's config
+        // when git has none, and the config is shared by every worktree: the user's
+        // checkout would change, and concurrent workers race on `.git/config.lock`
+        // (aider then crashes). Give its git an identity through the environment.
+        if std::env::var_os("GIT_CONFIG_COUNT").is_none() {
+            for (k, v) in [
+                ("GIT_CONFIG_COUNT", "2"),
+                ("GIT_CONFIG_KEY_0", "user.name"),
+                ("GIT_CONFIG_VALUE_0", "fanout agent"),
+                ("GIT_CONFIG_KEY_1", "user.email"),
+                ("GIT_CONFIG_VALUE_1", "fanout@users.noreply.github.com"),
+            ] {
+                env.push((k.to_owned(), v.to_owned()));
+            }
+        }
         env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         Ok(CommandLine {
             program: self.spec.program.clone(),
@@ -345,6 +360,14 @@ mod tests {
                 "openai/gpt-4o"
             ]
         );
+        // aider's git gets an identity from the environment, so it never writes one
+        // into the repository's shared config.
+        if std::env::var_os("GIT_CONFIG_COUNT").is_none() {
+            let env: BTreeMap<_, _> = c.env.iter().cloned().collect();
+            assert_eq!(env["GIT_CONFIG_COUNT"], "2");
+            assert_eq!(env["GIT_CONFIG_KEY_0"], "user.name");
+            assert_eq!(env["GIT_CONFIG_KEY_1"], "user.email");
+        }
     }
 
     #[test]
