@@ -247,7 +247,9 @@ fn a_failing_setup_fails_its_worker_and_the_agent_never_runs() {
     let t = TestEnv::new();
     t.write(
         "setup.sh",
-        "case \"$FANOUT_WORKER_ID\" in\n  2) echo 'preparing the db'; echo 'no database for worker 2' >&2; exit 1;;\n  3) sleep 30;;\nesac\necho ready\n",
+        // Both lines on stderr: one pipe keeps their order (stdout and stderr are drained
+        // concurrently, so lines across the two may interleave either way).
+        "case \"$FANOUT_WORKER_ID\" in\n  2) echo 'preparing the db' >&2; echo 'no database for worker 2' >&2; exit 1;;\n  3) sleep 30;;\nesac\necho ready\n",
     );
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "setup script"]);
