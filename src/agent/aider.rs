@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use super::prices::{self, Usage};
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, CostSource, Observed, Progress,
-    StreamWatch, WorkerContext, clean_reason, expand, fanout_env,
+    StreamWatch, WorkerContext, clean_reason,
 };
 
 pub(super) struct AiderAdapter {
@@ -176,11 +176,7 @@ impl Adapter for AiderAdapter {
         if let Some(m) = ctx.model {
             args.extend(["--model".into(), m.to_owned()]);
         }
-        let mut vars = super::command::lookup(ctx);
-        for a in &self.spec.args {
-            args.push(expand(a, &mut vars)?);
-        }
-        let mut env = fanout_env(ctx);
+        let mut defaults = Vec::new();
         // aider writes a placeholder user.name/user.email into the repository's config
         // when git has none, and the config is shared by every worktree: the user's
         // checkout would change, and concurrent workers race on `.git/config.lock`
@@ -193,15 +189,10 @@ impl Adapter for AiderAdapter {
                 ("GIT_CONFIG_KEY_1", "user.email"),
                 ("GIT_CONFIG_VALUE_1", "fanout@users.noreply.github.com"),
             ] {
-                env.push((k.to_owned(), v.to_owned()));
+                defaults.push((k.to_owned(), v.to_owned()));
             }
         }
-        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok(CommandLine {
-            program: self.spec.program.clone(),
-            args,
-            env,
-        })
+        super::builtin_command(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -25,8 +25,7 @@
 
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, WorkerContext,
-    clean_reason, expand, fanout_env, format_usd_arg, json::last_json_object, sane_cost,
-    sane_steps,
+    clean_reason, format_usd_arg, json::last_json_object, sane_cost, sane_steps,
 };
 
 pub(super) struct ArchitectAdapter {
@@ -75,20 +74,11 @@ impl Adapter for ArchitectAdapter {
         if let Some(t) = ctx.timeout {
             args.extend(["--timeout".into(), t.as_secs().max(1).to_string()]);
         }
-        let mut vars = super::command::lookup(ctx);
-        for a in &self.spec.args {
-            args.push(expand(a, &mut vars)?);
-        }
-        let mut env = fanout_env(ctx);
+        let mut defaults = Vec::new();
         if std::env::var_os("LITELLM_LOG").is_none() && !self.spec.env.contains_key("LITELLM_LOG") {
-            env.push(("LITELLM_LOG".into(), "ERROR".into()));
+            defaults.push(("LITELLM_LOG".into(), "ERROR".into()));
         }
-        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok(CommandLine {
-            program: self.spec.program.clone(),
-            args,
-            env,
-        })
+        super::builtin_command(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

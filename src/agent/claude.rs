@@ -36,7 +36,7 @@ use super::json::last_json_object;
 use super::prices::{self, Usage};
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, Progress, StreamWatch,
-    WorkerContext, clean_reason, expand, fanout_env, format_usd_arg, sane_cost, sane_steps,
+    WorkerContext, clean_reason, format_usd_arg, sane_cost, sane_steps,
 };
 
 pub(super) struct ClaudeAdapter {
@@ -89,17 +89,7 @@ impl Adapter for ClaudeAdapter {
         if let Some(b) = ctx.budget {
             args.extend(["--max-budget-usd".into(), format_usd_arg(b)]);
         }
-        let mut vars = super::command::lookup(ctx);
-        for a in &self.spec.args {
-            args.push(expand(a, &mut vars)?);
-        }
-        let mut env = fanout_env(ctx);
-        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok(CommandLine {
-            program: self.spec.program.clone(),
-            args,
-            env,
-        })
+        super::builtin_command(&self.spec, ctx, args, Vec::new(), Vec::new())
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -36,7 +36,7 @@ use super::json::json_lines;
 use super::prices::{self, Usage};
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, CostSource, Observed, Progress,
-    StreamWatch, WorkerContext, clean_reason, expand, fanout_env,
+    StreamWatch, WorkerContext, clean_reason,
 };
 
 pub(super) struct CodexAdapter {
@@ -148,19 +148,9 @@ impl Adapter for CodexAdapter {
         if let Some(m) = ctx.model {
             args.extend(["-m".into(), m.to_owned()]);
         }
-        let mut vars = super::command::lookup(ctx);
-        for a in &self.spec.args {
-            args.push(expand(a, &mut vars)?);
-        }
         // The prompt last, after `--` so a task starting with '-' is not a flag.
-        args.extend(["--".into(), ctx.task.to_owned()]);
-        let mut env = fanout_env(ctx);
-        env.extend(self.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok(CommandLine {
-            program: self.spec.program.clone(),
-            args,
-            env,
-        })
+        let tail = vec!["--".into(), ctx.task.to_owned()];
+        super::builtin_command(&self.spec, ctx, args, tail, Vec::new())
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -421,6 +421,31 @@ pub fn agent_env_with(
     env.into_iter().collect()
 }
 
+/// A built-in adapter's command line: `head` (the adapter's own arguments), then the
+/// definition's extra `args:` (placeholders expanded), then `tail`; the environment is
+/// the `FANOUT_*` variables, the adapter's `defaults`, then the definition's `env:`.
+pub(crate) fn builtin_command(
+    spec: &AgentSpec,
+    ctx: &WorkerContext<'_>,
+    mut head: Vec<String>,
+    tail: Vec<String>,
+    defaults: Vec<(String, String)>,
+) -> Result<CommandLine, String> {
+    let mut vars = command::lookup(ctx);
+    for a in &spec.args {
+        head.push(expand(a, &mut vars)?);
+    }
+    head.extend(tail);
+    let mut env = fanout_env(ctx);
+    env.extend(defaults);
+    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Ok(CommandLine {
+        program: spec.program.clone(),
+        args: head,
+        env,
+    })
+}
+
 /// The `FANOUT_*` variables every agent gets.
 pub fn fanout_env(ctx: &WorkerContext<'_>) -> Vec<(String, String)> {
     let mut v = vec![
