@@ -44,20 +44,7 @@ struct Matrix {
 impl Matrix {
     fn new(tasks: &[&str]) -> Matrix {
         let t = TestEnv::new();
-        let remote = t.root().join("remote.git");
-        t.git_in(
-            t.root(),
-            &[
-                "init",
-                "-q",
-                "--bare",
-                "-b",
-                "main",
-                remote.to_str().unwrap(),
-            ],
-        );
-        t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
-        t.git(&["push", "-q", "origin", "main"]);
+        t.bare_origin();
         let cfg = t.fake_config(&[], "");
         let plan = t.root().join("plan.json");
         let results = t.root().join("results");

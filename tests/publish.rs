@@ -60,20 +60,7 @@ struct Setup {
 /// A repo with a bare `origin`, and a finished run whose worker 2 failed.
 fn setup(models: &str) -> Setup {
     let t = TestEnv::new();
-    let remote = t.root().join("remote.git");
-    t.git_in(
-        t.root(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
-    t.git(&["push", "-q", "origin", "main"]);
+    let remote = t.bare_origin();
     let cfg = t.config(&format!(
         "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'test \"$FANOUT_MODEL\" != bad && echo \"$FANOUT_MODEL\" > out-$FANOUT_WORKER_ID.txt']\n",
         t.worktrees.display()
@@ -670,20 +657,7 @@ fn missing_credentials_or_repository_are_usage_errors() {
 fn run_with_publish_and_partial_workers_included_on_request() {
     use std::os::unix::fs::PermissionsExt;
     let t = TestEnv::new();
-    let remote = t.root().join("remote.git");
-    t.git_in(
-        t.root(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
-    t.git(&["push", "-q", "origin", "main"]);
+    t.bare_origin();
     // an agent that edits a file, and reports partial on model `p`
     let agent = t.root().join("agent.sh");
     std::fs::write(

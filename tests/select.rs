@@ -14,20 +14,7 @@ const TOKEN: &str = "ghs_selecttoken";
 /// A repo with a bare `origin`.
 fn repo_with_remote() -> (TestEnv, std::path::PathBuf) {
     let t = TestEnv::new();
-    let remote = t.root().join("remote.git");
-    t.git_in(
-        t.root(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
-    t.git(&["push", "-q", "origin", "main"]);
+    let remote = t.bare_origin();
     (t, remote)
 }
 

@@ -569,20 +569,7 @@ fn matrix_workers_run_setup_in_the_jobs_checkout() {
     t.write(".gitignore", ".env\n");
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "ignore .env"]);
-    let remote = t.root().join("remote.git");
-    t.git_in(
-        t.root(),
-        &[
-            "init",
-            "-q",
-            "--bare",
-            "-b",
-            "main",
-            remote.to_str().unwrap(),
-        ],
-    );
-    t.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
-    t.git(&["push", "-q", "origin", "main"]);
+    let remote = t.bare_origin();
     let cfg = t.fake_config(
         &[],
         "copy: [.env]\nsetup:\n  - echo \"port $FANOUT_PORT\"\n  - 'test -f .env || { echo no .env here; exit 1; }'\n",

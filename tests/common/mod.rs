@@ -67,6 +67,25 @@ impl TestEnv {
         t
     }
 
+    /// A bare repository beside the checkout as its `origin`, with `main` pushed.
+    pub fn bare_origin(&self) -> PathBuf {
+        let remote = self.root().join("remote.git");
+        self.git_in(
+            self.root(),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "-b",
+                "main",
+                remote.to_str().unwrap(),
+            ],
+        );
+        self.git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+        self.git(&["push", "-q", "origin", "main"]);
+        remote
+    }
+
     pub fn root(&self) -> &Path {
         self.tmp.path()
     }
