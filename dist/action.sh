@@ -89,8 +89,12 @@ case "$mode" in
         fi
         # A worker job never holds a write token, whatever the workflow passed.
         unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY FANOUT_IN_GITHUB_TOKEN
+        deps=()
+        if [[ -n "${FANOUT_IN_DEPS_DIR:-}" && -d "$FANOUT_IN_DEPS_DIR" ]]; then
+            deps=(--deps-from "$FANOUT_IN_DEPS_DIR")
+        fi
         cmd=("$fanout" ${global[@]+"${global[@]}"} worker --plan "$plan_file" --id "$FANOUT_IN_WORKER_ID"
-            --out "$results_dir" --quiet)
+            --out "$results_dir" --quiet ${deps[@]+"${deps[@]}"})
         ;;
     aggregate)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token

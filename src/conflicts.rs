@@ -365,6 +365,7 @@ pub fn integration_result(
         agent: report.plan.agent.name.clone(),
         reason: (!left.is_empty()).then(|| left.join("; ")),
         commit: Some(it.commit.clone()),
+        base_commit: None,
         committed_by_fanout: true,
         exit_code: None,
         signal: None,

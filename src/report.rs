@@ -527,6 +527,7 @@ mod snapshot_tests {
             agent: "build".into(),
             reason: reason.map(str::to_owned),
             commit: None,
+            base_commit: None,
             committed_by_fanout: true,
             exit_code: Some(0),
             signal: None,

@@ -110,6 +110,10 @@ pub struct WorkerResult {
     pub reason: Option<String>,
     /// The branch's commit after harvest.
     pub commit: Option<String>,
+    /// Where the branch started, when not the plan's base (a dependent task: the merge
+    /// of its dependencies' branches). `files_modified` is measured from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
     /// Whether fanout made a commit of the agent's leftover changes.
     #[serde(default)]
     pub committed_by_fanout: bool,

@@ -200,6 +200,11 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Option<Fixture> {
+        Self::with_config("")
+    }
+
+    /// [`Fixture::new`] with `extra` appended to the repository's fanout.yml.
+    fn with_config(extra: &str) -> Option<Fixture> {
         let act = act_binary()?;
         let t = TestEnv::new();
         let root = t.root().to_path_buf();
@@ -222,7 +227,7 @@ impl Fixture {
         t.write(
         "fanout.yml",
         &format!(
-            "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --fail-on, FAILME, --write, 'out-{{worker_id}}.txt', '{{task}}']\n"
+            "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --fail-on, FAILME, --write, 'out-{{worker_id}}.txt', '{{task}}']\n{extra}"
         ),
     );
         let project = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -492,4 +497,48 @@ fn empty_plan_under_act_skips_the_worker_and_aggregate_jobs() {
         .collect();
     assert_eq!(names, ["fanout-plan"]);
     assert!(gh.requests().is_empty());
+}
+
+#[test]
+fn dependent_tasks_run_in_waves_under_act() {
+    // Tasks from the config, b depending on a: two chunks run one after the other; b's
+    // job imports a's branch from its artifact and starts from it.
+    let Some(f) = Fixture::with_config(
+        "tasks:\n  - {id: a, prompt: write a}\n  - {id: b, prompt: write b, depends_on: [a]}\n",
+    ) else {
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let (out, log, _artifacts) = f.act(
+        &gh,
+        serde_json::json!({"tasks": "", "models": "", "publish": "true"}),
+    );
+    assert!(
+        out.status.success(),
+        "act failed:\n{}\n{}",
+        log.raw,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(log.output("plan", "chunks"), Some("2"), "{}", log.raw);
+    // (3 workers by default for 2 tasks: workers 1 and 3 both run a, in wave 1.)
+    assert_eq!(log.output("plan", "count-1"), Some("2"));
+    assert_eq!(log.output("plan", "count-2"), Some("1"));
+    let results: Value = serde_json::from_str(log.output("aggregate", "results").unwrap()).unwrap();
+    assert_eq!(results["totals"]["success"], 3, "{results:#}");
+    let b = results["results"][1]["branch"].as_str().unwrap();
+    let tree = f.t.git_in(
+        &f.remote,
+        &["ls-tree", "--name-only", &format!("refs/heads/{b}")],
+    );
+    assert!(
+        tree.lines().any(|l| l == "out-1.txt") && tree.lines().any(|l| l == "out-2.txt"),
+        "b's branch does not hold a's change: {tree}"
+    );
+    assert_eq!(
+        results["results"][1]["files_modified"],
+        serde_json::json!(["out-2.txt"])
+    );
+    assert_eq!(gh.pulls().len(), 3);
+    gh.assert_no_violations();
 }

@@ -156,29 +156,151 @@ fn cycles_and_unknown_ids_are_config_errors_naming_the_ids() {
 }
 
 #[test]
-fn matrix_mode_refuses_dependencies_instead_of_running_from_the_wrong_base() {
+fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branches() {
     let t = TestEnv::new();
+    let remote = t.bare_origin();
     let cfg = config(
         &t,
-        &[],
-        "  - {id: a, prompt: a}\n  - {id: b, prompt: b, depends_on: [a]}\n",
+        &["--fail-on", "FAILME", "--write", "out-{worker_id}.txt"],
+        "  - {id: a, prompt: write a}\n  - {id: b, prompt: write b, depends_on: [a]}\n  - {id: f, prompt: FAILME f}\n  - {id: g, prompt: write g, depends_on: [f]}\n",
     );
-    let out_file = t.root().join("gh-output");
-    std::fs::write(&out_file, "").unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let plan = t.root().join("plan.json");
+    let gh_out = t.root().join("gh-output");
+    std::fs::write(&gh_out, "").unwrap();
     let out = t
-        .fanout(&["--config", cfg.to_str().unwrap(), "plan", "--github-output"])
-        .env("GITHUB_OUTPUT", &out_file)
+        .fanout(&[
+            "--config",
+            cfg,
+            "plan",
+            "--plan-file",
+            plan.to_str().unwrap(),
+            "--github-output",
+        ])
+        .env("GITHUB_OUTPUT", &gh_out)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("task dependencies (depends_on: worker #2 waits for #1, #3) are not supported in matrix mode yet"),
-        "{err}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        std::fs::read_to_string(&out_file).unwrap(),
-        "",
-        "outputs written"
+    // Waves, not size chunks: chunk 1 holds a and f, chunk 2 their dependents.
+    let outputs = std::fs::read_to_string(&gh_out).unwrap();
+    let ids = |name: &str| -> Vec<u64> {
+        let line = outputs
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {outputs}"));
+        let v: serde_json::Value = serde_json::from_str(&line[name.len() + 1..]).unwrap();
+        v["include"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect()
+    };
+    assert!(outputs.contains("chunks=2\n"), "{outputs}");
+    assert_eq!(ids("matrix-1"), [1, 3]);
+    assert_eq!(ids("matrix-2"), [2, 4]);
+
+    // Each job: a fresh clone, as a runner's checkout would be.
+    let results = t.root().join("results");
+    let job = |id: u32, deps: bool| {
+        let dir = t.root().join(format!("job-{id}"));
+        t.git_in(
+            t.root(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        let id_s = id.to_string();
+        let mut args = vec![
+            "--config",
+            cfg,
+            "worker",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--id",
+            &id_s,
+            "--out",
+            results.to_str().unwrap(),
+            "-q",
+        ];
+        if deps {
+            args.extend(["--deps-from", results.to_str().unwrap()]);
+        }
+        t.command(FANOUT, &dir).args(&args).output().unwrap()
+    };
+    for id in [1, 3] {
+        job(id, false);
+    }
+    // A dependent without the earlier results is told what it needs.
+    let out = job(2, false);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --deps-from DIR"));
+    std::fs::remove_dir_all(t.root().join("job-2")).unwrap();
+    for id in [2, 4] {
+        job(id, true);
+    }
+    let read = |id: u32| -> serde_json::Value {
+        let p = results.join(format!("fanout-result-{id}/result.json"));
+        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+    };
+    let b = &read(2)["result"];
+    assert_eq!(b["status"], "success", "{b}");
+    assert_eq!(b["files_modified"], serde_json::json!(["out-2.txt"]));
+    let g = &read(4)["result"];
+    assert_eq!(g["status"], "skipped", "{g}");
+    assert!(
+        g["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("dependency f did not succeed (#3: failed"),
+        "{g}"
+    );
+
+    // Aggregate in another clone: every worker once; b's branch holds a's change too.
+    let agg = t.root().join("agg");
+    t.git_in(
+        t.root(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            agg.to_str().unwrap(),
+        ],
+    );
+    let out = t
+        .command(FANOUT, &agg)
+        .args([
+            "--config",
+            cfg,
+            "aggregate",
+            "--json",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--from",
+            results.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let st: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(st, ["success", "success", "failed", "skipped"], "{r:#}");
+    let branch = r["results"][1]["branch"].as_str().unwrap();
+    let tree = t.git_in(&agg, &["ls-tree", "--name-only", branch]);
+    assert!(
+        tree.lines().any(|l| l == "out-1.txt") && tree.lines().any(|l| l == "out-2.txt"),
+        "{tree}"
     );
 }

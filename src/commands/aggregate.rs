@@ -73,6 +73,7 @@ fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         agent: w.agent.clone(),
         reason: Some(reason),
         commit: None,
+        base_commit: None,
         committed_by_fanout: false,
         exit_code: None,
         signal: None,
@@ -85,7 +86,14 @@ fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
 }
 
 /// Turn one worker's artifact into its result, importing its branch.
-fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> WorkerResult {
+/// Read worker `w`'s artifact under `from`, verify its bundle and import its branch
+/// into the repository at `repo_dir`; a missing or bad artifact is a failed result.
+pub(super) fn collect(
+    repo_dir: &Path,
+    plan: &Plan,
+    w: &PlannedWorker,
+    from: &Path,
+) -> WorkerResult {
     let Some(path) = find_artifact(from, w.id) else {
         return missing(
             w,
@@ -132,8 +140,15 @@ fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> Work
     }
     match crate::bundle::import(repo_dir, &bundle, &w.branch, &plan.base.commit) {
         Ok(tip) => {
+            // A dependent worker's change is measured from where it started (the merge of
+            // its dependencies), when that is really an ancestor of its branch.
             let files = git2::Repository::open(repo_dir).and_then(|repo| {
-                crate::harvest::changed_paths(&repo, plan.base.commit.parse()?, tip.parse()?)
+                let tip_oid: git2::Oid = tip.parse()?;
+                let from = match r.base_commit.as_deref().map(str::parse::<git2::Oid>) {
+                    Some(Ok(b)) if repo.graph_descendant_of(tip_oid, b).unwrap_or(false) => b,
+                    _ => plan.base.commit.parse()?,
+                };
+                crate::harvest::changed_paths(&repo, from, tip_oid)
             });
             match files {
                 Ok(files) => {

@@ -241,10 +241,18 @@ mod tests {
             }
         }
         // Each chunk's job runs only when the chunk is not empty, and aggregate waits for all.
-        for i in 1..=4 {
+        // Chunks run in order (waves of dependent tasks), each only when not empty.
+        assert_eq!(jobs["work-1"]["if"], "needs.plan.outputs.count-1 != '0'");
+        for i in 2..=4 {
             assert_eq!(
                 jobs[&format!("work-{i}")]["if"],
-                format!("needs.plan.outputs.count-{i} != '0'")
+                format!(
+                    "always() && needs.plan.result == 'success' && needs.plan.outputs.count-{i} != '0'"
+                )
+            );
+            assert_eq!(
+                jobs[&format!("work-{i}")]["needs"],
+                serde_json::json!(["plan", format!("work-{}", i - 1)])
             );
         }
         assert_eq!(jobs["aggregate"]["needs"].as_array().unwrap().len(), 5);

@@ -15,19 +15,6 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     if outputs.is_some() || cmd.github_output {
         // Check the matrix limits before writing anything.
         crate::gha::matrix_chunks(&plan).map_err(CliError::Usage)?;
-        // A matrix job cannot yet start from other jobs' branches: refuse rather than
-        // run dependents from the wrong base.
-        if let Some(w) = plan.workers.iter().find(|w| !w.depends_on.is_empty()) {
-            return Err(CliError::Usage(format!(
-                "task dependencies (depends_on: worker #{} waits for {}) are not supported in matrix mode yet; run them with `fanout run` (action mode `run`)",
-                w.id,
-                w.depends_on
-                    .iter()
-                    .map(|d| format!("#{d}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
     }
     if let Some(path) = &cmd.plan_file {
         let path = if path.is_absolute() {

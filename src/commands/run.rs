@@ -134,6 +134,19 @@ pub fn execute_plan(
     plan: Plan,
     style: Style,
 ) -> Result<RunReport, CliError> {
+    execute_plan_keeping(repo, opts, plan, style, BTreeMap::new())
+}
+
+/// [`execute_plan`], with results of some of the plan's workers already known (not
+/// run; they count for the workers that depend on them). Used by `fanout worker` for a
+/// worker whose dependencies ran in earlier matrix jobs.
+pub fn execute_plan_keeping(
+    repo: &UserRepo,
+    opts: &ExecOptions,
+    plan: Plan,
+    style: Style,
+    kept: BTreeMap<u32, WorkerResult>,
+) -> Result<RunReport, CliError> {
     let started_at = SystemTime::now();
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
@@ -200,7 +213,7 @@ pub fn execute_plan(
             worktree_root,
             journal,
             number: 1,
-            kept: BTreeMap::new(),
+            kept,
         },
     )
 }

@@ -12,7 +12,7 @@ use crate::plan::Plan;
 use crate::progress::Style;
 use crate::result::WorkerResult;
 
-use super::run::{ExecOptions, execute_plan};
+use super::run::{ExecOptions, execute_plan_keeping};
 use super::{CliError, Context};
 
 /// `fanout worker`.
@@ -30,6 +30,10 @@ pub struct WorkerArgs {
     /// No live progress bars.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Where the `fanout-result-*` artifacts of earlier waves are (needed by a worker
+    /// with task dependencies: it starts from their branches).
+    #[arg(long, value_name = "DIR")]
+    pub deps_from: Option<PathBuf>,
 }
 
 /// What a worker job hands to the aggregate job (`result.json`).
@@ -87,12 +91,6 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
             plan.workers.len()
         )));
     };
-    if !w.depends_on.is_empty() {
-        return Err(CliError::Usage(format!(
-            "--id {}: this worker depends on other workers (depends_on); task dependencies are not supported in matrix mode yet",
-            w.id
-        )));
-    }
     let git = repo.open().map_err(|e| CliError::Fatal(e.to_string()))?;
     let base_ok = plan
         .base
@@ -116,8 +114,43 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| CliError::Fatal(format!("{}: {e}", dir.display())))?;
 
+    // A dependent worker: import its dependencies' branches from the earlier waves'
+    // artifacts (verified like `aggregate` does); the executor starts it from them, or
+    // skips it when one did not succeed.
+    let mut kept = std::collections::BTreeMap::new();
+    if !w.depends_on.is_empty() {
+        let Some(deps_dir) = &args.deps_from else {
+            return Err(CliError::Usage(format!(
+                "--id {}: worker {} depends on workers {}: pass --deps-from DIR with their fanout-result-* artifacts",
+                w.id,
+                w.id,
+                w.depends_on
+                    .iter()
+                    .map(|d| format!("#{d}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let deps_dir = if deps_dir.is_absolute() {
+            deps_dir.clone()
+        } else {
+            ctx.cwd.join(deps_dir)
+        };
+        for d in &w.depends_on {
+            let Some(dw) = plan.workers.iter().find(|x| x.id == *d) else {
+                continue;
+            };
+            let r = super::aggregate::collect(&repo.workdir, &plan, dw, &deps_dir);
+            kept.insert(*d, r);
+        }
+    }
     let mut one = plan.clone();
-    one.workers = vec![w.clone()];
+    one.workers = plan
+        .workers
+        .iter()
+        .filter(|x| x.id == w.id || kept.contains_key(&x.id))
+        .cloned()
+        .collect();
     one.concurrency = 1;
     let opts = ExecOptions {
         worktree_dir: file.worktree_dir.clone().or_else(|| {
@@ -130,12 +163,17 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
             .unwrap_or_else(|| ("fanout".into(), "fanout@users.noreply.github.com".into())),
         run_dir_name: Some(format!("{}-w{}", plan.run_id, w.id)),
     };
-    let report = execute_plan(&repo, &opts, one, Style::detect(args.quiet))?;
+    let report = execute_plan_keeping(&repo, &opts, one, Style::detect(args.quiet), kept)?;
     let result = report
         .results
         .into_iter()
-        .next()
-        .expect("one worker, one result");
+        .find(|r| r.worker_id == w.id)
+        .expect("the worker has a result");
+    // This job's exit code is its own worker's (kept dependencies are not its work).
+    let code = crate::exit::for_run(
+        &crate::result::Totals::of(std::slice::from_ref(&result)),
+        report.interrupted,
+    );
 
     let has_commits = result
         .commit
@@ -164,5 +202,5 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
     std::fs::write(dir.join("result.json"), json)
         .map_err(|e| CliError::Fatal(format!("{}: {e}", dir.display())))?;
     println!("{}", dir.display());
-    Ok(report.exit_code)
+    Ok(code)
 }

@@ -351,6 +351,7 @@ impl Executor {
             agent: w.agent.clone(),
             reason: Some(reason.to_owned()),
             commit: None,
+            base_commit: None,
             committed_by_fanout: false,
             exit_code: None,
             signal: None,
@@ -531,6 +532,7 @@ impl Executor {
         }
         let mut result = self.skeleton(&w, Status::Failed, "interrupted");
         result.worktree_path = Some(path.clone());
+        result.base_commit = base_override.map(|b| b.to_string());
         if *stop.borrow() != StopLevel::Run {
             result.commit = Some(base.to_string());
             return result;
