@@ -189,7 +189,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
                 .collect::<Vec<_>>()
                 .join(" · ");
             picks.push(Pick {
-                task: md_escape(&crate::publish::body::first_line(task, 80)),
+                task: md_escape(&first_line(task, 80)),
                 ranking,
             });
         }
@@ -311,6 +311,28 @@ pub fn md_escape(s: &str) -> String {
     out
 }
 
+/// `s` cut to `max` characters, with `…` when cut.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The first non-blank line of `task`, at most `max` characters.
+pub fn first_line(task: &str, max: usize) -> String {
+    truncate_chars(
+        task.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        max,
+    )
+}
+
 /// First 7 characters of a commit id.
 pub fn short(commit: &str) -> &str {
     &commit[..commit.len().min(7)]
@@ -353,8 +375,7 @@ pub fn format_worker_cost(r: &WorkerResult) -> String {
     }
 }
 
-/// Prefix of the reason of workers never started because `budget_total` was spent.
-pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
+use crate::execute::NOT_STARTED_BUDGET;
 
 /// The summary's notes on costs: estimated ones, and workers the run's budget kept
 /// from starting.

@@ -31,14 +31,26 @@ pub fn task_key(r: &WorkerResult) -> String {
     r.task_id.clone().unwrap_or_else(|| r.task.clone())
 }
 
+/// The fan-in of a finished run's results, before they are reported: best-of-N
+/// selection, then the conflict map of the (selected) successes. One repository open
+/// serves both.
+pub fn fan_in(
+    plan: &Plan,
+    results: &mut [WorkerResult],
+    repo_dir: &Path,
+) -> Option<crate::conflicts::ConflictMap> {
+    let repo = git2::Repository::open(repo_dir).ok();
+    apply(plan, results, repo.as_ref());
+    crate::conflicts::analyze(repo.as_ref()?, &plan.base.commit, results)
+}
+
 /// Score and rank workers sharing a task, when the plan says `select: best`.
-/// `repo_dir` is used to measure diffs (files changed count stands in without it).
-pub fn apply(plan: &Plan, results: &mut [WorkerResult], repo_dir: Option<&Path>) {
+/// `repo` is used to measure diffs (files changed count stands in without it).
+pub fn apply(plan: &Plan, results: &mut [WorkerResult], repo: Option<&git2::Repository>) {
     if plan.select.mode != SelectMode::Best {
         return;
     }
     let w = plan.select.weights;
-    let repo = repo_dir.and_then(|d| git2::Repository::open(d).ok());
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         groups.entry(task_key(r)).or_default().push(i);
@@ -51,7 +63,7 @@ pub fn apply(plan: &Plan, results: &mut [WorkerResult], repo_dir: Option<&Path>)
             .iter()
             .map(|&i| {
                 let r = &results[i];
-                diff_lines(repo.as_ref(), &plan.base.commit, r.commit.as_deref())
+                diff_lines(repo, &plan.base.commit, r.commit.as_deref())
                     .unwrap_or(r.files_modified.len() as f64)
             })
             .collect();

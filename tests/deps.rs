@@ -126,28 +126,24 @@ fn a_diamond_runs_the_middle_pair_in_parallel_and_merges_them_for_the_last() {
 #[test]
 fn cycles_and_unknown_ids_are_config_errors_naming_the_ids() {
     let t = TestEnv::new();
-    let cfg = config(
-        &t,
-        &[],
+    // `fanout plan` with these tasks: a usage error; its message.
+    let plan_error = |tasks: &str| {
+        let cfg = config(&t, &[], tasks);
+        let out = t
+            .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = plan_error(
         "  - {id: a, prompt: a, depends_on: [c]}\n  - {id: b, prompt: b, depends_on: [a]}\n  - {id: c, prompt: c, depends_on: [b]}\n",
     );
-    let out = t
-        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("tasks: dependency cycle a → c → b → a"),
         "{err}"
     );
-    let cfg = config(&t, &[], "  - {id: a, prompt: a, depends_on: [nope]}\n");
-    let out = t
-        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = plan_error("  - {id: a, prompt: a, depends_on: [nope]}\n");
     assert!(
         err.contains("tasks[0].depends_on: no task has id \"nope\" (ids: a)"),
         "{err}"

@@ -241,11 +241,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("journal: {e}")))?;
 
     let mut results = results;
-    crate::select::apply(&plan, &mut results, Some(&repo.workdir));
-    let conflicts = repo
-        .open()
-        .ok()
-        .and_then(|git| crate::conflicts::analyze(&git, &plan.base.commit, &results));
+    let conflicts = crate::select::fan_in(&plan, &mut results, &repo.workdir);
     let totals = Totals::of(&results);
     let duration = results.iter().map(|r| r.duration).fold(0.0, f64::max);
     let mut report = RunReport {

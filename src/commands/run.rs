@@ -303,11 +303,7 @@ pub fn run_attempt(
         .map_err(|e| fatal("signal handlers", e))?;
 
     let mut results = results;
-    crate::select::apply(&plan, &mut results, Some(&repo.workdir));
-    let conflicts = repo
-        .open()
-        .ok()
-        .and_then(|git| crate::conflicts::analyze(&git, &plan.base.commit, &results));
+    let conflicts = crate::select::fan_in(&plan, &mut results, &repo.workdir);
     let totals = Totals::of(&results);
     let exit_code = exit::for_run(&totals, interrupted);
     let report = RunReport {

@@ -68,6 +68,34 @@ pub enum Event {
     Stopping(StopLevel),
 }
 
+/// The reason of workers `budget_total` kept from starting (the report counts them).
+pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
+
+/// Workers' final results, by id, for the workers that depend on them.
+type Done = BTreeMap<u32, watch::Sender<Option<WorkerResult>>>;
+
+/// Make `r` final for the workers waiting on it.
+fn post(done: &Done, r: &WorkerResult) {
+    if let Some(tx) = done.get(&r.worker_id) {
+        tx.send_replace(Some(r.clone()));
+    }
+}
+
+/// A slot to run a worker in, or `None` once fanout is asked to stop.
+async fn slot(
+    permits: &Arc<Semaphore>,
+    stop: &mut watch::Receiver<StopLevel>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if *stop.borrow() != StopLevel::Run {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        _ = stop.wait_for(|l| *l != StopLevel::Run) => None,
+        p = Arc::clone(permits).acquire_owned() => p.ok(),
+    }
+}
+
 /// What the run has spent: finished workers' known costs plus running workers' live
 /// costs, for `budget_total`.
 #[derive(Debug, Default)]
@@ -166,22 +194,16 @@ impl Executor {
         let mut over_budget = Vec::new();
         let mut dispatch_stop = stop.clone();
         // Each worker's result, as soon as it is final, for the workers that depend on it.
-        let done: Arc<BTreeMap<u32, watch::Sender<Option<WorkerResult>>>> = Arc::new(
+        let done: Arc<Done> = Arc::new(
             self.plan
                 .workers
                 .iter()
                 .map(|w| (w.id, watch::channel(None).0))
                 .collect(),
         );
-        let publish_done = |done: &BTreeMap<u32, watch::Sender<Option<WorkerResult>>>,
-                            r: &WorkerResult| {
-            if let Some(tx) = done.get(&r.worker_id) {
-                tx.send_replace(Some(r.clone()));
-            }
-        };
         for r in self.kept.values() {
             spend.finish(r.worker_id, r.cost);
-            publish_done(&done, r);
+            post(&done, r);
         }
         for w in self.plan.workers.iter().cloned() {
             if let Some(r) = self.kept.get(&w.id).cloned() {
@@ -214,54 +236,31 @@ impl Executor {
                     }
                     let result = match ex.dependency_base(&w, &finished) {
                         Err((status, reason)) => ex.skeleton(&w, status, &reason),
-                        Ok(base) => {
-                            let mut stop_wait = stop.clone();
-                            let permit = if *stop_wait.borrow() != StopLevel::Run {
-                                None
-                            } else {
-                                tokio::select! {
-                                    biased;
-                                    _ = stop_wait.wait_for(|l| *l != StopLevel::Run) => None,
-                                    p = Arc::clone(&permits).acquire_owned() => p.ok(),
-                                }
-                            };
-                            match permit {
-                                None => ex.skeleton(&w, Status::Failed, "interrupted"),
-                                Some(permit) => {
-                                    let r = ex
-                                        .run_one_from(
-                                            w.clone(),
-                                            events.clone(),
-                                            stop,
-                                            Arc::clone(&spend),
-                                            Some(base),
-                                        )
-                                        .await;
-                                    spend.finish(id, r.cost);
-                                    drop(permit);
-                                    r
-                                }
+                        Ok(base) => match slot(&permits, &mut stop.clone()).await {
+                            None => ex.skeleton(&w, Status::Failed, "interrupted"),
+                            Some(permit) => {
+                                let r = ex
+                                    .run_one_from(
+                                        w.clone(),
+                                        events.clone(),
+                                        stop,
+                                        Arc::clone(&spend),
+                                        Some(base),
+                                    )
+                                    .await;
+                                spend.finish(id, r.cost);
+                                drop(permit);
+                                r
                             }
-                        }
+                        },
                     };
-                    if let Some(tx) = done.get(&id) {
-                        tx.send_replace(Some(result.clone()));
-                    }
+                    post(&done, &result);
                     let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
                     (id, result)
                 });
                 continue;
             }
-            let permit = if *dispatch_stop.borrow() != StopLevel::Run {
-                None
-            } else {
-                tokio::select! {
-                    biased;
-                    _ = dispatch_stop.wait_for(|l| *l != StopLevel::Run) => None,
-                    p = Arc::clone(&permits).acquire_owned() => p.ok(),
-                }
-            };
-            let Some(permit) = permit else {
+            let Some(permit) = slot(&permits, &mut dispatch_stop).await else {
                 not_started.push(w);
                 continue;
             };
@@ -284,9 +283,7 @@ impl Executor {
                     .await;
                 spend.finish(id, result.cost);
                 drop(permit);
-                if let Some(tx) = done.get(&id) {
-                    tx.send_replace(Some(result.clone()));
-                }
+                post(&done, &result);
                 let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
                 (id, result)
             });
@@ -297,16 +294,16 @@ impl Executor {
                 Status::Failed,
                 &format!(
                     "{} of ${total:.4} was spent (${spent:.4})",
-                    crate::report::NOT_STARTED_BUDGET
+                    NOT_STARTED_BUDGET
                 ),
             );
-            publish_done(&done, &r);
+            post(&done, &r);
             let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
             set.spawn(async move { (w.id, r) });
         }
         for w in not_started {
             let r = self.skeleton(&w, Status::Failed, "interrupted");
-            publish_done(&done, &r);
+            post(&done, &r);
             let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
             set.spawn(async move { (w.id, r) });
         }
@@ -741,26 +738,13 @@ impl Executor {
         {
             let env = agent_env_with(
                 self.base_env.iter().cloned(),
-                &[
-                    ("FANOUT_RUN_ID".to_owned(), self.plan.run_id.clone()),
-                    ("FANOUT_WORKER_ID".to_owned(), w.id.to_string()),
-                    ("FANOUT_BRANCH".to_owned(), w.branch.clone()),
-                ]
-                .into_iter()
-                .chain(
-                    result
-                        .setup
-                        .as_ref()
-                        .and_then(|s| s.ports)
-                        .into_iter()
-                        .flat_map(|p| {
-                            [
-                                ("FANOUT_PORT".to_owned(), p.first.to_string()),
-                                ("FANOUT_PORTS".to_owned(), format!("{}-{}", p.first, p.last)),
-                            ]
-                        }),
-                )
-                .collect::<Vec<_>>(),
+                &crate::setup::worker_vars(
+                    &self.plan.run_id,
+                    w.id,
+                    &w.branch,
+                    &dir,
+                    result.setup.as_ref().and_then(|s| s.ports),
+                ),
                 false,
             );
             result.checks = crate::checks::run(

@@ -5,7 +5,7 @@ use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::report::{format_cost, format_duration, md_escape, short};
+use crate::report::{first_line, format_cost, format_duration, md_escape, short, truncate_chars};
 use crate::result::WorkerResult;
 
 /// Default title template.
@@ -16,17 +16,6 @@ pub const BODY_TEMPLATE: &str = include_str!("../../templates/pr-body.md.j2");
 pub const BODY_LIMIT: usize = 65_536;
 /// Longest title fanout makes.
 pub const TITLE_LIMIT: usize = 256;
-
-/// The first non-blank line of `task`, at most `max` characters.
-pub fn first_line(task: &str, max: usize) -> String {
-    truncate_chars(
-        task.lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim(),
-        max,
-    )
-}
 
 #[derive(Serialize)]
 struct CheckVar {
@@ -152,10 +141,10 @@ impl Templates {
             .map_err(|e| format!("title template: {e}"))?;
         env.add_template("body", &self.body)
             .map_err(|e| format!("body template: {e}"))?;
-        let first_line = r.task.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+
         let vars = Vars {
             marker: marker(run_id, r.worker_id),
-            task_title: truncate_chars(first_line.trim(), 120),
+            task_title: first_line(&r.task, 120),
             task_quoted: r
                 .task
                 .trim()
@@ -208,16 +197,6 @@ impl Templates {
             .map_err(|e| format!("body template: {e}"))?;
         let title = truncate_chars(title.trim(), TITLE_LIMIT);
         Ok((title, truncate_body(body.trim_end())))
-    }
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
-        t.push('…');
-        t
     }
 }
 

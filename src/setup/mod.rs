@@ -220,14 +220,12 @@ async fn prepare_steps(
         .await
         .map_err(|_| failed("no port block: task panicked".into()))?
         .map_err(|e| failed(format!("no port block: {e}")))?;
-    out.env = vec![
-        ("FANOUT_PORT".to_owned(), lease.first.to_string()),
-        ("FANOUT_PORTS".to_owned(), lease.range()),
-    ];
-    out.record.ports = Some(PortRange {
+    let block = PortRange {
         first: lease.first,
         last: lease.last,
-    });
+    };
+    out.env = port_vars(block).to_vec();
+    out.record.ports = Some(block);
     out.lease = Some(lease);
 
     // Copy what git leaves out.
@@ -255,19 +253,13 @@ async fn prepare_steps(
 
     let env = crate::agent::agent_env_with(
         w.base_env.iter().cloned(),
-        &[
-            vec![
-                ("FANOUT_RUN_ID".to_owned(), w.run_id.to_owned()),
-                ("FANOUT_WORKER_ID".to_owned(), w.worker_id.to_string()),
-                ("FANOUT_BRANCH".to_owned(), w.branch.to_owned()),
-                (
-                    "FANOUT_WORKTREE".to_owned(),
-                    w.worktree.display().to_string(),
-                ),
-            ],
-            out.env.clone(),
-        ]
-        .concat(),
+        &worker_vars(
+            w.run_id,
+            w.worker_id,
+            w.branch,
+            w.worktree,
+            out.record.ports,
+        ),
         false,
     );
 
@@ -611,6 +603,36 @@ fn content_id(path: &Path) -> String {
         None
     };
     oid.map(|o| o.to_string()).unwrap_or_else(|| "?".into())
+}
+
+/// `FANOUT_PORT` (a block's first port) and `FANOUT_PORTS` (`first-last`).
+pub fn port_vars(block: PortRange) -> [(String, String); 2] {
+    [
+        ("FANOUT_PORT".to_owned(), block.first.to_string()),
+        (
+            "FANOUT_PORTS".to_owned(),
+            format!("{}-{}", block.first, block.last),
+        ),
+    ]
+}
+
+/// The `FANOUT_*` variables of the commands fanout runs in a worker's worktree besides
+/// its agent (setup commands, checks).
+pub fn worker_vars(
+    run_id: &str,
+    worker_id: u32,
+    branch: &str,
+    worktree: &Path,
+    ports: Option<PortRange>,
+) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("FANOUT_RUN_ID".to_owned(), run_id.to_owned()),
+        ("FANOUT_WORKER_ID".to_owned(), worker_id.to_string()),
+        ("FANOUT_BRANCH".to_owned(), branch.to_owned()),
+        ("FANOUT_WORKTREE".to_owned(), worktree.display().to_string()),
+    ];
+    v.extend(ports.into_iter().flat_map(port_vars));
+    v
 }
 
 #[cfg(test)]
