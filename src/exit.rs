@@ -9,7 +9,7 @@
 //! | 4    | fanout itself failed (git, I/O): see the message |
 //! | 130  | interrupted by SIGINT or SIGTERM; results were still written |
 
-use crate::result::Totals;
+use crate::model::Totals;
 
 /// All workers succeeded.
 pub const SUCCESS: i32 = 0;

@@ -1,35 +1,40 @@
 //! fanout: fan AI coding-agent tasks out to isolated git worktrees and fan the
 //! results back in.
 //!
-//! Data flows one way, one module per stage:
-//! [`config`] + [`settings`] → [`plan`] → [`execute`] (with [`worktree`], [`setup`], [`agent`])
-//! → [`harvest`] → [`result`] → [`report`] / [`progress`].
-//! The command-line edge is [`cli`] (raw flags) and [`commands`] (one file per
-//! subcommand); [`exit`] documents the exit codes.
+//! Data flows one way, one folder per stage, each importing only the stages before it
+//! and the shared leaves:
+//! [`config`] (the file) → [`agent`] (adapters) → [`plan`] (settings, assignment) →
+//! [`run`] (worktrees, setup, supervised agents, harvest, checks) → [`fanin`]
+//! (selection, conflicts, integration, bundles) → [`report`] (summary, table,
+//! progress) → [`publish`] (GitHub) and [`actions`] (GitHub Actions outputs).
+//! The command-line edge is [`cli`] (raw flags and one file per subcommand).
+//! Leaves shared by every stage: [`exit`] (exit codes), [`model`] (the results
+//! model), [`repo`] (the user's repository), [`util`] (small helpers).
 
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod bundle;
-pub mod checks;
-pub mod cli;
-pub mod commands;
-pub mod config;
-pub mod conflicts;
-pub mod execute;
+// Leaves: import no stage.
 pub mod exit;
-pub mod gha;
-pub mod github;
-pub mod harvest;
-pub mod journal;
-pub mod plan;
-pub mod progress;
-pub mod publish;
+pub mod model;
 pub mod repo;
+pub mod util;
+
+// Stages, in the order data flows (one per line so rustfmt keeps the order); each
+// imports only earlier stages and the leaves.
+pub mod config;
+
+pub mod agent;
+
+pub mod plan;
+
+pub mod run;
+
+pub mod fanin;
+
 pub mod report;
-pub mod result;
-pub mod resume;
-pub mod select;
-pub mod settings;
-pub mod setup;
-pub mod worktree;
+
+pub mod publish;
+
+pub mod actions;
+
+pub mod cli;

@@ -1,5 +1,5 @@
 //! The `fanout` binary: everything lives in the library; see `fanout --help`.
 
 fn main() -> std::process::ExitCode {
-    fanout::commands::main()
+    fanout::cli::main()
 }

@@ -5,8 +5,18 @@
 use std::path::{Path, PathBuf};
 
 use git2::{Repository, StatusOptions};
+use serde::{Deserialize, Serialize};
 
-use crate::plan::Base;
+/// Where workers start: the base commit a plan records (see [`UserRepo::resolve_base`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Base {
+    /// What the user asked for (`HEAD`, `main`, a sha).
+    pub requested: String,
+    /// The branch name behind it, when it names one (PRs target it).
+    pub branch: Option<String>,
+    /// The full commit id.
+    pub commit: String,
+}
 
 /// Errors about the user's repository.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,7 @@
 
 mod aider;
 mod architect;
+pub mod check;
 mod claude;
 mod codex;
 mod command;
@@ -40,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::AdapterKind;
 use crate::config::{AgentDef, Price, ResultSpec};
+pub use crate::model::CostSource;
 pub use template::{PLACEHOLDERS, check as check_template, expand};
 
 /// A resolved agent definition; serializable so a plan carries it.
@@ -155,7 +157,7 @@ impl AgentSpec {
     fn from_def(name: &str, def: &AgentDef, origin: &str) -> Result<AgentSpec, String> {
         // A file's definitions were checked (with line and column) when it was parsed;
         // this catches definitions made otherwise.
-        def.check(name).map_err(|p| {
+        check::definition(name, def).map_err(|p| {
             let key = crate::config::key_path(&p.path);
             let sep = if key.starts_with('[') { "" } else { "." };
             format!("{origin}{sep}{key}: {}", p.message)
@@ -277,16 +279,6 @@ pub enum AgentStatus {
     Failed,
     /// It hit its own time limit.
     Timeout,
-}
-
-/// Where a cost figure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CostSource {
-    /// The agent's own USD figure.
-    Agent,
-    /// Token usage × the price table.
-    PriceTable,
 }
 
 /// What an adapter read from the agent's output.

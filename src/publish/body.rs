@@ -5,8 +5,10 @@ use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::report::{first_line, format_cost, format_duration, md_escape, short, truncate_chars};
-use crate::result::WorkerResult;
+use crate::model::WorkerResult;
+use crate::report::summary::{first_line, md_escape, truncate_chars};
+use crate::report::table::{format_cost, format_duration};
+use crate::util::short;
 
 /// Default title template.
 pub const TITLE_TEMPLATE: &str = include_str!("../../templates/pr-title.j2");
@@ -91,7 +93,7 @@ impl Templates {
             cost_source: None,
             branch: "b".into(),
             model: None,
-            status: crate::result::Status::Success,
+            status: crate::model::Status::Success,
             steps: None,
             cost: None,
             duration: 0.0,
@@ -176,7 +178,7 @@ impl Templates {
                 })
                 .collect(),
             score: r.selection.as_ref().map(|s| s.score),
-            runners_up: crate::select::runners_up(r, all)
+            runners_up: crate::fanin::select::runners_up(r, all)
                 .into_iter()
                 .map(|o| RunnerUp {
                     worker_id: o.worker_id,
@@ -220,7 +222,7 @@ pub fn truncate_body(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::Status;
+    use crate::model::Status;
 
     fn result() -> WorkerResult {
         WorkerResult {

@@ -4,16 +4,19 @@
 //! pull request and a reason. One worker's failure never stops the others.
 
 pub mod body;
+pub mod github;
 pub mod push;
 
 use std::collections::BTreeMap;
 
 use git2::Oid;
 
-use crate::github::{ApiError, GitHub, NewPull, PullRequest};
-use crate::result::{Operation, PublishOutcome, RunReport, Status, WorkerResult};
 use body::Templates;
+use github::{ApiError, GitHub, NewPull, PullRequest};
 use push::{Lease, PushResult};
+
+use crate::model::{Operation, PublishOutcome, Status, WorkerResult};
+use crate::run::results::RunReport;
 
 /// How to publish.
 #[derive(Debug, Clone, Default)]
@@ -87,7 +90,7 @@ pub async fn publish(
     let mut leases = Vec::new();
     for r in &report.results {
         if let Some(why) = ineligible(r, opts.include_partial)
-            .or_else(|| crate::select::not_selected(r, &report.results))
+            .or_else(|| crate::fanin::select::not_selected(r, &report.results))
         {
             out.insert(r.worker_id, outcome(Operation::Skipped, Some(why)));
             continue;

@@ -1,0 +1,143 @@
+//! The checks of agent definitions (`agents:` in `fanout.yml`) that need to know the
+//! adapters: which keys each adapter reads, template placeholders, JSON paths. The
+//! settings run them when they read the file, so a problem is reported at its line
+//! and column; [`crate::agent::AgentSpec::resolve`] runs them again for definitions
+//! made otherwise.
+
+use crate::config::error::key;
+use crate::config::{AdapterKind, AgentDef, ConfigFile, KeySeg, Problem};
+
+/// Check every definition under `agents:`; the path of a problem is from the file's
+/// root.
+pub fn definitions(file: &ConfigFile) -> Result<(), Problem> {
+    for (name, def) in &file.agents {
+        definition(name, def).map_err(|p| p.under(&[key("agents"), key(name)]))?;
+    }
+    Ok(())
+}
+
+/// Check `def` (the definition named `name`) across its keys; the path of a problem
+/// is relative to the definition.
+pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {
+    let adapter = def.adapter_for(name);
+    let program = adapter.program();
+    let only = |k: &str, msg: String| Err(Problem::at(vec![key(k)], msg));
+    if def.result.is_some() && adapter != AdapterKind::Command {
+        return only(
+            "result",
+            format!(
+                "only the command adapter reads a `result` spec; the {program} adapter reads its CLI's own output"
+            ),
+        );
+    }
+    if def.permission_mode.is_some() && adapter != AdapterKind::Claude {
+        return only(
+            "permission_mode",
+            "only used by the claude adapter".to_owned(),
+        );
+    }
+    if let Some(mode) = &def.permission_mode
+        && (mode.is_empty() || !mode.chars().all(|c| c.is_ascii_alphanumeric()))
+    {
+        return Err(Problem::at(
+            vec![key("permission_mode")],
+            format!(
+                "{mode:?} is not a permission mode (e.g. acceptEdits, bypassPermissions, plan)"
+            ),
+        )
+        .in_value());
+    }
+    if def.agent.is_some() && adapter != AdapterKind::Architect {
+        return only(
+            "agent",
+            "only used by the architect adapter (architect's own agent name)".to_owned(),
+        );
+    }
+    for (k, list) in [
+        ("command", &def.command),
+        ("model_args", &def.model_args),
+        ("budget_args", &def.budget_args),
+        ("args", &def.args),
+    ] {
+        for (i, arg) in list.iter().enumerate() {
+            super::template::check(arg)
+                .map_err(|e| Problem::at(vec![key(k), KeySeg::Index(i)], e))?;
+        }
+    }
+    for k in def.env.keys() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(Problem::at(
+                vec![key("env"), key(k)],
+                format!("{k:?} is not a valid variable name"),
+            ));
+        }
+    }
+    if adapter == AdapterKind::Command {
+        match def.command.first() {
+            None => {
+                return only(
+                    "command",
+                    "the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]"
+                        .to_owned(),
+                );
+            }
+            Some(p) if p.trim().is_empty() => {
+                return Err(Problem::at(
+                    vec![key("command"), KeySeg::Index(0)],
+                    "empty program name",
+                ));
+            }
+            Some(_) => {}
+        }
+        if def.binary.is_some() {
+            return only(
+                "binary",
+                "not used by the command adapter: the program is command[0]".to_owned(),
+            );
+        }
+        if let Some(r) = &def.result {
+            for (k, p) in [
+                ("status", &r.status),
+                ("steps", &r.steps),
+                ("cost", &r.cost),
+                ("reason", &r.reason),
+            ] {
+                if let Some(p) = p
+                    && (p.trim().is_empty() || p.split('.').any(str::is_empty))
+                {
+                    return Err(Problem::at(
+                        vec![key("result"), key(k)],
+                        format!("{p:?} is not a dotted JSON path like `result.cost_usd`"),
+                    )
+                    .in_value());
+                }
+            }
+        }
+    } else {
+        if !def.command.is_empty() {
+            return only(
+                "command",
+                format!("not used by the {program} adapter (use `binary` and `args`)"),
+            );
+        }
+        for (k, list) in [
+            ("model_args", &def.model_args),
+            ("budget_args", &def.budget_args),
+        ] {
+            if !list.is_empty() {
+                return only(
+                    k,
+                    format!(
+                        "for the command adapter; the {program} adapter passes the model and budget itself"
+                    ),
+                );
+            }
+        }
+        if let Some(b) = &def.binary
+            && b.trim().is_empty()
+        {
+            return Err(Problem::at(vec![key("binary")], "empty program name").in_value());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! What the subcommands share: the plan-shaping and publishing flags (raw, from
+//! clap; nothing here is trusted yet: [`crate::plan::settings`] validates), the global
+//! options ([`Context`]: repository, config file), and [`CliError`], a command's
+//! failure with the exit code it maps to. Library errors become one-line diagnostics
+//! here. No subcommand file imports another; they all may import this one.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::config::{ConfigError, ConfigFile, IncludeStatus};
+use crate::exit;
+use crate::plan::settings::{PlanFlags, Settings};
+use crate::repo::UserRepo;
+
+/// Flags that shape the plan (shared by `run` and `plan`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct PlanArgs {
+    /// The task (more with --task).
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+
+    /// A task; repeat for more. Replaces the config file's tasks.
+    #[arg(long = "task", short = 't', value_name = "TASK")]
+    pub tasks: Vec<String>,
+
+    /// Number of workers, 1–10; with more tasks than workers, the number running at once.
+    #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub workers: Option<u32>,
+
+    /// Models, comma-separated, handed to workers in order ("a,b" or "a, b").
+    #[arg(long, value_name = "A,B,…")]
+    pub models: Vec<String>,
+
+    /// Agent: a name under `agents:` in the config, `architect`, or an architect agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+
+    /// Most agent steps per worker.
+    #[arg(long, value_name = "N")]
+    pub max_steps: Option<u32>,
+
+    /// Most USD per worker.
+    #[arg(long, value_name = "USD")]
+    pub budget_per_worker: Option<f64>,
+
+    /// Wall-clock limit per worker, in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout_per_worker: Option<f64>,
+
+    /// Stop a worker whose agent printed nothing for this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub inactivity_timeout: Option<f64>,
+
+    /// Most USD for the whole run: no new worker starts once known costs reach it.
+    #[arg(long, value_name = "USD")]
+    pub budget_total: Option<f64>,
+
+    /// One winner per task among workers that share it (`select: best`).
+    #[arg(long)]
+    pub select_best: bool,
+
+    /// Commit or branch the workers start from (default HEAD).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+
+    /// Run every task on every model.
+    #[arg(long)]
+    pub cross: bool,
+
+    /// Directory for worktrees (default: outside the checkout, per user).
+    #[arg(long, value_name = "DIR")]
+    pub worktree_dir: Option<PathBuf>,
+
+    /// Prefix of the branches fanout creates (default `fanout`).
+    #[arg(long, value_name = "PREFIX")]
+    pub branch_prefix: Option<String>,
+
+    /// Use this run id instead of a fresh one (letters, digits, '-', '_').
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PlanArgs {
+    /// The plan-shaping flags as library settings input.
+    pub fn flags(&self) -> PlanFlags {
+        PlanFlags {
+            tasks: self.task.iter().chain(self.tasks.iter()).cloned().collect(),
+            workers: self.workers,
+            models: self.models.clone(),
+            agent: self.agent.clone(),
+            max_steps: self.max_steps,
+            budget_per_worker: self.budget_per_worker,
+            timeout_per_worker: self.timeout_per_worker,
+            inactivity_timeout: self.inactivity_timeout,
+            budget_total: self.budget_total,
+            select_best: self.select_best,
+            base: self.base.clone(),
+            cross: self.cross,
+            worktree_dir: self.worktree_dir.clone(),
+            branch_prefix: self.branch_prefix.clone(),
+            allow_empty: false,
+        }
+    }
+}
+
+/// Publishing flags (shared by `publish` and `run --publish`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct PublishArgs {
+    /// Also publish workers with this status (only `partial`).
+    #[arg(long, value_enum, value_name = "STATUS")]
+    pub include: Vec<IncludeStatus>,
+    /// A label for every pull request (repeatable).
+    #[arg(long = "label", value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Open pull requests as drafts.
+    #[arg(long)]
+    pub draft: bool,
+    /// A user asked to review (repeatable).
+    #[arg(long = "reviewer", value_name = "LOGIN")]
+    pub reviewers: Vec<String>,
+    /// A team asked to review (repeatable).
+    #[arg(long = "team-reviewer", value_name = "SLUG")]
+    pub team_reviewers: Vec<String>,
+    /// Base branch of the pull requests (default: the run's base branch).
+    #[arg(long, value_name = "BRANCH")]
+    pub pr_base: Option<String>,
+    /// Remote to push to (default `origin`).
+    #[arg(long, value_name = "NAME|URL")]
+    pub remote: Option<String>,
+    /// Repository `owner/name` (default: `$GITHUB_REPOSITORY`, else the remote's URL).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// API base URL (default: `$GITHUB_API_URL`, else https://api.github.com).
+    #[arg(long, value_name = "URL")]
+    pub api_url: Option<String>,
+    /// Token (default: `$GITHUB_TOKEN`, else `$GH_TOKEN`).
+    #[arg(long, value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// GitHub App id (default: `$FANOUT_APP_ID`); with a private key, used instead of a token.
+    #[arg(long, value_name = "ID")]
+    pub app_id: Option<u64>,
+    /// GitHub App private key file (default: the PEM in `$FANOUT_APP_PRIVATE_KEY`).
+    #[arg(long, value_name = "FILE")]
+    pub app_private_key: Option<PathBuf>,
+    /// Least milliseconds between two API mutations (default 1000).
+    #[arg(long, value_name = "MS")]
+    pub pace_ms: Option<u64>,
+    /// Least seconds to wait after a rate-limit answer without timing headers (default 60).
+    #[arg(long, value_name = "SECS")]
+    pub rate_limit_wait: Option<f64>,
+    /// Longest single wait before a retry, in seconds (default 900).
+    #[arg(long, value_name = "SECS")]
+    pub max_wait: Option<f64>,
+    /// Most attempts per API request (default 6).
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// First wait after a 5xx or a dropped connection, in seconds (default 1).
+    #[arg(long, value_name = "SECS", hide = true)]
+    pub server_error_backoff: Option<f64>,
+}
+
+/// A command's failure, with the exit code it maps to.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad flags, config or arguments: exit 2.
+    Usage(String),
+    /// fanout's own failure: exit 4.
+    Fatal(String),
+    /// Stopped by a signal: exit 130.
+    Interrupted,
+}
+
+impl CliError {
+    /// The exit code.
+    pub fn code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => exit::USAGE,
+            CliError::Fatal(_) => exit::FATAL,
+            CliError::Interrupted => exit::INTERRUPTED,
+        }
+    }
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        match e.snippet() {
+            Some(s) => CliError::Usage(format!("{e}\n{s}")),
+            None => CliError::Usage(e.to_string()),
+        }
+    }
+}
+
+impl From<crate::repo::RepoError> for CliError {
+    fn from(e: crate::repo::RepoError) -> Self {
+        use crate::repo::RepoError::*;
+        match e {
+            NotARepo { .. } | Bare(_) | Base { .. } => CliError::Usage(e.to_string()),
+            Git(_) => CliError::Fatal(e.to_string()),
+        }
+    }
+}
+
+/// Global options.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Where fanout was started (or `-C`).
+    pub cwd: PathBuf,
+    /// `--config`.
+    pub config: Option<PathBuf>,
+}
+
+impl Context {
+    /// The repository fanout works on.
+    pub fn repo(&self) -> Result<UserRepo, CliError> {
+        Ok(UserRepo::discover(&self.cwd)?)
+    }
+
+    /// Load the config: `--config` (must exist) or `fanout.yml` at the repo root.
+    pub fn load_config(&self, repo: &UserRepo) -> Result<(ConfigFile, PathBuf), CliError> {
+        match &self.config {
+            Some(p) => {
+                let path = if p.is_absolute() {
+                    p.clone()
+                } else {
+                    self.cwd.join(p)
+                };
+                let shown = p.clone();
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| CliError::Usage(format!("--config {}: {e}", p.display())))?;
+                Ok((crate::plan::settings::parse_config(&text, &shown)?, shown))
+            }
+            None => {
+                let path = repo.workdir.join("fanout.yml");
+                if path.is_file() {
+                    Ok((crate::plan::settings::load_config(&path)?, path))
+                } else {
+                    Ok((ConfigFile::default(), path))
+                }
+            }
+        }
+    }
+
+    /// Repo, config and validated settings for a plan.
+    pub fn settings(&self, args: &PlanArgs) -> Result<(UserRepo, Settings), CliError> {
+        self.settings_with(args, false)
+    }
+
+    /// [`Context::settings`], optionally allowing an empty task list.
+    pub fn settings_with(
+        &self,
+        args: &PlanArgs,
+        allow_empty: bool,
+    ) -> Result<(UserRepo, Settings), CliError> {
+        let repo = self.repo()?;
+        let (file, path) = self.load_config(&repo)?;
+        let mut flags = args.flags();
+        flags.allow_empty = allow_empty;
+        let settings =
+            Settings::resolve(&file, &path, &flags).map_err(|e| CliError::Usage(e.to_string()))?;
+        Ok((repo, settings))
+    }
+}
+
+/// Validate a `--run-id`, or make one.
+pub fn run_id(given: Option<&str>) -> Result<String, CliError> {
+    match given {
+        Some(id) if crate::plan::is_valid_run_id(id) => Ok(id.to_owned()),
+        Some(id) => Err(CliError::Usage(format!(
+            "--run-id {id:?}: use letters, digits, '-' and '_' (at most 64)"
+        ))),
+        None => Ok(crate::plan::new_run_id()),
+    }
+}
+
+/// Run ids present in `runs_dir`, oldest first.
+pub fn list_runs(runs_dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(runs_dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| crate::plan::is_valid_run_id(n))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}

@@ -1,0 +1,143 @@
+//! The command-line edge: parsing (raw flags, clap), dispatch to one thin file per
+//! subcommand (flags → library call → printed outcome), and `main`'s exit code.
+//! Shared flags, [`common::Context`] and [`common::CliError`] are in [`common`]; no
+//! subcommand file imports another.
+
+pub mod aggregate;
+pub mod cleanup;
+pub mod common;
+pub mod demo;
+pub mod fake_agent;
+pub mod init;
+pub mod plan;
+pub mod publish;
+pub mod resume;
+pub mod run;
+pub mod schema;
+pub mod status;
+pub mod worker;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use common::{CliError, Context};
+
+/// fanout: fan coding-agent tasks out to parallel git worktrees, fan results back in.
+#[derive(Debug, Parser)]
+#[command(name = "fanout", version, about, long_about = None)]
+#[command(after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Config file (default: fanout.yml at the repository root, if present).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Exit codes, shown in `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    every worker succeeded
+  1    some workers succeeded, some did not
+  2    usage or configuration error (nothing was run)
+  3    no worker succeeded
+  4    fanout itself failed (git, I/O)
+  130  interrupted (SIGINT/SIGTERM); results were still written";
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan, run and harvest a batch of agent workers in parallel worktrees.
+    Run(Box<run::RunArgs>),
+    /// Print the plan without running anything (and, for matrix mode, write it out).
+    Plan(plan::PlanCommand),
+    /// Matrix mode: run one worker of a plan in this checkout, for one Actions job.
+    Worker(worker::WorkerArgs),
+    /// Matrix mode: collect the workers' results and branches, report, publish.
+    Aggregate(aggregate::AggregateArgs),
+    /// Push successful branches and open or update one pull request each.
+    Publish(publish::PublishCommand),
+    /// Print the JSON Schema of fanout.yml.
+    Schema,
+    /// Write a workflow template into .github/workflows/ (or check it for drift).
+    Init(init::InitArgs),
+    /// Remove the worktrees and branches fanout created.
+    Cleanup(cleanup::CleanupArgs),
+    /// Finish a run cut short (crash, Ctrl-C): run again only the workers that did not finish.
+    Resume(resume::ResumeArgs),
+    /// List runs, workers, worktrees, their git status and disk use.
+    Status(status::StatusArgs),
+    /// Make a throwaway repository and run 3 workers of the bundled fake agent in it.
+    Demo(demo::DemoArgs),
+    /// The bundled fake agent (for the demo, tests and benchmarks).
+    #[command(hide = true)]
+    FakeAgent(fake_agent::FakeAgentArgs),
+}
+
+/// What `main` calls.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    init_tracing();
+    let code = match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            match &e {
+                CliError::Usage(msg) | CliError::Fatal(msg) => eprintln!("fanout: error: {msg}"),
+                CliError::Interrupted => eprintln!(
+                    "fanout: interrupted; publishing is idempotent: run it again to finish"
+                ),
+            }
+            e.code()
+        }
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FANOUT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> Result<i32, CliError> {
+    let cwd = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::Fatal(format!("current directory: {e}")))?,
+    };
+    let ctx = Context {
+        cwd,
+        config: cli.config,
+    };
+    match cli.command {
+        Command::Run(args) => run::run(&ctx, &args),
+        Command::Plan(args) => plan::plan(&ctx, &args),
+        Command::Worker(args) => worker::worker(&ctx, &args),
+        Command::Aggregate(args) => aggregate::aggregate(&ctx, &args),
+        Command::Publish(args) => publish::publish_command(&ctx, &args),
+        Command::Schema => schema::schema(),
+        Command::Init(args) => init::init(&ctx, &args),
+        Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
+        Command::Resume(args) => resume::resume(&ctx, &args),
+        Command::Status(args) => status::status(&ctx, &args),
+        Command::Demo(args) => demo::demo(&args),
+        Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),
+    }
+}

@@ -1,0 +1,91 @@
+//! `fanout plan`: print the plan without running anything.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::{CliError, Context, PlanArgs};
+
+/// `fanout plan`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanCommand {
+    /// Plan flags.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+
+    /// Write the plan as JSON to this file (for `fanout worker` and `fanout aggregate`).
+    #[arg(long, value_name = "PATH")]
+    pub plan_file: Option<PathBuf>,
+
+    /// Write the matrix outputs (`matrix`, `count`, chunks) to `$GITHUB_OUTPUT`
+    /// (default: whenever `$GITHUB_OUTPUT` is set).
+    #[arg(long)]
+    pub github_output: bool,
+
+    /// No task is not an error: the plan is empty (count 0), for scheduled workflows.
+    #[arg(long)]
+    pub allow_empty: bool,
+}
+
+/// Entry point of `fanout plan`.
+pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
+    let args = &cmd.plan;
+    let (repo, settings) = ctx.settings_with(args, cmd.allow_empty)?;
+    let run_id = super::common::run_id(args.run_id.as_deref())?;
+    let base = repo.resolve_base(&settings.base)?;
+    let plan = crate::plan::assign::build(&settings, base, &run_id);
+    let outputs = crate::actions::output_file();
+    if outputs.is_some() || cmd.github_output {
+        // Check the matrix limits before writing anything.
+        crate::plan::matrix::matrix_chunks(&plan).map_err(CliError::Usage)?;
+    }
+    if let Some(path) = &cmd.plan_file {
+        let path = if path.is_absolute() {
+            path.clone()
+        } else {
+            ctx.cwd.join(path)
+        };
+        let mut json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
+        json.push(b'\n');
+        std::fs::write(&path, json)
+            .map_err(|e| CliError::Fatal(format!("--plan-file {}: {e}", path.display())))?;
+    }
+    if let Some(out) = outputs {
+        crate::actions::write_matrix_outputs(&out, &plan).map_err(CliError::Fatal)?;
+    } else if cmd.github_output {
+        return Err(CliError::Usage(
+            "--github-output: $GITHUB_OUTPUT is not set".into(),
+        ));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&plan).expect("plan serializes")
+        );
+        return Ok(0);
+    }
+    println!(
+        "run {}: {} worker run{}, {} at a time, agent {}, base {}{}",
+        plan.run_id,
+        plan.workers.len(),
+        if plan.workers.len() == 1 { "" } else { "s" },
+        plan.concurrency,
+        plan.agent.name,
+        crate::util::short(&plan.base.commit),
+        plan.base
+            .branch
+            .as_ref()
+            .map(|b| format!(" ({b})"))
+            .unwrap_or_default()
+    );
+    for w in &plan.workers {
+        println!(
+            "  #{:<3} {:<16} {}  {}",
+            w.id,
+            w.model_label(),
+            w.branch,
+            w.task.prompt.lines().next().unwrap_or("")
+        );
+    }
+    Ok(0)
+}

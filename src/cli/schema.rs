@@ -1,0 +1,10 @@
+//! `fanout schema`: the JSON Schema of `fanout.yml`, for editors
+//! (`# yaml-language-server: $schema=…`).
+
+use super::common::CliError;
+
+/// Entry point of `fanout schema`.
+pub fn schema() -> Result<i32, CliError> {
+    println!("{}", crate::config::json_schema());
+    Ok(0)
+}

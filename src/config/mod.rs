@@ -1,0 +1,769 @@
+//! The `fanout.yml` file: its raw shape, its JSON Schema, and loading it with
+//! errors that name the file, line, column and key.
+//!
+//! This module owns only what the file says, and imports nothing from the stages that
+//! read it. Merging it with command-line flags and validating the combination
+//! (agent definitions, `copy:` globs: checks that belong to later stages) is
+//! [`crate::plan::settings`]'s job; turning settings into workers is [`crate::plan`]'s.
+//!
+//! The seed's block is honoured exactly:
+//!
+//! ```yaml
+//! parallel_runs:
+//!   workers: 3            # 1–10
+//!   agent: build
+//!   max_steps: 50
+//!   budget_per_worker: null
+//!   timeout_per_worker: null
+//! ```
+//!
+//! Everything else (tasks, models, agents, base, worktree_dir, exclude, …) is fanout's own.
+
+pub mod error;
+pub mod units;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+pub use error::{ConfigError, KeySeg, Problem, key_path};
+pub use units::{MAX_WORKERS, Seconds, Usd, WorkerCount};
+
+use error::{key, snippet, strip_location_prefix};
+
+/// The whole `fanout.yml` file.
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "fanout.yml",
+    description = "Configuration of fanout, the parallel coding-agent runner"
+)]
+pub struct ConfigFile {
+    /// The seed's block: how many workers, which agent, and per-worker limits.
+    #[serde(default)]
+    pub parallel_runs: ParallelRuns,
+    /// Tasks to run: plain prompts or `{id, prompt, model}` objects. Command-line tasks replace these.
+    #[serde(default)]
+    pub tasks: Vec<TaskEntry>,
+    /// Models handed to workers in order; workers beyond the list use the agent's default model.
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Run every task on every model instead of assigning round-robin.
+    #[serde(default)]
+    pub cross: bool,
+    /// The commit or branch workers start from (default: `HEAD`).
+    pub base: Option<String>,
+    /// Prefix of the branches fanout creates (default: `fanout`).
+    pub branch_prefix: Option<String>,
+    /// Directory under which worktrees are created; relative paths are taken from the
+    /// repository root. Default: a per-user data directory outside the checkout.
+    pub worktree_dir: Option<PathBuf>,
+    /// Paths never committed from a worker's worktree (`dir/` for a directory, `*` globs).
+    /// `.architect/` and `.fanout/` are always excluded.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Seconds between SIGTERM and SIGKILL when a worker is stopped (default 10).
+    pub kill_grace: Option<Seconds>,
+    /// Agent definitions, by name. `parallel_runs.agent` and `--agent` pick one of these,
+    /// a built-in adapter (`architect`), or else architect's agent of that name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentDef>,
+    /// Identity used for the commits fanout makes on worker branches.
+    pub commit: Option<CommitIdentity>,
+    /// How successful branches become pull requests.
+    #[serde(default)]
+    pub publish: PublishConfig,
+    /// Model prices in USD per million tokens, for agents that report tokens but no cost
+    /// (Codex, custom agents). Entries here override fanout's shipped defaults; a model
+    /// in neither gets an unknown cost, never a made-up one.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+    /// Commands run in each worktree after the agent, on the committed result (with
+    /// `sh -c`). A worker is `success` only when every check passes.
+    #[serde(default)]
+    pub checks: Vec<CheckDef>,
+    /// When several workers share a task: `all` keeps every success, `best` picks one
+    /// winner per task by score (and publishes only the winner).
+    #[serde(default)]
+    pub select: SelectMode,
+    /// Weights of the best-of-N score.
+    #[serde(default)]
+    pub select_weights: SelectWeights,
+    /// Files of the checkout that git ignores or does not track (`.env`, local config),
+    /// copied into each new worktree: globs from the repository root, `.gitignore`
+    /// style. The lines of a `.worktreeinclude` file at the root are added to these.
+    #[serde(default)]
+    pub copy: Vec<CopyGlob>,
+    /// Commands run in each new worktree before its agent, in order (a string runs with
+    /// `sh -c`; `{run, timeout}` sets a time limit, default 300 s). One that fails or
+    /// times out fails its worker, and the agent is not started.
+    #[serde(default)]
+    pub setup: Vec<SetupDef>,
+    /// Run `git submodule update --init --recursive` in each new worktree before the
+    /// setup commands (default: when the base commit has a `.gitmodules`).
+    pub submodules: Option<bool>,
+    /// Each live worker's block of ports, never shared with another live worker on this
+    /// machine: `FANOUT_PORT` is its first port, `FANOUT_PORTS` is `first-last`.
+    pub ports: Option<PortsDef>,
+}
+
+/// A `copy:` glob, trimmed; its syntax is checked with the settings
+/// ([`crate::util::glob::check`]: no `..`, nothing under `.git`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CopyGlob(pub String);
+
+impl<'de> Deserialize<'de> for CopyGlob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = CopyGlob;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a glob relative to the repository root, like `.env` or `config/*.local`",
+                )
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<CopyGlob, E> {
+                Ok(CopyGlob(v.trim().to_owned()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl JsonSchema for CopyGlob {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CopyGlob".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "description": "A glob relative to the repository root (`*`, `?`, `**`; a trailing `/` for a directory; `!` to take files back out)"
+        })
+    }
+}
+
+/// A setup command: a shell command, or `{run, timeout}`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum SetupDef {
+    /// Just the command, run with `sh -c`.
+    Command(String),
+    /// A command with a time limit.
+    Detailed(SetupSpec),
+}
+
+/// The object form of a setup command.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SetupSpec {
+    /// The command, run with `sh -c` in the new worktree.
+    pub run: String,
+    /// Seconds before it is stopped and fails its worker (default 300).
+    pub timeout: Option<Seconds>,
+}
+
+impl<'de> Deserialize<'de> for SetupDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SetupDef;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a shell command, or {run: COMMAND, timeout: SECONDS}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SetupDef, E> {
+                if v.trim().is_empty() {
+                    return Err(E::custom("expected a shell command, found an empty string"));
+                }
+                Ok(SetupDef::Command(v.to_owned()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<SetupDef, A::Error> {
+                let spec = SetupSpec::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                if spec.run.trim().is_empty() {
+                    return Err(de::Error::custom(
+                        "expected a shell command in `run`, found an empty string",
+                    ));
+                }
+                Ok(SetupDef::Detailed(spec))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The `ports:` block.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PortsDef {
+    /// First port of the first block (default 20000).
+    #[schemars(range(min = 1))]
+    pub base: Option<u16>,
+    /// Ports per worker (default 10).
+    #[schemars(range(min = 1))]
+    pub block: Option<u16>,
+}
+
+/// A check: a shell command, or `{run, name, timeout}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum CheckDef {
+    /// Just the command.
+    Command(String),
+    /// A command with a name and a time limit.
+    Detailed(CheckSpec),
+}
+
+/// The object form of a check.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    /// The command, run with `sh -c` in the worktree.
+    pub run: String,
+    /// A short name for reports (default: the command).
+    pub name: Option<String>,
+    /// Seconds before the check is stopped and counts as failed (default 600).
+    pub timeout: Option<Seconds>,
+}
+
+/// How workers that share a task are selected.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectMode {
+    /// Every successful worker stands on its own (one PR each).
+    #[default]
+    All,
+    /// One winner per task, by score.
+    Best,
+}
+
+/// Weights of the best-of-N score; each term is between 0 and 1 before weighting.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectWeights {
+    /// All checks passed (1) or not (0).
+    pub checks: f64,
+    /// Agent status: success 1, partial 0.5, else 0.
+    pub status: f64,
+    /// Smaller diffs score higher (1 − lines changed / most in the group).
+    pub diff: f64,
+    /// Cheaper scores higher (1 − cost / highest in the group; unknown cost scores 0).
+    pub cost: f64,
+    /// Faster scores higher (1 − duration / longest in the group).
+    pub duration: f64,
+}
+
+impl Default for SelectWeights {
+    fn default() -> Self {
+        SelectWeights {
+            checks: 100.0,
+            status: 10.0,
+            diff: 1.0,
+            cost: 1.0,
+            duration: 0.5,
+        }
+    }
+}
+
+/// USD per million tokens of one model.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Input (prompt) tokens.
+    pub input: f64,
+    /// Output (completion, reasoning) tokens.
+    pub output: f64,
+    /// Cached input tokens (default: the input price).
+    pub cached_input: Option<f64>,
+}
+
+/// The `publish:` block.
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    /// Labels added to every pull request.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Open pull requests as drafts.
+    #[serde(default)]
+    pub draft: bool,
+    /// Users asked to review.
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    /// Teams asked to review (slugs).
+    #[serde(default)]
+    pub team_reviewers: Vec<String>,
+    /// Statuses published besides `success` (only `partial` is allowed).
+    #[serde(default)]
+    pub include: Vec<IncludeStatus>,
+    /// The remote to push to (default `origin`).
+    pub remote: Option<String>,
+    /// The base branch of the pull requests (default: the run's base branch).
+    pub base: Option<String>,
+    /// Title template (minijinja); default `templates/pr-title.j2`.
+    pub title: Option<String>,
+    /// Body template file (minijinja), relative to the repository root.
+    pub body_template: Option<PathBuf>,
+    /// Least time between two API mutations (default 1 s).
+    pub pace: Option<Seconds>,
+    /// Least wait after a rate-limit answer without timing headers (default 60 s).
+    pub rate_limit_wait: Option<Seconds>,
+    /// Longest single wait before a retry (default 15 min).
+    pub max_wait: Option<Seconds>,
+    /// Most attempts per API request (default 6).
+    pub max_attempts: Option<u32>,
+}
+
+/// Statuses that may be published besides `success`.
+#[derive(
+    Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum IncludeStatus {
+    /// Workers that stopped early with some work done.
+    Partial,
+}
+
+/// The seed's `parallel_runs:` block.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelRuns {
+    /// Number of workers, 1–10. With more tasks than workers, every task still runs and
+    /// this is the number running at once.
+    #[serde(default = "default_workers")]
+    pub workers: WorkerCount,
+    /// The agent every worker runs.
+    #[serde(default = "default_agent")]
+    pub agent: String,
+    /// Most agent steps (turns) per worker.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+    /// Most USD one worker may spend; `null` for no limit.
+    #[serde(default)]
+    pub budget_per_worker: Option<Usd>,
+    /// Wall-clock limit of one worker in seconds; `null` for no limit.
+    #[serde(default)]
+    pub timeout_per_worker: Option<Seconds>,
+    /// Stop a worker whose agent printed nothing (stdout or stderr) for this many seconds.
+    #[serde(default)]
+    pub inactivity_timeout: Option<Seconds>,
+    /// Most USD the whole run may spend: once the known costs reach it, no new worker
+    /// starts (those are reported failed, "not started").
+    #[serde(default)]
+    pub budget_total: Option<Usd>,
+}
+
+impl Default for ParallelRuns {
+    fn default() -> Self {
+        ParallelRuns {
+            workers: default_workers(),
+            agent: default_agent(),
+            max_steps: default_max_steps(),
+            budget_per_worker: None,
+            timeout_per_worker: None,
+            inactivity_timeout: None,
+            budget_total: None,
+        }
+    }
+}
+
+fn default_workers() -> WorkerCount {
+    WorkerCount(3)
+}
+fn default_agent() -> String {
+    "build".to_owned()
+}
+fn default_max_steps() -> u32 {
+    50
+}
+
+/// A task: a plain prompt, or an object with an id and an optional pinned model.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum TaskEntry {
+    /// Just the prompt.
+    Prompt(String),
+    /// A prompt with an id (used in branch names) and optionally a model it always runs on.
+    Detailed(TaskDef),
+}
+
+/// The object form of a task.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TaskDef {
+    /// Short identifier: letters, digits, `-`, `_`, `.`.
+    pub id: Option<String>,
+    /// What the agent is asked to do.
+    pub prompt: String,
+    /// A model this task always runs on, whatever `models` says.
+    pub model: Option<String>,
+    /// Ids of tasks that must succeed first; this task starts from a base that merges
+    /// their branches, and is `skipped` when one of them does not succeed.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+}
+
+/// Which built-in adapter an agent definition uses.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    /// Any command: an argv template, never run through a shell.
+    Command,
+    /// `architect run … --json`.
+    Architect,
+    /// Claude Code: `claude -p … --output-format stream-json`.
+    Claude,
+    /// Codex: `codex exec --json`.
+    Codex,
+    /// aider: `aider --message … --yes-always`.
+    Aider,
+}
+
+/// How a `command` agent's outcome is read.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultFormat {
+    /// The `$FANOUT_RESULT` file (`{"status", "steps", "cost", "reason"}` unless paths say otherwise).
+    #[default]
+    File,
+    /// The last JSON object printed on stdout.
+    Json,
+    /// JSON lines on stdout: each path is read from the last line that has it; a cost
+    /// path is also watched live, for budgets.
+    Jsonl,
+    /// Only the exit code (0 is success).
+    ExitCode,
+}
+
+/// `agents.<name>.result`: where a `command` agent reports its outcome.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ResultSpec {
+    /// Where to read it from.
+    #[serde(default)]
+    pub format: ResultFormat,
+    /// Dotted JSON path of the status (default `status`).
+    pub status: Option<String>,
+    /// Dotted JSON path of the step count (default `steps`).
+    pub steps: Option<String>,
+    /// Dotted JSON path of the cost in USD (default `cost`).
+    pub cost: Option<String>,
+    /// Dotted JSON path of a reason or message (default `reason`).
+    pub reason: Option<String>,
+    /// Status values meaning success (default `["success"]`; `true` matches a boolean).
+    #[serde(default)]
+    pub success: Vec<String>,
+    /// Status values meaning partial (default `["partial"]`).
+    #[serde(default)]
+    pub partial: Vec<String>,
+}
+
+/// An agent definition under `agents:`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDef {
+    /// The adapter (default: `command` when `command` is given, else `architect`).
+    pub adapter: Option<AdapterKind>,
+    /// `command` adapter: the argv template. Placeholders: `{task}`, `{model}`,
+    /// `{worker_id}`, `{branch}`, `{worktree}`, `{run_id}`, `{max_steps}`, `{budget}`,
+    /// `{timeout}`; `{{` and `}}` for literal braces.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Arguments appended only when the worker has a model (e.g. `["--model", "{model}"]`).
+    #[serde(default)]
+    pub model_args: Vec<String>,
+    /// Arguments appended only when a budget is set (e.g. `["--budget", "{budget}"]`).
+    #[serde(default)]
+    pub budget_args: Vec<String>,
+    /// The program to run, for the built-in adapters (default `architect`, `claude`,
+    /// `codex` or `aider`).
+    pub binary: Option<String>,
+    /// `architect` adapter: architect's own agent name (default: this definition's name
+    /// when it is not `architect`, else `build`).
+    pub agent: Option<String>,
+    /// Extra arguments appended to the command line.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the agent (GitHub tokens are still removed).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Paths this agent writes that must never be committed.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// `claude` adapter: the permission mode (default `acceptEdits`: edits without
+    /// prompts; `bypassPermissions` also runs commands, but Claude Code refuses it as root).
+    pub permission_mode: Option<String>,
+    /// `command` adapter: how its outcome is read (default: the `$FANOUT_RESULT` file).
+    pub result: Option<ResultSpec>,
+    /// Pass `GITHUB_TOKEN`/`GH_TOKEN` to this agent. Off by default: agents never get a
+    /// GitHub token unless this says so (Actions runtime tokens never pass).
+    #[serde(default)]
+    pub allow_github_token: bool,
+}
+
+/// Author of fanout's commits.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CommitIdentity {
+    /// Author and committer name.
+    pub name: String,
+    /// Author and committer e-mail.
+    pub email: String,
+}
+
+/// Read and parse a config file.
+pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parse config text; `path` is used in error messages only.
+pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(ConfigFile::default());
+    }
+    let mut key = String::new();
+    let result = serde_saphyr::with_deserializer_from_str(text, |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            key = e.path().to_string();
+            e.into_inner()
+        })
+    });
+    let cfg: ConfigFile = result.map_err(|err| {
+        let loc = err.location();
+        let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+        let bare = err.without_snippet().to_string();
+        let message = strip_location_prefix(&bare).to_owned();
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            line: line as usize,
+            column: column as usize,
+            key,
+            message,
+            snippet: snippet(text, line as usize, column as usize),
+        }
+    })?;
+    cfg.check().map_err(|p| ConfigError::at(text, path, p))?;
+    Ok(cfg)
+}
+
+impl ConfigFile {
+    /// Checks that the schema cannot express and that need nothing but the file:
+    /// agent names, prices. (Agent definitions and `copy:` globs are checked by the
+    /// stages that own them, when the settings read the file.)
+    pub fn check(&self) -> Result<(), Problem> {
+        for name in self.agents.keys() {
+            if !is_agent_name(name) {
+                return Err(Problem::at(
+                    vec![key("agents"), key(name)],
+                    format!("agent name {name:?} may only hold letters, digits, '-', '_' and '.'"),
+                ));
+            }
+        }
+        for (model, price) in &self.prices {
+            for (field, v) in [
+                ("input", Some(price.input)),
+                ("output", Some(price.output)),
+                ("cached_input", price.cached_input),
+            ] {
+                if let Some(v) = v
+                    && !(v.is_finite() && v >= 0.0)
+                {
+                    return Err(Problem::at(
+                        vec![key("prices"), key(model), key(field)],
+                        format!("expected USD per million tokens, zero or more, found {v}"),
+                    )
+                    .in_value());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` may name an agent: letters, digits, `-`, `_`, `.`.
+pub fn is_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+impl AgentDef {
+    /// The adapter this definition uses: `adapter` when given, else `command` when a
+    /// command is given, else the built-in of that name (`claude`, `codex`, `aider`),
+    /// else `architect`.
+    pub fn adapter_for(&self, name: &str) -> AdapterKind {
+        self.adapter.unwrap_or(if !self.command.is_empty() {
+            AdapterKind::Command
+        } else {
+            match name {
+                "claude" => AdapterKind::Claude,
+                "codex" => AdapterKind::Codex,
+                "aider" => AdapterKind::Aider,
+                _ => AdapterKind::Architect,
+            }
+        })
+    }
+}
+
+impl AdapterKind {
+    /// The program a built-in adapter runs unless `binary` says otherwise (`command`
+    /// for the command adapter, which has none).
+    pub fn program(self) -> &'static str {
+        match self {
+            AdapterKind::Command => "command",
+            AdapterKind::Architect => "architect",
+            AdapterKind::Claude => "claude",
+            AdapterKind::Codex => "codex",
+            AdapterKind::Aider => "aider",
+        }
+    }
+}
+
+/// The JSON Schema of `fanout.yml`, pretty-printed.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(ConfigFile);
+    serde_json::to_string_pretty(&schema).expect("schema serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        parse(text, Path::new("fanout.yml")).expect_err("should fail")
+    }
+
+    #[test]
+    fn seed_block_is_honoured() {
+        let cfg = parse(
+            "parallel_runs:\n  workers: 5\n  agent: review\n  max_steps: 7\n  budget_per_worker: 0.5\n  timeout_per_worker: 120\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.workers, WorkerCount(5));
+        assert_eq!(cfg.parallel_runs.agent, "review");
+        assert_eq!(cfg.parallel_runs.max_steps, 7);
+        assert_eq!(cfg.parallel_runs.budget_per_worker, Some(Usd(0.5)));
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(120.0)));
+    }
+
+    #[test]
+    fn seed_defaults_and_nulls() {
+        let cfg = parse(
+            "parallel_runs:\n  budget_per_worker: null\n  timeout_per_worker: null\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.workers, WorkerCount(3));
+        assert_eq!(cfg.parallel_runs.agent, "build");
+        assert_eq!(cfg.parallel_runs.max_steps, 50);
+        assert_eq!(cfg.parallel_runs.budget_per_worker, None);
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, None);
+    }
+
+    #[test]
+    fn workers_out_of_range_names_line_column_and_key() {
+        let e = err("parallel_runs:\n  workers: 11\n");
+        assert_eq!(
+            e.to_string(),
+            "fanout.yml:2:12: key `parallel_runs.workers`: expected an integer from 1 to 10, found 11"
+        );
+        let e = err("parallel_runs:\n  workers: 0\n");
+        assert!(e.to_string().starts_with("fanout.yml:2:12:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_alternatives() {
+        let e = err("tasks: [a]\nparallel_runs:\n  wrkers: 3\n");
+        let s = e.to_string();
+        assert!(
+            s.starts_with("fanout.yml:3:3: key `parallel_runs.wrkers`: unknown field `wrkers`"),
+            "{s}"
+        );
+        assert!(s.contains("workers"), "{s}");
+        // the seed's misspelt key `parallel:` is an unknown key, not silently ignored
+        let s = err("parallel:\n  workers: 2\n").to_string();
+        assert!(s.starts_with("fanout.yml:1:1:"), "{s}");
+        assert!(s.contains("unknown field `parallel`"), "{s}");
+    }
+
+    #[test]
+    fn wrong_type_says_what_was_expected() {
+        let s = err("parallel_runs:\n  workers: many\n").to_string();
+        assert!(s.starts_with("fanout.yml:2:"), "{s}");
+        assert!(
+            s.contains("key `parallel_runs.workers`: invalid type: string \"many\""),
+            "{s}"
+        );
+        assert!(s.contains("an integer from 1 to 10"), "{s}");
+        let s = err("parallel_runs:\n  max_steps: -3\n").to_string();
+        assert!(
+            s.starts_with("fanout.yml:2:14: key `parallel_runs.max_steps`:"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn bad_yaml_has_a_location() {
+        let e = err("parallel_runs: [\n");
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("not located")
+        };
+        assert_eq!((line, column), (1, 16));
+        let s = err("tasks:\n  - a\n - b\n").to_string();
+        assert!(s.starts_with("fanout.yml:"), "{s}");
+    }
+
+    #[test]
+    fn tasks_in_both_forms() {
+        let cfg = parse(
+            "tasks:\n  - fix the bug\n  - id: docs\n    prompt: write docs\n    model: m1\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.tasks[0], TaskEntry::Prompt("fix the bug".into()));
+        assert_eq!(
+            cfg.tasks[1],
+            TaskEntry::Detailed(TaskDef {
+                depends_on: Vec::new(),
+                id: Some("docs".into()),
+                prompt: "write docs".into(),
+                model: Some("m1".into())
+            })
+        );
+    }
+
+    #[test]
+    fn durations_accept_units() {
+        assert_eq!(Seconds::parse("90s").unwrap(), Seconds(90.0));
+        assert_eq!(Seconds::parse("10m").unwrap(), Seconds(600.0));
+        assert_eq!(Seconds::parse("1.5h").unwrap(), Seconds(5400.0));
+        assert!(Seconds::parse("soon").is_err());
+        assert!(Seconds::parse("0").is_err());
+        let cfg = parse(
+            "parallel_runs:\n  timeout_per_worker: 10m\n",
+            Path::new("f"),
+        )
+        .unwrap();
+        assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(600.0)));
+    }
+
+    #[test]
+    fn schema_describes_the_seed_block() {
+        let schema: serde_json::Value = serde_json::from_str(&json_schema()).unwrap();
+        let props = &schema["properties"];
+        assert!(props["parallel_runs"].is_object());
+        let text = json_schema();
+        assert!(text.contains("\"maximum\": 10"), "{text}");
+        assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+    }
+}

@@ -1,0 +1,408 @@
+//! The results model: what a run produces for each worker ([`WorkerResult`]: status,
+//! cost, checks, setup, selection, publishing) and what fan-in finds across workers
+//! ([`fanin`]: the conflict map, the integration branch). Pure data, shared by every
+//! stage from the run on; it imports none of them. The report around these results,
+//! with the plan that was run, is [`crate::run::results::RunReport`] (`results.json`).
+//!
+//! # Status, precisely
+//!
+//! * `success` — the agent exited cleanly and reported success (or reported nothing and
+//!   exited 0), stayed within its budget, and the branch differs from the base
+//!   (non-empty `files_modified`).
+//! * `partial` — the agent stopped early by its own account (max steps, budget
+//!   exceeded) or spent more than `budget_per_worker`; its changes are committed.
+//! * `failed` — anything else: non-zero exit, a failure report, no changes at all, a
+//!   worktree that could not be made, or the run was interrupted (reason
+//!   `interrupted`).
+//! * `timeout` — fanout stopped the agent at `timeout_per_worker` (SIGTERM, grace,
+//!   SIGKILL) or at the inactivity timeout, or the agent reported its own timeout.
+//!   Whatever it reported and changed so far is kept.
+//! * `skipped` — the worker never ran because a task it depends on (`depends_on`)
+//!   did not succeed; the reason names the dependency. No worktree, no branch.
+
+pub mod fanin;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a cost figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CostSource {
+    /// The agent's own USD figure.
+    Agent,
+    /// Token usage × the price table.
+    PriceTable,
+}
+
+/// A worker's final status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// See the module docs.
+    Success,
+    /// See the module docs.
+    Partial,
+    /// See the module docs.
+    Failed,
+    /// See the module docs.
+    Timeout,
+    /// See the module docs.
+    Skipped,
+}
+
+impl Status {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Partial => "partial",
+            Status::Failed => "failed",
+            Status::Timeout => "timeout",
+            Status::Skipped => "skipped",
+        }
+    }
+    /// All statuses, in report order.
+    pub const ALL: [Status; 5] = [
+        Status::Success,
+        Status::Partial,
+        Status::Failed,
+        Status::Timeout,
+        Status::Skipped,
+    ];
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One worker's outcome. Every field of the seed's WorkerResult, plus fanout's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerResult {
+    /// 1-based worker id.
+    pub worker_id: u32,
+    /// Which attempt at the run produced this result: 1 for `fanout run`, then one
+    /// more per `fanout resume` (only a worker that did not finish is run again).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
+    /// The worker's branch.
+    pub branch: String,
+    /// The model, `None` for the agent's default.
+    pub model: Option<String>,
+    /// Final status.
+    pub status: Status,
+    /// Agent steps, when known.
+    pub steps: Option<u32>,
+    /// Cost in USD, when known (never a made-up zero).
+    pub cost: Option<f64>,
+    /// Where the cost came from: `agent` (its own USD figure), `price-table` (token
+    /// usage × prices) or `unknown` (no cost; also what results written before this
+    /// field existed read as).
+    #[serde(default, with = "cost_source_text")]
+    pub cost_source: Option<CostSource>,
+    /// Wall-clock seconds of the agent's run (0 when it never started).
+    pub duration: f64,
+    /// Paths that differ between the base commit and the branch, sorted.
+    pub files_modified: Vec<String>,
+    /// The worker's worktree, absent when none was made.
+    pub worktree_path: Option<PathBuf>,
+    /// The task's prompt.
+    pub task: String,
+    /// The task's id, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The agent definition's name.
+    pub agent: String,
+    /// Why the status is not `success`, or a note.
+    pub reason: Option<String>,
+    /// The branch's commit after harvest.
+    pub commit: Option<String>,
+    /// Where the branch started, when not the plan's base (a dependent task: the merge
+    /// of its dependencies' branches). `files_modified` is measured from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_commit: Option<String>,
+    /// Whether fanout made a commit of the agent's leftover changes.
+    #[serde(default)]
+    pub committed_by_fanout: bool,
+    /// The agent's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the agent, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The agent's combined stdout/stderr log.
+    pub log_path: Option<PathBuf>,
+    /// The checks run on the worker's committed result, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<CheckResult>,
+    /// How the worktree was prepared before the agent (absent when none was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<SetupRecord>,
+    /// Best-of-N: this worker's score among the workers sharing its task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+    /// What publishing did with this worker's branch (absent until published).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<PublishOutcome>,
+}
+
+/// `cost_source` as text: `None` is written `"unknown"`, and read from it or `null`.
+mod cost_source_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::CostSource;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    enum Text {
+        Agent,
+        PriceTable,
+        Unknown,
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<CostSource>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(CostSource::Agent) => Text::Agent,
+            Some(CostSource::PriceTable) => Text::PriceTable,
+            None => Text::Unknown,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<CostSource>, D::Error> {
+        Ok(match Option::<Text>::deserialize(d)? {
+            Some(Text::Agent) => Some(CostSource::Agent),
+            Some(Text::PriceTable) => Some(CostSource::PriceTable),
+            Some(Text::Unknown) | None => None,
+        })
+    }
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    /// Its name.
+    pub name: String,
+    /// Whether it passed (exit code 0 within its time limit).
+    pub passed: bool,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// It was stopped at its time limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Seconds it took.
+    pub duration: f64,
+    /// The last lines of its output.
+    pub log_tail: String,
+}
+
+/// What worktree setup did for one worker ([`crate::run::setup`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupRecord {
+    /// Files copied from the checkout (`copy:`, `.worktreeinclude`).
+    #[serde(default)]
+    pub copied: usize,
+    /// `git submodule update --init --recursive`, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submodules: Option<SetupStep>,
+    /// The `setup:` commands that ran, in order (up to the first that failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<SetupStep>,
+    /// The worker's ports (`FANOUT_PORT` is the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<PortRange>,
+}
+
+/// One setup step's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetupStep {
+    /// The command.
+    pub run: String,
+    /// Exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// It was stopped at its time limit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Seconds it took.
+    pub duration: f64,
+}
+
+/// A block of ports, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRange {
+    /// First port.
+    pub first: u16,
+    /// Last port.
+    pub last: u16,
+}
+
+/// A worker's place among the workers that share its task (`select: best`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The shared task's key (its id, else its prompt).
+    pub task: String,
+    /// The score (higher is better).
+    pub score: f64,
+    /// 1 for the best.
+    pub rank: u32,
+    /// This worker is the task's winner (only a successful worker can win).
+    pub winner: bool,
+    /// The terms of the score, weighted.
+    pub terms: std::collections::BTreeMap<String, f64>,
+}
+
+/// What publishing did for one worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// A pull request was opened.
+    Created,
+    /// The open pull request was updated.
+    Updated,
+    /// The open pull request was already up to date.
+    Unchanged,
+    /// Not eligible (status, empty diff): no push, no pull request.
+    Skipped,
+    /// Something went wrong; see the reason.
+    Failed,
+}
+
+impl Operation {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Created => "created",
+            Operation::Updated => "updated",
+            Operation::Unchanged => "unchanged",
+            Operation::Skipped => "skipped",
+            Operation::Failed => "failed",
+        }
+    }
+}
+
+/// The publish record of one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PublishOutcome {
+    /// What was done.
+    pub operation: Operation,
+    /// Pull request number.
+    pub number: Option<u64>,
+    /// Pull request URL.
+    pub url: Option<String>,
+    /// Why it was skipped or failed, or a note (e.g. opened as non-draft).
+    pub reason: Option<String>,
+    /// The commit fanout pushed to the branch (the lease for the next push).
+    pub pushed_commit: Option<String>,
+    /// A link to open the pull request by hand, when fanout could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare_url: Option<String>,
+}
+
+/// Sums over all workers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Number of workers.
+    pub workers: usize,
+    /// Per status.
+    pub success: usize,
+    /// Per status.
+    pub partial: usize,
+    /// Per status.
+    pub failed: usize,
+    /// Per status.
+    pub timeout: usize,
+    /// Per status.
+    #[serde(default)]
+    pub skipped: usize,
+    /// Sum of known costs.
+    pub cost: f64,
+    /// Workers whose cost is unknown.
+    pub cost_unknown: usize,
+    /// Sum of known steps.
+    pub steps: u64,
+    /// Distinct files modified across workers.
+    pub files_modified: usize,
+}
+
+impl Totals {
+    /// Compute from results.
+    pub fn of(results: &[WorkerResult]) -> Totals {
+        let mut t = Totals {
+            workers: results.len(),
+            ..Totals::default()
+        };
+        let mut files = std::collections::BTreeSet::new();
+        for r in results {
+            match r.status {
+                Status::Success => t.success += 1,
+                Status::Partial => t.partial += 1,
+                Status::Failed => t.failed += 1,
+                Status::Timeout => t.timeout += 1,
+                Status::Skipped => t.skipped += 1,
+            }
+            match r.cost {
+                Some(c) => t.cost += c,
+                // A worker that never ran cost nothing: that zero is not made up.
+                None if r.status == Status::Skipped => {}
+                None => t.cost_unknown += 1,
+            }
+            t.steps += u64::from(r.steps.unwrap_or(0));
+            files.extend(r.files_modified.iter().cloned());
+        }
+        t.files_modified = files.len();
+        t
+    }
+
+    /// Count for one status.
+    pub fn count(&self, s: Status) -> usize {
+        match s {
+            Status::Success => self.success,
+            Status::Partial => self.partial,
+            Status::Failed => self.failed,
+            Status::Timeout => self.timeout,
+            Status::Skipped => self.skipped,
+        }
+    }
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+fn is_first_attempt(n: &u32) -> bool {
+    *n == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_source_is_written_always_and_read_from_old_results() {
+        // A result written before `cost_source` existed.
+        let old = serde_json::json!({
+            "worker_id": 1, "branch": "b", "model": null, "status": "success", "steps": 2,
+            "cost": 0.5, "duration": 1.0, "files_modified": [], "worktree_path": null,
+            "task": "t", "agent": "build", "reason": null, "commit": null,
+            "exit_code": 0, "log_path": null
+        });
+        let mut r: WorkerResult = serde_json::from_value(old).unwrap();
+        assert_eq!(r.cost_source, None);
+        assert_eq!(serde_json::to_value(&r).unwrap()["cost_source"], "unknown");
+        for (source, text) in [
+            (Some(CostSource::Agent), "agent"),
+            (Some(CostSource::PriceTable), "price-table"),
+            (None, "unknown"),
+        ] {
+            r.cost_source = source;
+            let v = serde_json::to_value(&r).unwrap();
+            assert_eq!(v["cost_source"], text);
+            let back: WorkerResult = serde_json::from_value(v).unwrap();
+            assert_eq!(back.cost_source, source);
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The plan: which worker runs which task on which model, on which branch, from which
+//! commit. A plan is pure data (serializable, portable: no paths of this machine), so
+//! `fanout plan --json` can print it and matrix mode can ship it to other runners.
+//!
+//! This stage turns the file and the flags into [`settings::Settings`] (validated,
+//! with the checks later stages own: agent definitions, `copy:` globs), orders tasks
+//! by their dependencies ([`deps`]), assigns tasks and models to workers
+//! ([`assign::build`]), resolves worktree setup ([`setup`]) and, for matrix mode, cuts
+//! the plan into matrix chunks ([`matrix`]). It hands a [`Plan`] to the run stage.
+
+pub mod assign;
+pub mod deps;
+pub mod matrix;
+pub mod settings;
+pub mod setup;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentSpec;
+pub use crate::repo::Base;
+use setup::SetupPlan;
+
+/// Version of the plan's JSON shape.
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// A validated plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Plan {
+    /// Version of this JSON shape.
+    pub schema_version: u32,
+    /// Unique id of the run; scopes branch and worktree names.
+    pub run_id: String,
+    /// The commit every worker starts from.
+    pub base: Base,
+    /// How many workers may run at once.
+    pub concurrency: u32,
+    /// The agent definition every worker uses.
+    pub agent: AgentSpec,
+    /// Per-worker limits.
+    pub limits: Limits,
+    /// Paths never committed from a worktree.
+    pub exclude: Vec<String>,
+    /// One entry per worker run, ids 1..=N in order.
+    pub workers: Vec<PlannedWorker>,
+    /// Checks run after each agent, on its committed result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
+    /// How workers sharing a task are selected.
+    #[serde(default)]
+    pub select: Select,
+    /// How each new worktree is prepared before its agent.
+    #[serde(default, skip_serializing_if = "SetupPlan::is_default")]
+    pub setup: SetupPlan,
+}
+
+/// A check, resolved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    /// Name for reports.
+    pub name: String,
+    /// Command (`sh -c`).
+    pub run: String,
+    /// Seconds before it is stopped.
+    pub timeout: f64,
+}
+
+/// Selection among workers sharing a task.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Select {
+    /// `all` or `best`.
+    pub mode: crate::config::SelectMode,
+    /// Score weights.
+    pub weights: crate::config::SelectWeights,
+}
+
+/// Limits applied to each worker.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Limits {
+    /// Most agent steps.
+    pub max_steps: u32,
+    /// USD per worker.
+    pub budget_per_worker: Option<f64>,
+    /// Wall-clock seconds per worker.
+    pub timeout_per_worker: Option<f64>,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub kill_grace: f64,
+    /// Seconds without output after which a worker is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactivity_timeout: Option<f64>,
+    /// USD for the whole run: no worker starts once known costs reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_total: Option<f64>,
+}
+
+/// One task as given by the user.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Task {
+    /// The user's id for the task, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub id: Option<String>,
+    /// The prompt.
+    pub prompt: String,
+    /// A model this task is pinned to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<String>,
+    /// Ids of tasks that must succeed before this one starts.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub depends_on: Vec<String>,
+}
+
+/// One worker run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PlannedWorker {
+    /// 1-based, stable.
+    pub id: u32,
+    /// The task.
+    pub task: Task,
+    /// The model, or `None` for the agent's default.
+    pub model: Option<String>,
+    /// Name of the agent definition.
+    pub agent: String,
+    /// Branch created for this worker.
+    pub branch: String,
+    /// Workers (of the tasks this task depends on) that must finish first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<u32>,
+    /// 0 for workers without dependencies; else one more than their latest dependency.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wave: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+impl PlannedWorker {
+    /// The model for display: the name or `default`.
+    pub fn model_label(&self) -> &str {
+        self.model.as_deref().unwrap_or("default")
+    }
+}
+
+/// A fresh run id: UTC time plus 6 hex digits of entropy, e.g. `20261123-014512-3fa2c1`.
+pub fn new_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let now = time::OffsetDateTime::now_utc();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(now.unix_timestamp_nanos() as u128);
+    h.write_u32(std::process::id());
+    let fmt = time::macros::format_description!("[year][month][day]-[hour][minute][second]");
+    format!(
+        "{}-{:06x}",
+        now.format(fmt).expect("formats"),
+        h.finish() & 0xff_ffff
+    )
+}
+
+/// Is `s` a plausible run id (what [`new_run_id`] makes, or a user's safe name)?
+pub fn is_valid_run_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_valid_and_distinct() {
+        let a = new_run_id();
+        let b = new_run_id();
+        assert!(is_valid_run_id(&a), "{a}");
+        assert_eq!(a.len(), "20261123-014512-3fa2c1".len());
+        assert_ne!(a, b);
+        assert!(!is_valid_run_id("../etc"));
+    }
+}

@@ -1,0 +1,635 @@
+//! Validated settings: the config file and the command-line flags merged into one
+//! checked value (flags win). Raw flags live in [`crate::cli`]; this is the second,
+//! validated type that everything downstream reads.
+//!
+//! Reading the file ([`load_config`]) runs the raw file's own checks and then the
+//! checks that belong to the stages that use it — agent definitions
+//! ([`crate::agent::check`]) and `copy:` globs ([`crate::util::glob::check`]) — each
+//! problem located at its line, column and key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::deps::order_by_dependencies;
+use super::setup::SetupPlan;
+use super::{Check, Select, Task};
+use crate::agent::AgentSpec;
+use crate::config::error::key;
+use crate::config::{ConfigError, ConfigFile, KeySeg, MAX_WORKERS, Problem, TaskEntry};
+
+/// Read the config file at `path` and check it ([`parse_config`]).
+pub fn load_config(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_config(&text, path)
+}
+
+/// Parse config text ([`crate::config::parse`]) and run the checks later stages own
+/// ([`check_file`]); `path` is used in error messages only.
+pub fn parse_config(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+    let file = crate::config::parse(text, path)?;
+    check_file(&file).map_err(|p| ConfigError::at(text, path, p))?;
+    Ok(file)
+}
+
+/// The checks of a parsed file that belong to the stages using it: `copy:` globs,
+/// then agent definitions.
+pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
+    for (i, glob) in file.copy.iter().enumerate() {
+        crate::util::glob::check(&glob.0)
+            .map_err(|e| Problem::at(vec![key("copy"), KeySeg::Index(i)], e).in_value())?;
+    }
+    crate::agent::check::definitions(file)
+}
+
+/// Flags that shape a plan; filled by the CLI, all optional.
+#[derive(Debug, Clone, Default)]
+pub struct PlanFlags {
+    /// Tasks from the command line (positional and `--task`); replace the file's.
+    pub tasks: Vec<String>,
+    /// `--workers`.
+    pub workers: Option<u32>,
+    /// `--models`, as typed (comma-separated, possibly repeated).
+    pub models: Vec<String>,
+    /// `--agent`.
+    pub agent: Option<String>,
+    /// `--max-steps`.
+    pub max_steps: Option<u32>,
+    /// `--budget-per-worker`.
+    pub budget_per_worker: Option<f64>,
+    /// `--timeout-per-worker` in seconds.
+    pub timeout_per_worker: Option<f64>,
+    /// `--inactivity-timeout` in seconds.
+    pub inactivity_timeout: Option<f64>,
+    /// `--budget-total` in USD.
+    pub budget_total: Option<f64>,
+    /// `--select-best`.
+    pub select_best: bool,
+    /// `--base`.
+    pub base: Option<String>,
+    /// `--cross`.
+    pub cross: bool,
+    /// `--worktree-dir`.
+    pub worktree_dir: Option<PathBuf>,
+    /// `--branch-prefix`.
+    pub branch_prefix: Option<String>,
+    /// No task makes an empty plan instead of an error.
+    pub allow_empty: bool,
+}
+
+/// Everything a run needs to know, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Tasks, in order, at least one.
+    pub tasks: Vec<Task>,
+    /// Models, trimmed, in order (may be empty: the agent's default model).
+    pub models: Vec<String>,
+    /// Number of workers (slots), also the concurrency cap.
+    pub workers: u32,
+    /// Every task × every model.
+    pub cross: bool,
+    /// The agent every worker runs.
+    pub agent: AgentSpec,
+    /// Most steps per worker.
+    pub max_steps: u32,
+    /// Per-worker budget in USD.
+    pub budget_per_worker: Option<f64>,
+    /// Per-worker wall-clock limit.
+    pub timeout_per_worker: Option<Duration>,
+    /// Grace between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// Stop a worker that printed nothing for this long.
+    pub inactivity_timeout: Option<Duration>,
+    /// USD for the whole run.
+    pub budget_total: Option<f64>,
+    /// Checks after each agent.
+    pub checks: Vec<Check>,
+    /// How each new worktree is prepared before its agent.
+    pub setup: SetupPlan,
+    /// Selection among workers sharing a task.
+    pub select: Select,
+    /// Base revision as given (default `HEAD`).
+    pub base: String,
+    /// Branch prefix.
+    pub branch_prefix: String,
+    /// Worktree root override, if any (absolute or relative to the repo root).
+    pub worktree_dir: Option<PathBuf>,
+    /// Paths never committed.
+    pub exclude: Vec<String>,
+    /// Commit identity (name, email).
+    pub commit_identity: (String, String),
+}
+
+/// Why flags and file could not be combined.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SettingsError {
+    /// A bad `checks:` entry.
+    #[error("{0}")]
+    Check(String),
+    /// A bad worktree setup (`ports:`).
+    #[error("{0}")]
+    Setup(String),
+    /// A `depends_on` naming no task, or a dependency cycle.
+    #[error("{0}")]
+    Dependencies(String),
+    /// No task anywhere.
+    #[error("no task given: pass TASK or --task, or list `tasks:` in the config file")]
+    NoTasks,
+    /// An empty task.
+    #[error("{origin}: task {index} is empty")]
+    EmptyTask {
+        /// `--task` or the file.
+        origin: String,
+        /// 1-based.
+        index: usize,
+    },
+    /// A malformed model list.
+    #[error("{origin}: empty model name in {list:?} (models are separated by commas)")]
+    EmptyModel {
+        /// `--models` or the file.
+        origin: String,
+        /// What was given.
+        list: String,
+    },
+    /// `--workers` out of range.
+    #[error("--workers: expected an integer from 1 to {MAX_WORKERS}, found {0}")]
+    Workers(u32),
+    /// A bad task id.
+    #[error("{origin}: task id {id:?} may only hold letters, digits, '-', '_' and '.'")]
+    TaskId {
+        /// Where.
+        origin: String,
+        /// The id.
+        id: String,
+    },
+    /// Duplicate task id.
+    #[error("{origin}: task id {0:?} is used twice", origin = .1)]
+    DuplicateTaskId(String, String),
+    /// A bad branch prefix.
+    #[error("{origin}: branch prefix {prefix:?} is not a valid git branch name component")]
+    BranchPrefix {
+        /// Where.
+        origin: String,
+        /// The prefix.
+        prefix: String,
+    },
+    /// A bad budget or timeout flag.
+    #[error("{flag}: expected a positive number, found {value}")]
+    Number {
+        /// The flag.
+        flag: &'static str,
+        /// The value.
+        value: f64,
+    },
+    /// The agent definition is unusable.
+    #[error("{0}")]
+    Agent(String),
+}
+
+impl Settings {
+    /// Merge `file` (read from `file_name`, for messages) and `flags`.
+    pub fn resolve(
+        file: &ConfigFile,
+        file_name: &Path,
+        flags: &PlanFlags,
+    ) -> Result<Settings, SettingsError> {
+        let file_origin = file_name.display().to_string();
+        let tasks = if !flags.tasks.is_empty() {
+            flags
+                .tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let prompt = t.trim();
+                    if prompt.is_empty() {
+                        Err(SettingsError::EmptyTask {
+                            origin: "--task".into(),
+                            index: i + 1,
+                        })
+                    } else {
+                        Ok(Task {
+                            id: None,
+                            prompt: prompt.to_owned(),
+                            model: None,
+                            depends_on: Vec::new(),
+                        })
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            file.tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let task = match t {
+                        TaskEntry::Prompt(p) => Task {
+                            id: None,
+                            prompt: p.trim().to_owned(),
+                            model: None,
+                            depends_on: Vec::new(),
+                        },
+                        TaskEntry::Detailed(d) => Task {
+                            id: d.id.as_ref().map(|s| s.trim().to_owned()),
+                            prompt: d.prompt.trim().to_owned(),
+                            model: d
+                                .model
+                                .as_ref()
+                                .map(|m| m.trim().to_owned())
+                                .filter(|m| !m.is_empty()),
+                            depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
+                        },
+                    };
+                    if task.prompt.is_empty() {
+                        return Err(SettingsError::EmptyTask {
+                            origin: format!("{file_origin}: tasks"),
+                            index: i + 1,
+                        });
+                    }
+                    if let Some(id) = &task.id
+                        && (id.is_empty()
+                            || !id
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+                    {
+                        return Err(SettingsError::TaskId {
+                            origin: format!("{file_origin}: tasks[{i}].id"),
+                            id: id.clone(),
+                        });
+                    }
+                    Ok(task)
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if tasks.is_empty() && !flags.allow_empty {
+            return Err(SettingsError::NoTasks);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for t in &tasks {
+            if let Some(id) = &t.id
+                && !seen.insert(id.clone())
+            {
+                return Err(SettingsError::DuplicateTaskId(
+                    id.clone(),
+                    format!("{file_origin}: tasks"),
+                ));
+            }
+        }
+        let tasks =
+            order_by_dependencies(tasks, &file_origin).map_err(SettingsError::Dependencies)?;
+
+        let models = if !flags.models.is_empty() {
+            split_models(&flags.models, "--models")?
+        } else {
+            split_models(&file.models, &format!("{file_origin}: models"))?
+        };
+
+        let workers = match flags.workers {
+            Some(w) if !(1..=MAX_WORKERS as u32).contains(&w) => {
+                return Err(SettingsError::Workers(w));
+            }
+            Some(w) => w,
+            None => file.parallel_runs.workers.0,
+        };
+
+        let budget_per_worker = match flags.budget_per_worker {
+            Some(v) if !(v.is_finite() && v >= 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--budget-per-worker",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.budget_per_worker.map(|u| u.0),
+        };
+        let timeout_per_worker = match flags.timeout_per_worker {
+            Some(v) if !(v.is_finite() && v > 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--timeout-per-worker",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.timeout_per_worker.map(|s| s.0),
+        }
+        .map(Duration::from_secs_f64);
+
+        let inactivity_timeout = match flags.inactivity_timeout {
+            Some(v) if !(v.is_finite() && v > 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--inactivity-timeout",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.inactivity_timeout.map(|s| s.0),
+        }
+        .map(Duration::from_secs_f64);
+        let budget_total = match flags.budget_total {
+            Some(v) if !(v.is_finite() && v >= 0.0) => {
+                return Err(SettingsError::Number {
+                    flag: "--budget-total",
+                    value: v,
+                });
+            }
+            Some(v) => Some(v),
+            None => file.parallel_runs.budget_total.map(|u| u.0),
+        };
+
+        let checks: Result<Vec<Check>, SettingsError> = file
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (run, name, timeout) = match c {
+                    crate::config::CheckDef::Command(r) => (r.clone(), None, None),
+                    crate::config::CheckDef::Detailed(d) => {
+                        (d.run.clone(), d.name.clone(), d.timeout.map(|s| s.0))
+                    }
+                };
+                if run.trim().is_empty() {
+                    return Err(SettingsError::Check(format!(
+                        "{file_origin}: checks[{i}]: empty command"
+                    )));
+                }
+                Ok(Check {
+                    name: name.unwrap_or_else(|| run.trim().to_owned()),
+                    run,
+                    timeout: timeout.unwrap_or(600.0),
+                })
+            })
+            .collect();
+
+        let branch_prefix = flags
+            .branch_prefix
+            .clone()
+            .or_else(|| file.branch_prefix.clone())
+            .unwrap_or_else(|| "fanout".to_owned());
+        let prefix_origin = if flags.branch_prefix.is_some() {
+            "--branch-prefix".to_owned()
+        } else {
+            format!("{file_origin}: branch_prefix")
+        };
+        let probe = format!("refs/heads/{branch_prefix}/x");
+        if branch_prefix.is_empty()
+            || branch_prefix.ends_with('/')
+            || !git2::Reference::is_valid_name(&probe)
+        {
+            return Err(SettingsError::BranchPrefix {
+                origin: prefix_origin,
+                prefix: branch_prefix,
+            });
+        }
+
+        let agent_name = flags
+            .agent
+            .clone()
+            .unwrap_or_else(|| file.parallel_runs.agent.clone());
+        let agent = AgentSpec::resolve(
+            &agent_name,
+            &file.agents,
+            &file_origin,
+            flags.agent.is_some(),
+        )
+        .map_err(SettingsError::Agent)?;
+        let mut agent = agent;
+        agent.prices = file.prices.clone();
+
+        let mut exclude: Vec<String> = vec![".architect/".into(), ".fanout/".into()];
+        for e in file.exclude.iter().chain(agent.exclude.iter()) {
+            let e = e.trim().to_owned();
+            if !e.is_empty() && !exclude.contains(&e) {
+                exclude.push(e);
+            }
+        }
+
+        let commit_identity = file
+            .commit
+            .as_ref()
+            .map(|c| (c.name.clone(), c.email.clone()))
+            .unwrap_or_else(|| {
+                (
+                    "fanout".to_owned(),
+                    "fanout@users.noreply.github.com".to_owned(),
+                )
+            });
+
+        Ok(Settings {
+            tasks,
+            models,
+            workers,
+            cross: flags.cross || file.cross,
+            agent,
+            max_steps: flags.max_steps.unwrap_or(file.parallel_runs.max_steps),
+            budget_per_worker,
+            timeout_per_worker,
+            kill_grace: Duration::from_secs_f64(file.kill_grace.map(|s| s.0).unwrap_or(10.0)),
+            inactivity_timeout,
+            budget_total,
+            checks: checks?,
+            setup: SetupPlan::resolve(file, &file_origin).map_err(SettingsError::Setup)?,
+            select: Select {
+                mode: if flags.select_best {
+                    crate::config::SelectMode::Best
+                } else {
+                    file.select
+                },
+                weights: file.select_weights,
+            },
+            base: flags
+                .base
+                .clone()
+                .or_else(|| file.base.clone())
+                .unwrap_or_else(|| "HEAD".to_owned()),
+            branch_prefix,
+            worktree_dir: flags
+                .worktree_dir
+                .clone()
+                .or_else(|| file.worktree_dir.clone()),
+            exclude,
+            commit_identity,
+        })
+    }
+}
+
+/// Split `["a, b", "c"]` into `["a", "b", "c"]`; an empty item is an error.
+pub fn split_models(items: &[String], origin: &str) -> Result<Vec<String>, SettingsError> {
+    let mut out = Vec::new();
+    for item in items {
+        for part in item.split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                return Err(SettingsError::EmptyModel {
+                    origin: origin.to_owned(),
+                    list: item.clone(),
+                });
+            }
+            out.push(part.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Agent definitions in the file, for [`AgentSpec::resolve`].
+pub type AgentDefs = BTreeMap<String, crate::config::AgentDef>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        parse_config(text, Path::new("fanout.yml")).expect_err("should fail")
+    }
+
+    #[test]
+    fn agent_definitions_are_checked_with_line_column_and_key() {
+        let cases = [
+            (
+                "agents:\n  bad:\n    command: [x, '{tsk}']\n",
+                "fanout.yml:3:18: key `agents.bad.command[1]`: unknown placeholder {tsk} in \"{tsk}\"; known: {task}, {model}, {worker_id}, {branch}, {worktree}, {run_id}, {max_steps}, {budget}, {timeout}",
+            ),
+            (
+                "tasks: [a]\nagents:\n  claude:\n    binary: /opt/claude\n    result: {format: json}\n",
+                "fanout.yml:5:5: key `agents.claude.result`: only the command adapter reads a `result` spec; the claude adapter reads its CLI's own output",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    permission_mode: acceptEdits\n",
+                "fanout.yml:4:5: key `agents.mine.permission_mode`: only used by the claude adapter",
+            ),
+            (
+                "agents:\n  claude:\n    permission_mode: accept edits\n",
+                "fanout.yml:3:22: key `agents.claude.permission_mode`: \"accept edits\" is not a permission mode (e.g. acceptEdits, bypassPermissions, plan)",
+            ),
+            (
+                "agents:\n  codex:\n    command: [codex, exec]\n    adapter: codex\n",
+                "fanout.yml:3:5: key `agents.codex.command`: not used by the codex adapter (use `binary` and `args`)",
+            ),
+            (
+                "agents:\n  aider:\n    model_args: [--model, '{model}']\n",
+                "fanout.yml:3:5: key `agents.aider.model_args`: for the command adapter; the aider adapter passes the model and budget itself",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    binary: /bin/y\n",
+                "fanout.yml:4:5: key `agents.mine.binary`: not used by the command adapter: the program is command[0]",
+            ),
+            (
+                "agents:\n  mine:\n    adapter: command\n",
+                "fanout.yml:2:3: key `agents.mine.command`: the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]",
+            ),
+            (
+                "agents:\n  mine:\n    command: [x]\n    result:\n      format: jsonl\n      cost: usage..usd\n",
+                "fanout.yml:6:13: key `agents.mine.result.cost`: \"usage..usd\" is not a dotted JSON path like `result.cost_usd`",
+            ),
+            (
+                "agents:\n  'my agent':\n    command: [x]\n",
+                "fanout.yml:2:3: key `agents.my agent`: agent name \"my agent\" may only hold letters, digits, '-', '_' and '.'",
+            ),
+            (
+                "agents: {mine: {command: [x], env: {'A=B': c}}}\n",
+                "fanout.yml:1:37: key `agents.mine.env.A=B`: \"A=B\" is not a valid variable name",
+            ),
+            (
+                "prices:\n  gpt-x:\n    input: -1\n    output: 2\n",
+                "fanout.yml:3:12: key `prices.gpt-x.input`: expected USD per million tokens, zero or more, found -1",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(err(text).to_string(), want, "{text}");
+        }
+        // The snippet points at the key.
+        insta::assert_snapshot!(
+            err("agents:\n  mine:\n    command: [x]\n    permission_mode: plan\n").snippet().unwrap(),
+            @r"
+          |
+        4 |     permission_mode: plan
+          |     ^
+        "
+        );
+        // Every built-in accepts binary, args, env; claude a permission mode.
+        let ok = parse_config(
+            "agents:\n  claude: {binary: /x/claude, args: [--verbose], permission_mode: bypassPermissions}\n  codex: {binary: /x/codex, env: {CODEX_HOME: /h}}\n  aider: {args: [--map-tokens, '0']}\n  architect: {binary: /x/architect, agent: review}\n  mine: {command: [my-agent, '{task}'], result: {format: exit-code}}\n",
+            Path::new("fanout.yml"),
+        );
+        assert!(ok.is_ok(), "{:?}", ok.err());
+    }
+
+    fn flags(tasks: &[&str]) -> PlanFlags {
+        PlanFlags {
+            tasks: tasks.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn resolve(file: &str, flags: &PlanFlags) -> Result<Settings, SettingsError> {
+        let cfg = crate::config::parse(file, Path::new("fanout.yml")).unwrap();
+        Settings::resolve(&cfg, Path::new("fanout.yml"), flags)
+    }
+
+    #[test]
+    fn models_are_trimmed_and_split() {
+        assert_eq!(
+            split_models(&["a, b".into(), " c ".into()], "--models").unwrap(),
+            vec!["a", "b", "c"]
+        );
+        assert_eq!(
+            split_models(&["a,,b".into()], "--models").unwrap_err(),
+            SettingsError::EmptyModel {
+                origin: "--models".into(),
+                list: "a,,b".into()
+            }
+        );
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = "parallel_runs:\n  workers: 4\n  max_steps: 9\n  timeout_per_worker: 60\ntasks: [from-file]\nmodels: [x]\n";
+        let s = resolve(file, &PlanFlags::default()).unwrap();
+        assert_eq!(s.workers, 4);
+        assert_eq!(s.tasks[0].prompt, "from-file");
+        assert_eq!(s.models, vec!["x"]);
+        assert_eq!(s.timeout_per_worker, Some(Duration::from_secs(60)));
+        let mut f = flags(&["from-flag"]);
+        f.workers = Some(2);
+        f.models = vec!["y, z".into()];
+        f.timeout_per_worker = Some(5.0);
+        let s = resolve(file, &f).unwrap();
+        assert_eq!(s.workers, 2);
+        assert_eq!(s.tasks.len(), 1);
+        assert_eq!(s.tasks[0].prompt, "from-flag");
+        assert_eq!(s.models, vec!["y", "z"]);
+        assert_eq!(s.max_steps, 9);
+        assert_eq!(s.timeout_per_worker, Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let mut f = flags(&["t"]);
+        f.workers = Some(0);
+        assert_eq!(
+            resolve("", &f).unwrap_err().to_string(),
+            "--workers: expected an integer from 1 to 10, found 0"
+        );
+        assert_eq!(
+            resolve("", &PlanFlags::default()).unwrap_err(),
+            SettingsError::NoTasks
+        );
+        let s = resolve("", &flags(&["  "])).unwrap_err();
+        assert_eq!(s.to_string(), "--task: task 1 is empty");
+        let mut f = flags(&["t"]);
+        f.branch_prefix = Some("bad..name".into());
+        assert!(
+            resolve("", &f)
+                .unwrap_err()
+                .to_string()
+                .starts_with("--branch-prefix:")
+        );
+    }
+
+    #[test]
+    fn excludes_always_hold_the_agents_state_dirs() {
+        let s = resolve("exclude: [secrets.txt]\n", &flags(&["t"])).unwrap();
+        assert_eq!(s.exclude, vec![".architect/", ".fanout/", "secrets.txt"]);
+    }
+}

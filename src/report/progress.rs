@@ -1,0 +1,296 @@
+//! Live progress, fed by the executor's typed [`Event`]s.
+//!
+//! * On a terminal: an indicatif multi-progress with a line per worker (spinner,
+//!   status, elapsed time, the agent's last output line).
+//! * Otherwise, or with `--quiet`: plain log lines on stderr.
+//! * In GitHub Actions: plain lines, plus a `::group::` per finished worker holding the
+//!   tail of its log, and an `::error`/`::warning` annotation per unsuccessful worker.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::table::{format_cost, format_duration};
+use crate::model::{Status, WorkerResult};
+use crate::plan::Plan;
+use crate::run::event::{Event, Reporter, StopLevel};
+
+/// Lines of a worker's log shown in its Actions group.
+const LOG_TAIL_LINES: usize = 40;
+
+/// Which reporter to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// indicatif bars.
+    Bars,
+    /// Plain lines.
+    Plain,
+    /// Plain lines with GitHub Actions workflow commands.
+    GitHub,
+}
+
+impl Style {
+    /// Pick from the environment: Actions, a terminal, or plain.
+    pub fn detect(quiet: bool) -> Style {
+        use std::io::IsTerminal;
+        if std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true") {
+            Style::GitHub
+        } else if !quiet && std::io::stderr().is_terminal() {
+            Style::Bars
+        } else {
+            Style::Plain
+        }
+    }
+}
+
+/// Build a reporter for `plan`.
+pub fn reporter(style: Style, plan: &Plan) -> Box<dyn Reporter> {
+    match style {
+        Style::Bars => Box::new(Bars::new(plan)),
+        Style::Plain => Box::new(Plain::new(plan, false)),
+        Style::GitHub => Box::new(Plain::new(plan, true)),
+    }
+}
+
+fn finished_line(r: &WorkerResult) -> String {
+    let mut s = format!(
+        "{} in {}, {} file{}, cost {}",
+        r.status,
+        format_duration(r.duration),
+        r.files_modified.len(),
+        if r.files_modified.len() == 1 { "" } else { "s" },
+        format_cost(r.cost)
+    );
+    if let Some(reason) = &r.reason {
+        s.push_str(" — ");
+        s.push_str(reason);
+    }
+    s
+}
+
+/// Plain lines on stderr.
+struct Plain {
+    labels: BTreeMap<u32, String>,
+    github: bool,
+}
+
+impl Plain {
+    fn new(plan: &Plan, github: bool) -> Plain {
+        eprintln!(
+            "fanout: run {} — {} worker{} ({} at a time), agent {}, base {}",
+            plan.run_id,
+            plan.workers.len(),
+            if plan.workers.len() == 1 { "" } else { "s" },
+            plan.concurrency,
+            plan.agent.name,
+            crate::util::short(&plan.base.commit)
+        );
+        Plain {
+            labels: plan
+                .workers
+                .iter()
+                .map(|w| (w.id, format!("#{} [{}]", w.id, w.model_label())))
+                .collect(),
+            github,
+        }
+    }
+
+    fn label(&self, id: u32) -> &str {
+        self.labels.get(&id).map(String::as_str).unwrap_or("?")
+    }
+}
+
+impl Reporter for Plain {
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::WorkerStarted { id, worktree, .. } => {
+                eprintln!(
+                    "fanout: {} started in {}",
+                    self.label(*id),
+                    worktree.display()
+                );
+            }
+            Event::WorkerOutput { .. } => {}
+            Event::WorkerTimedOut { id } => {
+                eprintln!("fanout: {} timed out, stopping it", self.label(*id));
+            }
+            Event::WorkerFinished(r) => {
+                let line = finished_line(r);
+                if self.github {
+                    let title = format!("{} {}", self.label(r.worker_id), r.status);
+                    println!("::group::{title} ({})", r.branch);
+                    if let Some(log) = &r.log_path {
+                        print_tail(log);
+                    }
+                    println!("::endgroup::");
+                    if r.status != Status::Success {
+                        let kind = if r.status == Status::Partial {
+                            "warning"
+                        } else {
+                            "error"
+                        };
+                        println!(
+                            "::{kind} title=fanout worker {}::{}",
+                            r.worker_id,
+                            escape_workflow_data(&line)
+                        );
+                    }
+                    let _ = std::io::stdout().flush();
+                }
+                eprintln!("fanout: {} {}", self.label(r.worker_id), line);
+            }
+            Event::Stopping(level) => eprintln!("fanout: {}", stopping_text(*level)),
+        }
+    }
+}
+
+fn stopping_text(level: StopLevel) -> &'static str {
+    match level {
+        StopLevel::Graceful => {
+            "interrupted: stopping workers gracefully (signal again to kill them now)"
+        }
+        StopLevel::Kill => "interrupted again: killing workers",
+        StopLevel::Run => "",
+    }
+}
+
+/// Escape `%`, CR and LF for a workflow command's data.
+pub fn escape_workflow_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+fn print_tail(log: &PathBuf) {
+    let Ok(f) = std::fs::File::open(log) else {
+        return;
+    };
+    let mut tail = std::collections::VecDeque::with_capacity(LOG_TAIL_LINES);
+    for line in std::io::BufReader::new(f)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
+        if tail.len() == LOG_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    let mut out = std::io::stdout().lock();
+    for line in tail {
+        let text = String::from_utf8_lossy(&line);
+        // A log line must not be able to issue workflow commands.
+        if text.trim_start().starts_with("::") {
+            let _ = writeln!(out, " {text}");
+        } else {
+            let _ = writeln!(out, "{text}");
+        }
+    }
+}
+
+/// indicatif bars on a terminal.
+struct Bars {
+    multi: MultiProgress,
+    bars: BTreeMap<u32, ProgressBar>,
+    labels: BTreeMap<u32, String>,
+}
+
+impl Bars {
+    fn new(plan: &Plan) -> Bars {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let _ = multi.println(format!(
+            "fanout: run {} — {} workers ({} at a time), agent {}",
+            plan.run_id,
+            plan.workers.len(),
+            plan.concurrency,
+            plan.agent.name
+        ));
+        let style =
+            ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {elapsed:>4} {wide_msg}")
+                .expect("valid template")
+                .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
+        let mut bars = BTreeMap::new();
+        let mut labels = BTreeMap::new();
+        for w in &plan.workers {
+            let label = format!("#{:<2} {:<14}", w.id, truncate(w.model_label(), 14));
+            let bar = multi.add(ProgressBar::new_spinner());
+            bar.set_style(style.clone());
+            bar.set_prefix(label.clone());
+            bar.set_message("queued");
+            bars.insert(w.id, bar);
+            labels.insert(w.id, label);
+        }
+        Bars {
+            multi,
+            bars,
+            labels,
+        }
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+impl Reporter for Bars {
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::WorkerStarted { id, .. } => {
+                if let Some(b) = self.bars.get(id) {
+                    b.reset_elapsed();
+                    b.enable_steady_tick(Duration::from_millis(120));
+                    b.set_message("running");
+                }
+            }
+            Event::WorkerOutput { id, line } => {
+                if let Some(b) = self.bars.get(id) {
+                    b.set_message(format!("running · {line}"));
+                }
+            }
+            Event::WorkerTimedOut { id } => {
+                if let Some(b) = self.bars.get(id) {
+                    b.set_message("timed out · stopping");
+                }
+            }
+            Event::WorkerFinished(r) => {
+                if let Some(b) = self.bars.get(&r.worker_id) {
+                    let mark = match r.status {
+                        Status::Success => "✔",
+                        Status::Partial => "◐",
+                        Status::Failed => "✘",
+                        Status::Timeout => "⏱",
+                        Status::Skipped => "↷",
+                    };
+                    b.set_style(
+                        ProgressStyle::with_template("{prefix:.bold} {wide_msg}")
+                            .expect("valid template"),
+                    );
+                    let label = self.labels.get(&r.worker_id).cloned().unwrap_or_default();
+                    b.set_prefix(format!("{mark} {label}"));
+                    b.finish_with_message(finished_line(r));
+                }
+            }
+            Event::Stopping(level) => {
+                let _ = self
+                    .multi
+                    .println(format!("fanout: {}", stopping_text(*level)));
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        for b in self.bars.values() {
+            if !b.is_finished() {
+                b.finish();
+            }
+        }
+    }
+}

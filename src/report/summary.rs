@@ -1,0 +1,651 @@
+//! Reporting a finished run: `results.json` in the run directory and the Markdown
+//! summary (rendered from `templates/summary.md.j2` with minijinja in strict mode,
+//! appended to `$GITHUB_STEP_SUMMARY` in Actions).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use minijinja::value::Serde;
+use minijinja::{Environment, UndefinedBehavior, Value};
+use serde::Serialize;
+
+use super::table::{format_duration, format_worker_cost};
+use crate::model::{CostSource, SetupRecord, Status, WorkerResult};
+use crate::run::executor::NOT_STARTED_BUDGET;
+use crate::run::results::RunReport;
+use crate::util::{short, write_atomic};
+
+/// The summary template, embedded at build time.
+pub const SUMMARY_TEMPLATE: &str = include_str!("../../templates/summary.md.j2");
+
+/// GitHub drops a step summary over 1 MiB; stay well under it.
+pub const STEP_SUMMARY_LIMIT: usize = 900 * 1024;
+
+/// Where a run's report files are.
+#[derive(Debug, Clone)]
+pub struct ReportPaths {
+    /// `results.json`.
+    pub results: PathBuf,
+    /// `summary.md`.
+    pub summary: PathBuf,
+}
+
+/// Write `results.json` and `summary.md` into `run_dir`; append the summary to
+/// `$GITHUB_STEP_SUMMARY` when `step_summary` is given.
+pub fn write(
+    report: &RunReport,
+    run_dir: &Path,
+    step_summary: Option<&Path>,
+) -> std::io::Result<ReportPaths> {
+    let results = run_dir.join("results.json");
+    let summary = run_dir.join("summary.md");
+    let mut json = serde_json::to_vec_pretty(report).expect("report serializes");
+    json.push(b'\n');
+    write_atomic(&results, &json)?;
+    let md = render_summary(report, None);
+    write_atomic(&summary, md.as_bytes())?;
+    if let Some(path) = step_summary {
+        let md = if md.len() > STEP_SUMMARY_LIMIT {
+            render_summary(report, Some(STEP_SUMMARY_LIMIT))
+        } else {
+            md
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(md.as_bytes())?;
+        f.write_all(b"\n")?;
+    }
+    Ok(ReportPaths { results, summary })
+}
+
+#[derive(Serialize)]
+struct Row {
+    id: u32,
+    icon: &'static str,
+    status: &'static str,
+    branch: String,
+    model: String,
+    steps: String,
+    cost: String,
+    duration: String,
+    files: usize,
+    pr: String,
+}
+
+#[derive(Serialize)]
+struct Failure {
+    id: u32,
+    branch: String,
+    status: &'static str,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct SetupLine {
+    id: u32,
+    /// `copied 2 files · `npm ci` 12.0s · ports 20000–20009`.
+    text: String,
+}
+
+#[derive(Serialize)]
+struct Pick {
+    task: String,
+    /// `#3 (9.8)` for each worker of the task, best first; the winner marked.
+    ranking: String,
+}
+
+#[derive(Serialize)]
+struct Pair {
+    a: u32,
+    b: u32,
+    kind: &'static str,
+    files: String,
+}
+
+#[derive(Serialize)]
+struct Count {
+    status: &'static str,
+    count: usize,
+}
+
+/// Render the Markdown summary; with `limit`, drop table rows until it fits.
+pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.add_template("summary.md", SUMMARY_TEMPLATE)
+        .expect("summary template parses");
+    let tmpl = env.get_template("summary.md").expect("template exists");
+    let mut keep = report.results.len();
+    loop {
+        let rows: Vec<Row> = report.results[..keep]
+            .iter()
+            .map(|r| Row {
+                id: r.worker_id,
+                icon: icon(r.status),
+                status: r.status.as_str(),
+                branch: md_escape(&r.branch),
+                model: md_escape(r.model.as_deref().unwrap_or("default")),
+                steps: r.steps.map_or("–".into(), |s| s.to_string()),
+                cost: format_worker_cost(r),
+                duration: format_duration(r.duration),
+                files: r.files_modified.len(),
+                pr: match &r.publish {
+                    Some(p) => match (&p.url, p.number) {
+                        (Some(url), Some(n)) => format!("[#{n}]({url}) {}", p.operation.as_str()),
+                        _ => p.operation.as_str().to_owned(),
+                    },
+                    None => "–".into(),
+                },
+            })
+            .collect();
+        let failures: Vec<Failure> = report.results[..keep]
+            .iter()
+            .filter(|r| r.status != Status::Success)
+            .map(|r| Failure {
+                id: r.worker_id,
+                branch: md_escape(&r.branch),
+                status: r.status.as_str(),
+                reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
+            })
+            .collect();
+        let setups: Vec<SetupLine> = report.results[..keep]
+            .iter()
+            .filter_map(|r| {
+                let s = r.setup.as_ref()?;
+                let did = s.copied > 0 || s.submodules.is_some() || !s.commands.is_empty();
+                did.then(|| SetupLine {
+                    id: r.worker_id,
+                    text: setup_text(s),
+                })
+            })
+            .collect();
+        let mut picks: Vec<Pick> = Vec::new();
+        let mut tasks: Vec<&str> = Vec::new();
+        for r in &report.results {
+            if let Some(sel) = &r.selection
+                && !tasks.contains(&sel.task.as_str())
+            {
+                tasks.push(&sel.task);
+            }
+        }
+        for task in tasks {
+            let mut group: Vec<&WorkerResult> = report
+                .results
+                .iter()
+                .filter(|r| r.selection.as_ref().is_some_and(|s| s.task == task))
+                .collect();
+            group.sort_by_key(|r| r.selection.as_ref().map_or(u32::MAX, |s| s.rank));
+            let ranking = group
+                .iter()
+                .map(|r| {
+                    let sel = r.selection.as_ref().expect("filtered");
+                    let mark = if sel.winner { " **winner**" } else { "" };
+                    format!(
+                        "#{} ({}, {}){mark}",
+                        r.worker_id,
+                        sel.score,
+                        r.status.as_str()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" · ");
+            picks.push(Pick {
+                task: md_escape(&first_line(task, 80)),
+                ranking,
+            });
+        }
+        let pairs: Vec<Pair> = report
+            .conflicts
+            .iter()
+            .flat_map(|m| m.overlaps.iter())
+            .map(|o| Pair {
+                a: o.a,
+                b: o.b,
+                kind: if o.conflicting() {
+                    "conflict"
+                } else {
+                    "overlap"
+                },
+                files: md_escape(
+                    &if o.conflicting() {
+                        &o.conflicts
+                    } else {
+                        &o.files
+                    }
+                    .join(", "),
+                ),
+            })
+            .collect();
+        let counts: Vec<Count> = Status::ALL
+            .iter()
+            .map(|s| Count {
+                status: s.as_str(),
+                count: report.totals.count(*s),
+            })
+            .collect();
+        let ctx = minijinja::context! {
+            run_id => &report.run_id,
+            interrupted => report.interrupted,
+            totals => Value::from(Serde(&report.totals)),
+            counts => Value::from(Serde(&counts)),
+            base_short => short(&report.plan.base.commit),
+            base_branch => &report.plan.base.branch,
+            agent => &report.plan.agent.name,
+            duration => format_duration(report.duration),
+            cost_total => total_cost(report),
+            rows => Value::from(Serde(&rows)),
+            failures => Value::from(Serde(&failures)),
+            setups => Value::from(Serde(&setups)),
+            truncated => report.results.len() - keep,
+            has_prs => report.results.iter().any(|r| r.publish.is_some()),
+            picks => Value::from(Serde(&picks)),
+            pairs => Value::from(Serde(&pairs)),
+            integration => Value::from(Serde(&report.integration)),
+            cost_notes => cost_notes(report),
+        };
+        let mut out = tmpl.render(ctx).expect("summary renders");
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+        match limit {
+            Some(l) if out.len() > l && keep > 0 => keep = keep * 9 / 10,
+            _ => return out,
+        }
+    }
+}
+
+/// One worker's setup in a line: files copied, each step and how it went, the ports.
+fn setup_text(s: &SetupRecord) -> String {
+    let mut parts = Vec::new();
+    if s.copied > 0 {
+        let plural = if s.copied == 1 { "" } else { "s" };
+        parts.push(format!("copied {} file{plural}", s.copied));
+    }
+    for step in s.submodules.iter().chain(&s.commands) {
+        let how = match (step.timed_out, step.exit_code) {
+            (true, _) => format!("timed out after {}", format_duration(step.duration)),
+            (false, Some(0)) => format_duration(step.duration),
+            (false, Some(c)) => format!("exited {c}"),
+            (false, None) => "killed".to_owned(),
+        };
+        // A code span shows its text as is; only a backtick could end it early.
+        let label = crate::run::setup::short(&step.run).replace('`', "'");
+        parts.push(format!("`{label}` {how}"));
+    }
+    if let Some(p) = s.ports {
+        parts.push(format!("ports {}–{}", p.first, p.last));
+    }
+    parts.join(" · ")
+}
+
+fn total_cost(report: &RunReport) -> String {
+    let t = &report.totals;
+    match (t.cost_unknown, t.workers) {
+        (u, w) if u == w => "unknown".into(),
+        (0, _) => format!("${:.4}", t.cost),
+        (u, _) => format!("${:.4} (+{u} unknown)", t.cost),
+    }
+}
+
+fn icon(s: Status) -> &'static str {
+    match s {
+        Status::Success => "✅",
+        Status::Partial => "🟡",
+        Status::Failed => "❌",
+        Status::Timeout => "⏱️",
+        Status::Skipped => "⏭️",
+    }
+}
+
+/// Escape text for a Markdown table cell or list item.
+pub fn md_escape(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .collect();
+    let mut out = String::with_capacity(one_line.len());
+    for c in one_line.chars() {
+        if matches!(c, '|' | '<' | '>' | '`' | '*' | '_' | '[' | ']') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `s` cut to `max` characters, with `…` when cut.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The first non-blank line of `task`, at most `max` characters.
+pub fn first_line(task: &str, max: usize) -> String {
+    truncate_chars(
+        task.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+        max,
+    )
+}
+
+/// The "Pull requests" section of a summary, after publishing.
+pub fn render_pull_requests(report: &RunReport) -> String {
+    let mut out = format!("\n### Pull requests (run `{}`)\n\n", report.run_id);
+    out.push_str("| # | Operation | Pull request | Branch | Note |\n|--:|-----------|--------------|--------|------|\n");
+    for r in &report.results {
+        let Some(p) = &r.publish else { continue };
+        let link = match (&p.url, &p.compare_url) {
+            (Some(url), _) => format!("[#{}]({url})", p.number.unwrap_or_default()),
+            (None, Some(cmp)) => format!("[open by hand]({cmp})"),
+            _ => "–".into(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | `{}` | {} |\n",
+            r.worker_id,
+            p.operation.as_str(),
+            link,
+            md_escape(&r.branch),
+            md_escape(p.reason.as_deref().unwrap_or(""))
+        ));
+    }
+    out
+}
+
+/// The summary's notes on costs: estimated ones, and workers the run's budget kept
+/// from starting.
+fn cost_notes(report: &RunReport) -> Vec<String> {
+    let mut notes = Vec::new();
+    let estimated = report
+        .results
+        .iter()
+        .filter(|r| r.cost.is_some() && r.cost_source == Some(CostSource::PriceTable))
+        .count();
+    if estimated > 0 {
+        notes.push(format!(
+            "≈ {estimated} {} estimated from token usage × the price table (the agent reports no cost).",
+            if estimated == 1 { "cost is" } else { "costs are" }
+        ));
+    }
+    let not_started = report
+        .results
+        .iter()
+        .filter(|r| {
+            r.reason
+                .as_deref()
+                .is_some_and(|x| x.starts_with(NOT_STARTED_BUDGET))
+        })
+        .count();
+    if not_started > 0 {
+        let budget = report
+            .plan
+            .limits
+            .budget_total
+            .map_or_else(|| "budget".to_owned(), |b| format!("budget of ${b:.4}"));
+        notes.push(format!(
+            "**{not_started} {} not started: the run's {budget} was spent.**",
+            if not_started == 1 {
+                "worker was"
+            } else {
+                "workers were"
+            }
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_cells_cannot_break_the_table() {
+        assert_eq!(md_escape("a|b\nc <script>"), "a\\|b c \\<script\\>");
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::agent::AgentSpec;
+    use crate::model::{Totals, WorkerResult};
+    use crate::plan::{Base, Limits, Plan};
+    use crate::report::table::table;
+    use crate::run::results::RunReport;
+
+    fn result(id: u32, status: Status, cost: Option<f64>, reason: Option<&str>) -> WorkerResult {
+        WorkerResult {
+            worker_id: id,
+            attempt: 1,
+            cost_source: None,
+            branch: format!("fanout/r1/w{id}-fix-it"),
+            model: (id == 1).then(|| "gpt-4o".to_owned()),
+            status,
+            steps: cost.map(|_| 3 * id),
+            cost,
+            duration: 61.5 * f64::from(id),
+            files_modified: (0..id).map(|i| format!("f{i}.rs")).collect(),
+            worktree_path: None,
+            task: "fix it".into(),
+            task_id: None,
+            agent: "build".into(),
+            reason: reason.map(str::to_owned),
+            commit: None,
+            base_commit: None,
+            committed_by_fanout: true,
+            exit_code: Some(0),
+            signal: None,
+            log_path: None,
+            checks: Vec::new(),
+            setup: None,
+            selection: None,
+            publish: None,
+        }
+    }
+
+    fn report() -> RunReport {
+        let results = vec![
+            result(1, Status::Success, Some(0.0123), None),
+            result(2, Status::Failed, None, Some("exit code 1: bad | pipe")),
+            result(3, Status::Timeout, Some(0.5), Some("timed out after 300s")),
+        ];
+        RunReport {
+            schema_version: 1,
+            run_id: "r1".into(),
+            started_at: "2026-11-23T00:00:00Z".into(),
+            finished_at: "2026-11-23T00:05:00Z".into(),
+            duration: 300.0,
+            interrupted: false,
+            plan: Plan {
+                schema_version: 1,
+                run_id: "r1".into(),
+                base: Base {
+                    requested: "HEAD".into(),
+                    branch: Some("main".into()),
+                    commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                },
+                concurrency: 3,
+                agent: AgentSpec::resolve("build", &Default::default(), "f", false).unwrap(),
+                limits: Limits {
+                    max_steps: 50,
+                    inactivity_timeout: None,
+                    budget_total: None,
+                    budget_per_worker: None,
+                    timeout_per_worker: Some(300.0),
+                    kill_grace: 10.0,
+                },
+                exclude: vec![],
+                workers: vec![],
+                checks: vec![],
+                select: Default::default(),
+                setup: Default::default(),
+            },
+            totals: Totals::of(&results),
+            results,
+            exit_code: 1,
+            conflicts: None,
+            integration: None,
+        }
+    }
+
+    #[test]
+    fn summary_markdown() {
+        insta::assert_snapshot!(render_summary(&report(), None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: exit code 1: bad \| pipe
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn summary_shows_worktree_setup() {
+        use crate::model::{PortRange, SetupRecord, SetupStep};
+        let step = |run: &str, exit_code: Option<i32>, timed_out: bool| SetupStep {
+            run: run.into(),
+            exit_code,
+            timed_out,
+            duration: 2.5,
+        };
+        let mut r = report();
+        r.results[0].setup = Some(SetupRecord {
+            copied: 2,
+            submodules: Some(step(
+                "git submodule update --init --recursive",
+                Some(0),
+                false,
+            )),
+            commands: vec![step("npm ci", Some(0), false)],
+            ports: Some(PortRange {
+                first: 20000,
+                last: 20009,
+            }),
+        });
+        r.results[1].setup = Some(SetupRecord {
+            copied: 1,
+            submodules: None,
+            commands: vec![step("make `db`\nmore", Some(1), false)],
+            ports: Some(PortRange {
+                first: 20010,
+                last: 20019,
+            }),
+        });
+        r.results[1].reason = Some("setup failed: `make 'db'` exited 1: no database".into());
+        r.results[2].setup = Some(SetupRecord {
+            copied: 0,
+            submodules: None,
+            commands: vec![],
+            ports: Some(PortRange {
+                first: 20020,
+                last: 20029,
+            }),
+        });
+        insta::assert_snapshot!(render_summary(&r, None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: setup failed: \`make 'db'\` exited 1: no database
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+
+        ### Worktree setup
+
+        - #1: copied 2 files · `git submodule update --init --recursive` 2.5s · `npm ci` 2.5s · ports 20000–20009
+        - #2: copied 1 file · `make 'db' …` exited 1 · ports 20010–20019
+        ");
+    }
+
+    #[test]
+    fn estimated_costs_and_workers_the_run_budget_kept_from_starting() {
+        let mut r = report();
+        r.plan.limits.budget_total = Some(0.5);
+        r.results[0].cost_source = Some(CostSource::PriceTable);
+        r.results[1].reason = Some(format!(
+            "{NOT_STARTED_BUDGET} of $0.5000 was spent ($0.5123)"
+        ));
+        r.results[2].cost_source = Some(CostSource::Agent);
+        insta::assert_snapshot!(render_summary(&r, None), @r"
+        ## fanout run `r1`
+
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+
+        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+
+        ≈ 1 cost is estimated from token usage × the price table (the agent reports no cost).
+
+        **1 worker was not started: the run's budget of $0.5000 was spent.**
+
+        ### Not successful
+
+        - **#2** `fanout/r1/w2-fix-it` — failed: not started: the run's budget of $0.5000 was spent ($0.5123)
+        - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
+        ");
+        insta::assert_snapshot!(table(&r.results), @r"
+        #  STATUS   MODEL    STEPS      COST   TIME  FILES  BRANCH
+        1  success  gpt-4o       3  ≈$0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   default      –         –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  default      9   $0.5000  3m04s      3  fanout/r1/w3-fix-it
+
+          #2 failed: not started: the run's budget of $0.5000 was spent ($0.5123)
+          #3 timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn terminal_table() {
+        insta::assert_snapshot!(table(&report().results), @r"
+        #  STATUS   MODEL    STEPS     COST   TIME  FILES  BRANCH
+        1  success  gpt-4o       3  $0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   default      –        –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  default      9  $0.5000  3m04s      3  fanout/r1/w3-fix-it
+
+          #2 failed: exit code 1: bad | pipe
+          #3 timeout: timed out after 300s
+        ");
+    }
+
+    #[test]
+    fn oversized_summaries_drop_rows_and_say_so() {
+        let mut r = report();
+        r.results = (1..=500)
+            .map(|i| result(i, Status::Success, Some(0.01), None))
+            .collect();
+        r.totals = Totals::of(&r.results);
+        let full = render_summary(&r, None);
+        let cut = render_summary(&r, Some(full.len() / 2));
+        assert!(cut.len() <= full.len() / 2);
+        assert!(cut.contains("more rows are in `results.json`"), "{cut}");
+    }
+}

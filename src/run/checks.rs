@@ -1,0 +1,199 @@
+//! Checks: the user's commands (`checks:` in fanout.yml) run in a worker's worktree
+//! after harvest, on the committed result. They decide success: a worker whose agent
+//! claims success is `success` only when every check passes. Each check runs with
+//! `sh -c` as its own supervised process group (timeout: SIGTERM, grace, SIGKILL),
+//! with the agent's scrubbed environment, its output in its own log file; the result
+//! keeps whether it passed, its exit code, duration and the last lines of output.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::model::CheckResult;
+use crate::plan::Check;
+use crate::run::event::StopLevel;
+use crate::run::process::{Ending, ProcessSpec, supervise};
+
+/// Lines of output kept in a check's result.
+const TAIL_LINES: usize = 20;
+/// Bytes of output kept in a check's result.
+const TAIL_BYTES: usize = 4000;
+
+/// The last lines of `log` (bounded).
+fn tail(log: &Path) -> String {
+    let bytes = std::fs::read(log).unwrap_or_default();
+    let start = bytes.len().saturating_sub(TAIL_BYTES);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
+}
+
+/// Run `checks` in order in `dir`; stops at the first failure (the rest are not run).
+/// Logs go to `<log_dir>/w<id>-check-<n>.log`.
+pub async fn run(
+    checks: &[Check],
+    dir: &Path,
+    env: &[(OsString, OsString)],
+    log_dir: &Path,
+    worker_id: u32,
+    grace: Duration,
+    stop: watch::Receiver<StopLevel>,
+) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    for (i, check) in checks.iter().enumerate() {
+        if *stop.borrow() != StopLevel::Run {
+            break;
+        }
+        let log = log_dir.join(format!("w{worker_id}-check-{}.log", i + 1));
+        // `supervise` appends: each run of a check starts its log afresh.
+        let _ = std::fs::File::create(&log);
+        let args = vec!["-c".to_owned(), check.run.clone()];
+        let spec = ProcessSpec {
+            program: "sh",
+            args: &args,
+            cwd: dir,
+            env: env.to_vec(),
+            log: &log,
+            timeout: Some(Duration::from_secs_f64(check.timeout)),
+            grace,
+            inactivity: None,
+            watch: None,
+            budget: None,
+            max_steps: None,
+            on_progress: None,
+        };
+        let result = match supervise(spec, stop.clone(), |_| {}).await {
+            Ok(sup) => CheckResult {
+                name: check.name.clone(),
+                passed: sup.ending == Ending::Exited && sup.exit_code == Some(0),
+                exit_code: sup.exit_code,
+                timed_out: sup.ending == Ending::TimedOut,
+                duration: sup.duration.as_secs_f64(),
+                log_tail: tail(&log),
+            },
+            Err(e) => CheckResult {
+                name: check.name.clone(),
+                passed: false,
+                exit_code: None,
+                timed_out: false,
+                duration: 0.0,
+                log_tail: format!("could not start sh: {e}"),
+            },
+        };
+        let passed = result.passed;
+        out.push(result);
+        if !passed {
+            break;
+        }
+    }
+    out
+}
+
+/// Why the checks failed, or `None` when they all passed.
+pub fn failure(results: &[CheckResult], planned: usize) -> Option<String> {
+    let failed = results.iter().find(|r| !r.passed)?;
+    let how = if failed.timed_out {
+        format!("timed out after {:.0}s", failed.duration)
+    } else {
+        match failed.exit_code {
+            Some(c) => format!("exited {c}"),
+            None => "was killed".to_owned(),
+        }
+    };
+    let last = failed
+        .log_tail
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!(": {}", crate::agent::clean_reason(l)))
+        .unwrap_or_default();
+    let skipped = planned.saturating_sub(results.len());
+    let rest = if skipped > 0 {
+        format!(
+            " ({skipped} later check{} not run)",
+            if skipped == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    Some(format!("check `{}` {how}{last}{rest}", failed.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(name: &str, passed: bool, exit: Option<i32>, tail: &str) -> CheckResult {
+        CheckResult {
+            name: name.into(),
+            passed,
+            exit_code: exit,
+            timed_out: false,
+            duration: 1.0,
+            log_tail: tail.into(),
+        }
+    }
+
+    #[test]
+    fn failure_reasons() {
+        assert_eq!(failure(&[res("a", true, Some(0), "")], 1), None);
+        assert_eq!(
+            failure(
+                &[
+                    res("a", true, Some(0), ""),
+                    res("cargo test", false, Some(101), "test x ... FAILED\n\n")
+                ],
+                3
+            )
+            .unwrap(),
+            "check `cargo test` exited 101: test x ... FAILED (1 later check not run)"
+        );
+    }
+
+    #[tokio::test]
+    async fn checks_run_in_order_and_stop_at_the_first_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tx, rx) = watch::channel(StopLevel::Run);
+        let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        let mk = |name: &str, run: &str, timeout: f64| Check {
+            name: name.into(),
+            run: run.into(),
+            timeout,
+        };
+        let checks = [
+            mk("ok", "echo fine; touch ran-1", 30.0),
+            mk("bad", "echo broken >&2; exit 3", 30.0),
+            mk("never", "touch ran-3", 30.0),
+        ];
+        let r = run(
+            &checks,
+            dir.path(),
+            &env,
+            dir.path(),
+            1,
+            Duration::from_secs(1),
+            rx.clone(),
+        )
+        .await;
+        assert_eq!(r.len(), 2);
+        assert!(r[0].passed && !r[1].passed);
+        assert_eq!(r[1].exit_code, Some(3));
+        assert_eq!(r[1].log_tail, "broken");
+        assert!(dir.path().join("ran-1").exists());
+        assert!(!dir.path().join("ran-3").exists());
+        let slow = [mk("slow", "sleep 30", 0.3)];
+        let r = run(
+            &slow,
+            dir.path(),
+            &env,
+            dir.path(),
+            2,
+            Duration::from_millis(200),
+            rx,
+        )
+        .await;
+        assert!(!r[0].passed && r[0].timed_out, "{r:?}");
+    }
+}

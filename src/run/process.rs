@@ -1,0 +1,540 @@
+//! One supervised agent process.
+//!
+//! The agent runs as the leader of its own process group (`process_group(0)`), with
+//! stdin closed and stdout/stderr drained concurrently into one log file; only a
+//! bounded tail of stdout is kept in memory for the adapter to parse. Stopping is
+//! SIGTERM to the whole group, a grace period, then SIGKILL. When the leader exits,
+//! anything it left running in its group is stopped the same way, so no process an
+//! agent started outlives its worker.
+//!
+//! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
+//! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
+//! can tell which groups are still alive.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::event::StopLevel;
+use crate::agent::{Progress, StreamWatch, WATCH_LINE_MAX};
+use crate::model::CostSource;
+
+/// How much of stdout is kept in memory for parsing.
+pub const STDOUT_TAIL_BYTES: usize = 4 << 20;
+/// How long to wait for output pipes to close after the group is gone.
+const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// Minimum spacing of last-line updates.
+const LINE_UPDATE_EVERY: Duration = Duration::from_millis(100);
+
+/// What to run.
+pub struct ProcessSpec<'a> {
+    /// Program.
+    pub program: &'a str,
+    /// Arguments.
+    pub args: &'a [String],
+    /// Working directory.
+    pub cwd: &'a Path,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Log file for stdout and stderr (appended to; created when missing).
+    pub log: &'a Path,
+    /// Wall-clock limit.
+    pub timeout: Option<Duration>,
+    /// SIGTERM → SIGKILL grace.
+    pub grace: Duration,
+    /// Stop the agent when it printed nothing (stdout or stderr) for this long.
+    pub inactivity: Option<Duration>,
+    /// Reads stdout as it comes, for the limits below.
+    pub watch: Option<Box<dyn StreamWatch>>,
+    /// Stop the agent when its live cost exceeds this (USD).
+    pub budget: Option<f64>,
+    /// Stop the agent when its live step count exceeds this (only when the watch says
+    /// the agent has no limit of its own).
+    pub max_steps: Option<u32>,
+    /// Told each time the live progress changes.
+    pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
+}
+
+/// Why the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself.
+    Exited,
+    /// fanout stopped it at the timeout.
+    TimedOut,
+    /// fanout stopped it because fanout was interrupted.
+    Interrupted,
+    /// fanout stopped it: its live cost went over the budget.
+    OverBudget,
+    /// fanout stopped it: it took more steps than allowed.
+    MaxSteps,
+    /// fanout stopped it: no output for the inactivity timeout.
+    Inactive,
+}
+
+/// What was observed.
+#[derive(Debug)]
+pub struct Supervised {
+    /// Exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, if any.
+    pub signal: Option<i32>,
+    /// Why it ended.
+    pub ending: Ending,
+    /// Wall-clock time from spawn to exit.
+    pub duration: Duration,
+    /// The last [`STDOUT_TAIL_BYTES`] of stdout.
+    pub stdout_tail: Vec<u8>,
+    /// Processes of its group outlived the leader and had to be stopped.
+    pub stragglers: bool,
+    /// SIGKILL was needed.
+    pub killed: bool,
+    /// The output pipes were still held open by a process outside the group.
+    pub pipes_leaked: bool,
+    /// What the live output said last (cost, steps), when it was watched.
+    pub progress: Progress,
+    /// Where the live cost came from.
+    pub progress_source: Option<CostSource>,
+}
+
+/// The limits the drain checks on each stdout line.
+struct LineLimits {
+    budget: Option<f64>,
+    max_steps: Option<u32>,
+}
+
+/// Run `spec` to completion under supervision. `on_line` gets the latest output line,
+/// at most every 100 ms. Errors only when the process cannot be started.
+pub async fn supervise(
+    mut spec: ProcessSpec<'_>,
+    mut stop: watch::Receiver<StopLevel>,
+    on_line: impl FnMut(&str) + Send + 'static,
+) -> std::io::Result<Supervised> {
+    let log = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(spec.log)
+        .await?;
+    let mut cmd = tokio::process::Command::new(spec.program);
+    cmd.args(spec.args)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(spec.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
+    let group_record = group_record_path(spec.log);
+    let _ = std::fs::write(&group_record, format!("{pgid}\n{}\n", spec.program));
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let last_output = Arc::new(AtomicU64::new(0));
+    let (limit_tx, mut limit_rx) = tokio::sync::mpsc::unbounded_channel::<Ending>();
+    let watching = Watching {
+        watch: spec.watch.take(),
+        limits: LineLimits {
+            budget: spec.budget,
+            max_steps: spec.max_steps,
+        },
+        limit_tx,
+        on_progress: spec.on_progress.take(),
+        last_output: Arc::clone(&last_output),
+        started,
+    };
+    let drain = tokio::spawn(drain(stdout, stderr, log, on_line, watching));
+    let mut idle_check = spec.inactivity.map(|limit| {
+        let every = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        tokio::time::interval(every)
+    });
+    let mut limits_open = true;
+
+    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut ending = Ending::Exited;
+    let mut killed = false;
+    let mut stop_open = true;
+    // A stop requested before we started counts too.
+    let mut pending = Some(*stop.borrow());
+    let status = loop {
+        if let Some(level) = pending.take() {
+            match level {
+                StopLevel::Run => {}
+                StopLevel::Graceful => {
+                    if kill_at.is_none() && !killed {
+                        ending = Ending::Interrupted;
+                        signal_group(pgid, Signal::SIGTERM);
+                        kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                    }
+                }
+                StopLevel::Kill => {
+                    if ending == Ending::Exited {
+                        ending = Ending::Interrupted;
+                    }
+                    signal_group(pgid, Signal::SIGKILL);
+                    killed = true;
+                    kill_at = None;
+                }
+            }
+        }
+        tokio::select! {
+            st = child.wait() => break st?,
+            _ = sleep_until(deadline), if deadline.is_some() && ending == Ending::Exited && !killed => {
+                ending = Ending::TimedOut;
+                signal_group(pgid, Signal::SIGTERM);
+                kill_at = Some(tokio::time::Instant::now() + spec.grace);
+            }
+            limit = limit_rx.recv(), if limits_open && ending == Ending::Exited && !killed => {
+                match limit {
+                    Some(why) => {
+                        ending = why;
+                        signal_group(pgid, Signal::SIGTERM);
+                        kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                    }
+                    None => limits_open = false,
+                }
+            }
+            _ = tick(&mut idle_check), if idle_check.is_some() && ending == Ending::Exited && !killed => {
+                let limit = spec.inactivity.expect("checked");
+                let last = Duration::from_millis(last_output.load(Ordering::Relaxed));
+                if started.elapsed().saturating_sub(last) >= limit {
+                    ending = Ending::Inactive;
+                    signal_group(pgid, Signal::SIGTERM);
+                    kill_at = Some(tokio::time::Instant::now() + spec.grace);
+                }
+            }
+            _ = sleep_until(kill_at), if kill_at.is_some() => {
+                signal_group(pgid, Signal::SIGKILL);
+                killed = true;
+                kill_at = None;
+            }
+            changed = stop.changed(), if stop_open => {
+                match changed {
+                    Ok(()) => pending = Some(*stop.borrow_and_update()),
+                    Err(_) => stop_open = false,
+                }
+            }
+        }
+    };
+    let duration = started.elapsed();
+
+    // The leader is gone; stop whatever it left in its group. (When fanout signalled
+    // the group itself, members may simply still be dying: not the agent's fault.)
+    let lingering = group_alive(pgid);
+    let stragglers = lingering && ending == Ending::Exited;
+    if lingering {
+        let grace = if *stop.borrow() == StopLevel::Kill {
+            Duration::ZERO
+        } else {
+            spec.grace.min(Duration::from_secs(5))
+        };
+        signal_group(pgid, Signal::SIGTERM);
+        let until = Instant::now() + grace;
+        while group_alive(pgid) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if group_alive(pgid) {
+            signal_group(pgid, Signal::SIGKILL);
+            killed = true;
+        }
+    }
+
+    // The group is gone: nothing left for a later `fanout resume` to worry about.
+    let _ = std::fs::remove_file(&group_record);
+
+    let mut drain = drain;
+    let (stdout_tail, progress, progress_source, pipes_leaked) =
+        match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await {
+            Ok(Ok((tail, progress, source))) => (tail, progress, source, false),
+            Ok(Err(_)) => (Vec::new(), Progress::default(), None, false),
+            Err(_) => {
+                drain.abort();
+                (Vec::new(), Progress::default(), None, true)
+            }
+        };
+
+    Ok(Supervised {
+        exit_code: status.code(),
+        signal: status.signal(),
+        ending,
+        duration,
+        stdout_tail,
+        stragglers,
+        killed,
+        pipes_leaked,
+        progress,
+        progress_source,
+    })
+}
+
+/// Where [`supervise`] records a process group while it lives: next to its log,
+/// with the extension `pgid`, holding `<pgid>\n<program>\n`.
+pub fn group_record_path(log: &Path) -> PathBuf {
+    log.with_extension("pgid")
+}
+
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// What the drain does besides copying: feed stdout lines to the watch, check the
+/// limits, and note when the agent last printed anything.
+struct Watching {
+    watch: Option<Box<dyn StreamWatch>>,
+    limits: LineLimits,
+    limit_tx: tokio::sync::mpsc::UnboundedSender<Ending>,
+    on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    last_output: Arc<AtomicU64>,
+    started: Instant,
+}
+
+impl Watching {
+    fn output(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_output.store(ms, Ordering::Relaxed);
+    }
+
+    /// Feed complete stdout lines; check limits when the progress changed.
+    fn lines(&mut self, splitter: &mut LineSplitter, chunk: &[u8], last: &mut Progress) {
+        let Some(w) = self.watch.as_mut() else { return };
+        splitter.feed(chunk, |line| w.line(line));
+        self.check(last);
+    }
+
+    fn finish(&mut self, splitter: &mut LineSplitter, last: &mut Progress) {
+        if let Some(w) = self.watch.as_mut() {
+            splitter.flush(|line| w.line(line));
+        }
+        self.check(last);
+    }
+
+    fn check(&mut self, last: &mut Progress) {
+        let Some(w) = self.watch.as_ref() else { return };
+        let p = w.progress();
+        if p == *last {
+            return;
+        }
+        *last = p;
+        if let Some(cb) = self.on_progress.as_mut() {
+            cb(p);
+        }
+        if let (Some(b), Some(c)) = (self.limits.budget, p.cost)
+            && c > b
+        {
+            let _ = self.limit_tx.send(Ending::OverBudget);
+        }
+        if w.enforces_steps()
+            && let (Some(max), Some(n)) = (self.limits.max_steps, p.steps)
+            && n > max
+        {
+            let _ = self.limit_tx.send(Ending::MaxSteps);
+        }
+    }
+}
+
+/// Splits a byte stream into lines, each cut at [`WATCH_LINE_MAX`] bytes.
+#[derive(Default)]
+struct LineSplitter {
+    partial: Vec<u8>,
+}
+
+impl LineSplitter {
+    fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+        for part in chunk.split_inclusive(|b| *b == b'\n') {
+            let room = WATCH_LINE_MAX.saturating_sub(self.partial.len());
+            let body = part.strip_suffix(b"\n").unwrap_or(part);
+            self.partial
+                .extend_from_slice(&body[..body.len().min(room)]);
+            if part.last() == Some(&b'\n') {
+                each(&self.partial);
+                self.partial.clear();
+            }
+        }
+    }
+
+    fn flush(&mut self, mut each: impl FnMut(&[u8])) {
+        if !self.partial.is_empty() {
+            each(&self.partial);
+            self.partial.clear();
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn signal_group(pgid: Pid, sig: Signal) {
+    // ESRCH (group already gone) is the common, harmless case.
+    let _ = killpg(pgid, sig);
+}
+
+/// Does any process remain in the group? (Zombies count until reaped.)
+fn group_alive(pgid: Pid) -> bool {
+    killpg(pgid, None).is_ok()
+}
+
+/// Copy both streams into the log as they come, keep a bounded tail of stdout, and
+/// report the latest complete output line.
+async fn drain(
+    mut stdout: impl AsyncRead + Unpin,
+    mut stderr: impl AsyncRead + Unpin,
+    log: tokio::fs::File,
+    mut on_line: impl FnMut(&str),
+    mut watching: Watching,
+) -> (Vec<u8>, Progress, Option<CostSource>) {
+    let mut splitter = LineSplitter::default();
+    let mut progress = Progress::default();
+    let mut log = tokio::io::BufWriter::new(log);
+    let mut tail: Vec<u8> = Vec::new();
+    let mut a = vec![0u8; 16 * 1024];
+    let mut b = vec![0u8; 16 * 1024];
+    let (mut out_open, mut err_open) = (true, true);
+    let mut lines = LastLine::default();
+    let mut last_sent = Instant::now() - LINE_UPDATE_EVERY;
+    while out_open || err_open {
+        let chunk: &[u8] = tokio::select! {
+            r = stdout.read(&mut a), if out_open => match r {
+                Ok(0) | Err(_) => { out_open = false; continue; }
+                Ok(n) => {
+                    tail.extend_from_slice(&a[..n]);
+                    if tail.len() > 2 * STDOUT_TAIL_BYTES {
+                        let cut = tail.len() - STDOUT_TAIL_BYTES;
+                        tail.drain(..cut);
+                    }
+                    watching.lines(&mut splitter, &a[..n], &mut progress);
+                    &a[..n]
+                }
+            },
+            r = stderr.read(&mut b), if err_open => match r {
+                Ok(0) | Err(_) => { err_open = false; continue; }
+                Ok(n) => &b[..n],
+            },
+        };
+        watching.output();
+        let _ = log.write_all(chunk).await;
+        if lines.feed(chunk) && last_sent.elapsed() >= LINE_UPDATE_EVERY {
+            on_line(&lines.last);
+            last_sent = Instant::now();
+        }
+    }
+    let _ = log.flush().await;
+    watching.finish(&mut splitter, &mut progress);
+    if tail.len() > STDOUT_TAIL_BYTES {
+        let cut = tail.len() - STDOUT_TAIL_BYTES;
+        tail.drain(..cut);
+    }
+    let source = watching.watch.as_ref().and_then(|w| w.cost_source());
+    (tail, progress, source)
+}
+
+/// The last complete, non-blank output line (bounded).
+#[derive(Default)]
+struct LastLine {
+    partial: Vec<u8>,
+    last: String,
+}
+
+impl LastLine {
+    const MAX: usize = 400;
+
+    /// Feed bytes; true when a new complete line arrived.
+    fn feed(&mut self, chunk: &[u8]) -> bool {
+        let mut updated = false;
+        for part in chunk.split_inclusive(|b| *b == b'\n') {
+            let complete = part.last() == Some(&b'\n');
+            let room = Self::MAX.saturating_sub(self.partial.len());
+            self.partial
+                .extend_from_slice(&part[..part.len().min(room)]);
+            if complete {
+                let text = String::from_utf8_lossy(&self.partial);
+                let clean: String = strip_ansi(text.trim())
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect();
+                if !clean.trim().is_empty() {
+                    self.last = clean.trim().to_owned();
+                    updated = true;
+                }
+                self.partial.clear();
+            }
+        }
+        updated
+    }
+}
+
+/// Remove ANSI escape sequences (`ESC [ … letter`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_splitter_bounds_and_joins() {
+        let mut s = LineSplitter::default();
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        s.feed(b"ab", |l| got.push(l.to_vec()));
+        s.feed(b"c\nd\n\ne", |l| got.push(l.to_vec()));
+        s.flush(|l| got.push(l.to_vec()));
+        assert_eq!(
+            got,
+            [b"abc".to_vec(), b"d".to_vec(), b"".to_vec(), b"e".to_vec()]
+        );
+        let mut got = Vec::new();
+        let big = vec![b'x'; WATCH_LINE_MAX + 10];
+        s.feed(&big, |_| {});
+        s.feed(b"\n", |l| got.push(l.len()));
+        assert_eq!(got, [WATCH_LINE_MAX]);
+    }
+
+    #[test]
+    fn last_line_tracking() {
+        let mut l = LastLine::default();
+        assert!(!l.feed(b"partial"));
+        assert!(l.feed(b" line\n\x1b[31mred\x1b[0m\n   \n"));
+        assert_eq!(l.last, "red");
+        let big = vec![b'x'; 10_000];
+        l.feed(&big);
+        assert!(l.feed(b"\n"));
+        assert_eq!(l.last.len(), LastLine::MAX);
+    }
+}

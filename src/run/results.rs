@@ -1,0 +1,43 @@
+//! `results.json`: the report of one run ([`RunReport`]) — the plan that was run and
+//! every worker's result, in id order, with what fan-in found. The run stage makes
+//! it; fan-in, the report and publishing read and amend it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::fanin::{ConflictMap, Integration};
+use crate::model::{Totals, WorkerResult};
+use crate::plan::Plan;
+
+/// Version of `results.json`'s shape.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// The whole run: `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Version of this shape.
+    pub schema_version: u32,
+    /// The run id.
+    pub run_id: String,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    /// RFC 3339 end time.
+    pub finished_at: String,
+    /// Wall-clock seconds.
+    pub duration: f64,
+    /// Whether a signal stopped the run.
+    pub interrupted: bool,
+    /// The plan that was run.
+    pub plan: Plan,
+    /// One per planned worker, in id order.
+    pub results: Vec<WorkerResult>,
+    /// Sums.
+    pub totals: Totals,
+    /// The process exit code this run maps to.
+    pub exit_code: i32,
+    /// Which successful workers touch the same files, and which truly conflict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<ConflictMap>,
+    /// The integration branch (`--integrate`), when one was built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration: Option<Integration>,
+}

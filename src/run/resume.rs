@@ -1,0 +1,324 @@
+//! What `fanout resume` needs to know about a run that a crash or a signal cut short.
+//!
+//! * Each worker's result is recorded in `<run dir>/results/w<N>.json` as soon as it is
+//!   final (written atomically), so even a run whose fanout was SIGKILLed — no
+//!   `results.json`, only the journal — still knows which workers finished.
+//! * A worker *finished* when it reached a final status on its own: its agent ran to
+//!   its end (success, partial, failed, timeout), or it could not run for a reason a
+//!   second attempt would meet again (no worktree, a dependency that did not succeed).
+//!   A worker stopped or never started because fanout was interrupted (`interrupted…`),
+//!   held back by the run's budget (`not started…`), or lost to an internal error did
+//!   not; neither did a worker with no record. Resuming is not retrying failures.
+//! * Every process group fanout supervises is recorded next to its log while it lives
+//!   ([`crate::run::process::group_record_path`]); a crashed fanout cannot stop its
+//!   agents, so [`survivors`] tells which of those groups are still alive.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use super::results::RunReport;
+use crate::model::WorkerResult;
+use crate::plan::Plan;
+use crate::util::write_atomic;
+
+/// Folder of the per-worker result records in a run directory.
+pub const RECORDS_DIR: &str = "results";
+/// File holding the number of the run's latest attempt (absent: 1).
+pub const ATTEMPT_FILE: &str = "attempt";
+
+/// Where worker `id`'s result is recorded.
+pub fn record_path(run_dir: &Path, id: u32) -> PathBuf {
+    run_dir.join(RECORDS_DIR).join(format!("w{id}.json"))
+}
+
+/// Record a worker's final result (atomically).
+pub fn record(run_dir: &Path, result: &WorkerResult) -> std::io::Result<()> {
+    std::fs::create_dir_all(run_dir.join(RECORDS_DIR))?;
+    let mut json = serde_json::to_vec_pretty(result).expect("result serializes");
+    json.push(b'\n');
+    write_atomic(&record_path(run_dir, result.worker_id), &json)
+}
+
+/// Whether `result` is final: see the module docs.
+pub fn finished(result: &WorkerResult) -> bool {
+    let reason = result.reason.as_deref().unwrap_or_default();
+    !["interrupted", "not started", "internal error"]
+        .iter()
+        .any(|p| reason.starts_with(p))
+}
+
+/// The finished workers of `plan` in `run_dir`, by id: from their records, else (for a
+/// run made before records existed) from `results.json`.
+pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult> {
+    let report: Option<RunReport> = std::fs::read(run_dir.join("results.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let mut out = BTreeMap::new();
+    for w in &plan.workers {
+        let recorded = std::fs::read(record_path(run_dir, w.id))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<WorkerResult>(&b).ok())
+            .or_else(|| {
+                let r = report
+                    .as_ref()?
+                    .results
+                    .iter()
+                    .find(|r| r.worker_id == w.id)?;
+                // Selection is recomputed over the merged results.
+                Some(WorkerResult {
+                    selection: None,
+                    ..r.clone()
+                })
+            });
+        if let Some(r) = recorded.filter(|r| r.worker_id == w.id && finished(r)) {
+            out.insert(w.id, r);
+        }
+    }
+    out
+}
+
+/// The run's latest attempt (1 until it is resumed).
+pub fn attempt(run_dir: &Path) -> u32 {
+    std::fs::read_to_string(run_dir.join(ATTEMPT_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1)
+}
+
+/// Note that attempt `n` of the run is starting.
+pub fn set_attempt(run_dir: &Path, n: u32) -> std::io::Result<()> {
+    write_atomic(&run_dir.join(ATTEMPT_FILE), format!("{n}\n").as_bytes())
+}
+
+/// A process group of an earlier attempt that is still alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Survivor {
+    /// The process group id.
+    pub pgid: i32,
+    /// The program fanout started as its leader.
+    pub program: String,
+    /// The record naming it.
+    pub record: PathBuf,
+}
+
+/// The recorded process groups of `run_dir` that are still alive. A group counts
+/// when it exists and, as far as `ps` can tell, one of its live (not zombie) members
+/// still runs the recorded program — so a group id reused after a reboot is not
+/// mistaken for an agent. Records of groups that are gone are removed.
+pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
+    let Ok(rd) = std::fs::read_dir(run_dir.join("logs")) else {
+        return Vec::new();
+    };
+    let mut records: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pgid"))
+        .collect();
+    records.sort();
+    let mut out = Vec::new();
+    for record in records {
+        let text = std::fs::read_to_string(&record).unwrap_or_default();
+        let mut lines = text.lines();
+        let pgid: Option<i32> = lines.next().and_then(|l| l.trim().parse().ok());
+        let program = lines.next().unwrap_or_default().to_owned();
+        match pgid {
+            Some(pgid) if pgid > 1 && group_runs(pgid, &program) => out.push(Survivor {
+                pgid,
+                program,
+                record,
+            }),
+            _ => {
+                let _ = std::fs::remove_file(&record);
+            }
+        }
+    }
+    out
+}
+
+/// Whether process group `pgid` is alive and runs `program` (see [`survivors`]).
+fn group_runs(pgid: i32, program: &str) -> bool {
+    if killpg(Pid::from_raw(pgid), None).is_err() {
+        return false;
+    }
+    let name = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| program.to_owned());
+    match live_members(pgid) {
+        Some(members) => members.iter().any(|args| args.contains(&name)),
+        // No `ps`: the group exists; assume the worst.
+        None => true,
+    }
+}
+
+/// Command lines of the live (not zombie) processes of group `pgid`, via `ps` (which
+/// works alike on Linux and macOS); `None` when `ps` cannot be run.
+fn live_members(pgid: i32) -> Option<Vec<String>> {
+    let out = std::process::Command::new("ps")
+        .args(["-axo", "pgid=,stat=,args="])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut it = line.split_whitespace();
+                let group: i32 = it.next()?.parse().ok()?;
+                let stat = it.next()?;
+                (group == pgid && !stat.starts_with('Z')).then(|| it.collect::<Vec<_>>().join(" "))
+            })
+            .collect(),
+    )
+}
+
+/// Stop `groups`: SIGTERM, up to `grace` for them to go, then SIGKILL. Returns the
+/// groups still alive afterwards (none, normally). Their records are removed once
+/// they are gone.
+pub fn stop_survivors(groups: &[Survivor], grace: Duration) -> Vec<Survivor> {
+    let alive = |s: &Survivor| group_runs(s.pgid, &s.program);
+    let wait = |limit: Duration| {
+        let until = Instant::now() + limit;
+        while groups.iter().any(alive) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for s in groups {
+        let _ = killpg(Pid::from_raw(s.pgid), Signal::SIGTERM);
+    }
+    wait(grace);
+    for s in groups.iter().filter(|s| alive(s)) {
+        let _ = killpg(Pid::from_raw(s.pgid), Signal::SIGKILL);
+    }
+    wait(Duration::from_secs(5));
+    let left: Vec<Survivor> = groups.iter().filter(|s| alive(s)).cloned().collect();
+    for s in groups.iter().filter(|s| !left.contains(s)) {
+        let _ = std::fs::remove_file(&s.record);
+    }
+    left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+
+    fn result(id: u32, status: Status, reason: Option<&str>) -> WorkerResult {
+        serde_json::from_value(serde_json::json!({
+            "worker_id": id, "branch": format!("fanout/r/w{id}"), "model": null,
+            "status": status, "steps": null, "cost": null, "duration": 0.0,
+            "files_modified": [], "worktree_path": null, "task": "t", "agent": "fake",
+            "reason": reason, "commit": null, "exit_code": null, "log_path": null,
+        }))
+        .unwrap()
+    }
+
+    fn plan(workers: u32) -> Plan {
+        let cfg = crate::config::parse("tasks: [t]\n", Path::new("fanout.yml")).unwrap();
+        let flags = crate::plan::settings::PlanFlags {
+            workers: Some(workers),
+            ..Default::default()
+        };
+        let settings =
+            crate::plan::settings::Settings::resolve(&cfg, Path::new("fanout.yml"), &flags)
+                .unwrap();
+        let base = crate::plan::Base {
+            requested: "HEAD".into(),
+            branch: None,
+            commit: "0".repeat(40),
+        };
+        crate::plan::assign::build(&settings, base, "r")
+    }
+
+    #[test]
+    fn finished_means_a_final_status_of_its_own() {
+        use Status::*;
+        assert!(finished(&result(1, Success, None)));
+        assert!(finished(&result(
+            1,
+            Failed,
+            Some("agent finished but changed no files")
+        )));
+        assert!(finished(&result(1, Timeout, Some("timed out after 5s"))));
+        assert!(finished(&result(
+            1,
+            Skipped,
+            Some("dependency a did not succeed")
+        )));
+        assert!(!finished(&result(1, Failed, Some("interrupted"))));
+        assert!(!finished(&result(
+            1,
+            Failed,
+            Some("interrupted during checks")
+        )));
+        assert!(!finished(&result(
+            1,
+            Failed,
+            Some("not started: the run's budget of $1.0000 was spent ($1.2000)")
+        )));
+        assert!(!finished(&result(
+            1,
+            Failed,
+            Some("internal error: worker task panicked")
+        )));
+    }
+
+    #[test]
+    fn records_win_over_results_json_and_unfinished_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let plan = plan(4);
+        // Worker 1 recorded as a success; worker 2 recorded as interrupted; worker 3
+        // only in an old results.json (failed on its own); worker 4 nowhere.
+        record(d, &result(1, Status::Success, None)).unwrap();
+        record(d, &result(2, Status::Failed, Some("interrupted"))).unwrap();
+        let mut old = result(3, Status::Failed, Some("exit 1"));
+        old.selection = Some(crate::model::Selection {
+            task: "t".into(),
+            score: 1.0,
+            rank: 1,
+            winner: false,
+            terms: Default::default(),
+        });
+        let report = serde_json::json!({
+            "schema_version": 1, "run_id": "r", "started_at": "", "finished_at": "",
+            "duration": 0.0, "interrupted": true, "plan": plan,
+            "results": [
+                result(1, Status::Failed, Some("interrupted")),
+                result(2, Status::Failed, Some("interrupted")),
+                old,
+            ],
+            "totals": crate::model::Totals::default(), "exit_code": 130,
+        });
+        std::fs::write(d.join("results.json"), report.to_string()).unwrap();
+        let kept = load_finished(d, &plan);
+        assert_eq!(kept.keys().copied().collect::<Vec<_>>(), [1, 3]);
+        assert_eq!(kept[&1].status, Status::Success);
+        assert_eq!(kept[&3].selection, None);
+        assert_eq!(attempt(d), 1);
+        set_attempt(d, 2).unwrap();
+        assert_eq!(attempt(d), 2);
+    }
+
+    #[test]
+    fn records_of_dead_groups_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        // A child that has exited (and been reaped): its group is gone.
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        std::fs::write(logs.join("w1.pgid"), format!("{pid}\ntrue\n")).unwrap();
+        std::fs::write(logs.join("w2.pgid"), "garbage").unwrap();
+        assert!(survivors(dir.path()).is_empty());
+        assert!(!logs.join("w1.pgid").exists());
+        assert!(!logs.join("w2.pgid").exists());
+    }
+}

@@ -1,0 +1,587 @@
+//! Worktree setup: what happens in a worker's new worktree before its agent starts.
+//!
+//! In order: the worker claims a block of ports ([`ports`]); files the agent needs but
+//! git leaves out are copied from the user's checkout ([`copy`]: `copy:` globs and
+//! `.worktreeinclude`); submodules are initialized (`git submodule update --init
+//! --recursive`, by default when the base has a `.gitmodules`); then the `setup:`
+//! commands run, each with `sh -c` as its own supervised process group, their output
+//! appended to the worker's log. Any failure fails the worker with a reason saying
+//! what failed, and the agent is not started.
+//!
+//! Setup commands (and the agent, and checks) get `FANOUT_RUN_ID`, `FANOUT_WORKER_ID`,
+//! `FANOUT_BRANCH`, `FANOUT_WORKTREE`, `FANOUT_PORT` (the block's first port) and
+//! `FANOUT_PORTS` (`first-last`), with the agent's scrubbed environment.
+//!
+//! What setup leaves in the worktree is not the agent's work: the paths it copied, and
+//! the paths setup changed or created that git does not ignore, are recorded in the
+//! worktree's git directory ([`Baseline`]); harvest leaves them out of the worker's
+//! commit unless the agent changed them afterwards (copied files: never committed).
+//!
+//! This module runs the setup part of the plan ([`SetupPlan`], resolved from
+//! `fanout.yml` by [`crate::plan::setup`]); its outcome is a [`SetupRecord`] in the
+//! result.
+
+pub mod copy;
+pub mod ports;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::model::{PortRange, SetupRecord, SetupStep};
+use crate::plan::setup::SetupPlan;
+use crate::run::event::StopLevel;
+use crate::run::process::{Ending, ProcessSpec, supervise};
+use crate::util::glob;
+
+/// Seconds `git submodule update` may run.
+pub const SUBMODULE_TIMEOUT: f64 = 1800.0;
+/// The submodule command, as shown in logs and reasons.
+pub const SUBMODULE_COMMAND: &str = "git submodule update --init --recursive";
+
+/// The worker being set up.
+#[derive(Debug)]
+pub struct Worker<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The worker.
+    pub worker_id: u32,
+    /// Its branch.
+    pub branch: &'a str,
+    /// The user's checkout (copied files come from here).
+    pub checkout: &'a Path,
+    /// Where the run's worktrees live (never searched for files to copy).
+    pub worktree_root: &'a Path,
+    /// The new worktree.
+    pub worktree: &'a Path,
+    /// The worker's log: started afresh here, setup output appended.
+    pub log: &'a Path,
+    /// fanout's environment, before scrubbing.
+    pub base_env: &'a [(OsString, OsString)],
+    /// SIGTERM → SIGKILL grace.
+    pub grace: Duration,
+}
+
+/// What setup did.
+#[derive(Debug)]
+pub struct Prepared {
+    /// For the result.
+    pub record: SetupRecord,
+    /// Why the worker fails (`setup failed: …`, or `interrupted`), when it does.
+    pub failure: Option<String>,
+    /// `FANOUT_PORT` and `FANOUT_PORTS`, for the agent.
+    pub env: Vec<(String, String)>,
+    /// The port block, held until dropped (when the worker finishes).
+    pub lease: Option<ports::PortLease>,
+}
+
+/// Prepare `w`'s worktree as `plan` says. `on_line` gets the latest output line.
+pub async fn prepare(
+    plan: &SetupPlan,
+    w: &Worker<'_>,
+    stop: watch::Receiver<StopLevel>,
+    on_line: impl FnMut(&str) + Send + Clone + 'static,
+) -> Prepared {
+    let mut out = Prepared {
+        record: SetupRecord::default(),
+        failure: None,
+        env: Vec::new(),
+        lease: None,
+    };
+    let mut log = Log::start(w.log);
+    match prepare_steps(plan, w, &stop, on_line, &mut out, &mut log).await {
+        // (Only a log that setup wrote to says so.)
+        Ok(()) if log.wrote => log.line("fanout: setup done; starting the agent"),
+        Ok(()) => {}
+        Err(why) => {
+            log.line(&format!("fanout: {why}"));
+            out.failure = Some(why);
+        }
+    }
+    out
+}
+
+async fn prepare_steps(
+    plan: &SetupPlan,
+    w: &Worker<'_>,
+    stop: &watch::Receiver<StopLevel>,
+    on_line: impl FnMut(&str) + Send + Clone + 'static,
+    out: &mut Prepared,
+    log: &mut Log,
+) -> Result<(), String> {
+    let failed = |e: String| format!("setup failed: {e}");
+
+    // Ports first: setup commands may already start servers on them.
+    let alloc = ports::PortAllocator::new(
+        ports::PortAllocator::default_dir(),
+        plan.ports.base,
+        plan.ports.block,
+    );
+    let lease = tokio::task::spawn_blocking(move || alloc.claim())
+        .await
+        .map_err(|_| failed("no port block: task panicked".into()))?
+        .map_err(|e| failed(format!("no port block: {e}")))?;
+    let block = PortRange {
+        first: lease.first,
+        last: lease.last,
+    };
+    out.env = port_vars(block).to_vec();
+    out.record.ports = Some(block);
+    out.lease = Some(lease);
+
+    // Copy what git leaves out.
+    let include = match std::fs::read_to_string(w.checkout.join(glob::INCLUDE_FILE)) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(failed(format!("{}: {e}", glob::INCLUDE_FILE))),
+    };
+    let patterns = glob::Patterns::new(&plan.copy, include.as_deref()).map_err(failed)?;
+    let mut copied = Vec::new();
+    if !patterns.is_empty() {
+        let (checkout, root, wt) = (
+            w.checkout.to_owned(),
+            w.worktree_root.to_owned(),
+            w.worktree.to_owned(),
+        );
+        copied = tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
+            .await
+            .map_err(|_| failed("copying: task panicked".into()))?
+            .map_err(failed)?;
+        out.record.copied = copied.len();
+        log.line(&copied_line(&copied));
+    }
+    let mut ran_anything = !copied.is_empty();
+
+    let env = crate::agent::agent_env_with(
+        w.base_env.iter().cloned(),
+        &worker_vars(
+            w.run_id,
+            w.worker_id,
+            w.branch,
+            w.worktree,
+            out.record.ports,
+        ),
+        false,
+    );
+
+    // Submodules.
+    let has_gitmodules = w.worktree.join(".gitmodules").is_file();
+    if plan.submodules.unwrap_or(has_gitmodules) && has_gitmodules {
+        ran_anything = true;
+        let args: Vec<String> = ["submodule", "update", "--init", "--recursive"]
+            .map(str::to_owned)
+            .to_vec();
+        let step = Step {
+            label: SUBMODULE_COMMAND.to_owned(),
+            header: format!("submodules: {SUBMODULE_COMMAND}"),
+            program: "git",
+            args,
+            env: git_env(w.base_env),
+            timeout: SUBMODULE_TIMEOUT,
+        };
+        let (rec, why) = run_step(&step, w, stop, on_line.clone(), log).await;
+        out.record.submodules = Some(rec);
+        if let Some(why) = why {
+            return Err(why);
+        }
+    }
+
+    // Setup commands.
+    let total = plan.commands.len();
+    for (i, c) in plan.commands.iter().enumerate() {
+        ran_anything = true;
+        let step = Step {
+            label: short(&c.run),
+            header: format!("{}/{total}: {}", i + 1, short(&c.run)),
+            program: "sh",
+            args: vec!["-c".to_owned(), c.run.clone()],
+            env: env.clone(),
+            timeout: c.timeout,
+        };
+        let (rec, why) = run_step(&step, w, stop, on_line.clone(), log).await;
+        out.record.commands.push(SetupStep {
+            run: c.run.clone(),
+            ..rec
+        });
+        if let Some(why) = why {
+            return Err(why);
+        }
+    }
+
+    // What setup left behind is not the agent's work.
+    if ran_anything {
+        let wt = w.worktree.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let baseline = Baseline::capture(&wt, copied)?;
+            let repo = git2::Repository::open(&wt)?;
+            baseline
+                .save(repo.path())
+                .map_err(|e| git2::Error::from_str(&e.to_string()))
+        })
+        .await
+        .map_err(|_| failed("recording what setup changed: task panicked".into()))?
+        .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))?;
+    }
+    Ok(())
+}
+
+/// Select and copy; the copied paths.
+fn copy_files(
+    checkout: &Path,
+    worktree_root: &Path,
+    worktree: &Path,
+    patterns: &glob::Patterns,
+) -> Result<Vec<String>, String> {
+    let repo = git2::Repository::open(checkout)
+        .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
+    let root = repo
+        .workdir()
+        .unwrap_or(checkout)
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", checkout.display()))?;
+    let skip = worktree_root.canonicalize().ok();
+    let files = copy::select(&repo, &root, patterns, skip.as_deref())
+        .map_err(|e| format!("finding files to copy: {e}"))?;
+    copy::copy_into(&root, worktree, &files)
+}
+
+fn copied_line(copied: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut names = copied[..copied.len().min(SHOWN)].join(", ");
+    if copied.len() > SHOWN {
+        names.push_str(&format!(", … {} more", copied.len() - SHOWN));
+    }
+    match copied.len() {
+        0 => "fanout: setup: copied no files (none matched, or the worktree has them)".into(),
+        1 => format!("fanout: setup: copied 1 file: {names}"),
+        n => format!("fanout: setup: copied {n} files: {names}"),
+    }
+}
+
+/// fanout's own environment for git: credentials pass (SSH agent, askpass), the
+/// variables that would point git at another repository do not, and git never waits
+/// for a password on a terminal.
+fn git_env(base: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
+    const REPO_VARS: &[&str] = &[
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_PREFIX",
+        "GIT_NAMESPACE",
+    ];
+    let mut env: BTreeMap<OsString, OsString> = base
+        .iter()
+        .filter(|(k, _)| !k.to_str().is_some_and(|k| REPO_VARS.contains(&k)))
+        .cloned()
+        .collect();
+    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
+    env.into_iter().collect()
+}
+
+/// A command's first line, bounded, for logs, reasons and the summary.
+pub(crate) fn short(cmd: &str) -> String {
+    let first = cmd.trim().lines().next().unwrap_or("").trim();
+    let many = cmd.trim().lines().count() > 1;
+    if first.chars().count() > 60 {
+        format!("{}…", first.chars().take(59).collect::<String>())
+    } else if many {
+        format!("{first} …")
+    } else {
+        first.to_owned()
+    }
+}
+
+struct Step {
+    /// For the reason and the record.
+    label: String,
+    /// For the log: `1/2: npm ci`.
+    header: String,
+    program: &'static str,
+    args: Vec<String>,
+    env: Vec<(OsString, OsString)>,
+    timeout: f64,
+}
+
+/// Run one step under supervision; its record, and why it failed.
+async fn run_step(
+    step: &Step,
+    w: &Worker<'_>,
+    stop: &watch::Receiver<StopLevel>,
+    mut on_line: impl FnMut(&str) + Send + 'static,
+    log: &mut Log,
+) -> (SetupStep, Option<String>) {
+    let mut rec = SetupStep {
+        run: step.label.clone(),
+        exit_code: None,
+        timed_out: false,
+        duration: 0.0,
+    };
+    if *stop.borrow() != StopLevel::Run {
+        return (rec, Some("interrupted".into()));
+    }
+    log.line(&format!("fanout: setup {}", step.header));
+    on_line(&format!("setup {}", step.header));
+    let from = std::fs::metadata(w.log).map(|m| m.len()).unwrap_or(0);
+    let spec = ProcessSpec {
+        program: step.program,
+        args: &step.args,
+        cwd: w.worktree,
+        env: step.env.clone(),
+        log: w.log,
+        timeout: Some(Duration::from_secs_f64(step.timeout)),
+        grace: w.grace,
+        inactivity: None,
+        watch: None,
+        budget: None,
+        max_steps: None,
+        on_progress: None,
+    };
+    let sup = match supervise(spec, stop.clone(), on_line).await {
+        Ok(s) => s,
+        Err(e) => {
+            let why = format!("setup failed: could not start {}: {e}", step.program);
+            return (rec, Some(why));
+        }
+    };
+    rec.exit_code = sup.exit_code;
+    rec.timed_out = sup.ending == Ending::TimedOut;
+    rec.duration = sup.duration.as_secs_f64();
+    let how = match (sup.ending, sup.exit_code) {
+        (Ending::Interrupted, _) => return (rec, Some("interrupted".into())),
+        (Ending::TimedOut, _) => format!("timed out after {}s", secs(step.timeout)),
+        (_, Some(0)) => {
+            log.line(&format!(
+                "fanout: setup {} exited 0 after {:.1}s",
+                step.header, rec.duration
+            ));
+            return (rec, None);
+        }
+        (_, Some(c)) => format!("exited {c}"),
+        (_, None) => "was killed".to_owned(),
+    };
+    let last = last_line(w.log, from)
+        .map(|l| format!(": {l}"))
+        .unwrap_or_default();
+    (
+        rec,
+        Some(format!("setup failed: `{}` {how}{last}", step.label)),
+    )
+}
+
+fn secs(s: f64) -> String {
+    if (s - s.round()).abs() < 1e-9 {
+        format!("{}", s.round() as u64)
+    } else {
+        format!("{s:.1}")
+    }
+}
+
+/// The last non-blank line written to `log` after byte `from`.
+fn last_line(log: &Path, from: u64) -> Option<String> {
+    let bytes = std::fs::read(log).ok()?;
+    let start = (from as usize).min(bytes.len());
+    let tail = &bytes[start.max(bytes.len().saturating_sub(64 * 1024))..];
+    let text = String::from_utf8_lossy(tail);
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(crate::agent::clean_reason)
+}
+
+/// The worker's log, as setup writes to it (best effort: a log that cannot be written
+/// never fails a worker).
+struct Log {
+    path: std::path::PathBuf,
+    wrote: bool,
+}
+
+impl Log {
+    /// Start the log afresh.
+    fn start(path: &Path) -> Log {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::File::create(path);
+        Log {
+            path: path.to_owned(),
+            wrote: false,
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.wrote = true;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&self.path) {
+            let _ = writeln!(f, "{text}");
+        }
+    }
+}
+
+/// Name of the baseline file in a worktree's git directory.
+pub const BASELINE_FILE: &str = "fanout-setup.json";
+
+/// What setup left in a worktree, kept in its git directory
+/// (`.git/worktrees/<name>/fanout-setup.json`, gone with the worktree) for harvest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// Files copied from the checkout: never committed.
+    #[serde(default)]
+    pub copied: Vec<String>,
+    /// Paths setup changed or created (that git does not ignore), with their content
+    /// id after setup (`""`: deleted): left out while still so.
+    #[serde(default)]
+    pub changed: BTreeMap<String, String>,
+}
+
+impl Baseline {
+    /// The worktree's state now: every path that differs from its index (untracked
+    /// files included, ignored files and submodules not).
+    pub fn capture(worktree: &Path, copied: Vec<String>) -> Result<Baseline, git2::Error> {
+        let repo = git2::Repository::open(worktree)?;
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .include_ignored(false)
+            .exclude_submodules(true);
+        let mut changed = BTreeMap::new();
+        for entry in repo.statuses(Some(&mut opts))?.iter() {
+            let Ok(path) = entry.path() else { continue };
+            if copied.iter().any(|c| c == path) {
+                continue;
+            }
+            changed.insert(path.to_owned(), content_id(&worktree.join(path)));
+        }
+        Ok(Baseline { copied, changed })
+    }
+
+    /// Write it into `git_dir` (only when there is something to say).
+    pub fn save(&self, git_dir: &Path) -> std::io::Result<()> {
+        let path = git_dir.join(BASELINE_FILE);
+        if self.copied.is_empty() && self.changed.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let json = serde_json::to_vec_pretty(self).expect("serializes");
+        crate::util::write_atomic(&path, &json)
+    }
+
+    /// The baseline saved in `git_dir`, or an empty one.
+    pub fn load(git_dir: &Path) -> Baseline {
+        std::fs::read(git_dir.join(BASELINE_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Should harvest leave `rel` (relative to `worktree`) out of the commit?
+    pub fn keeps_out(&self, rel: &str, worktree: &Path) -> bool {
+        if self.copied.iter().any(|c| c == rel) {
+            return true;
+        }
+        self.changed
+            .get(rel)
+            .is_some_and(|id| *id == content_id(&worktree.join(rel)))
+    }
+}
+
+/// Git's blob id of what is at `path` (a symlink's target, not what it points at);
+/// `""` when nothing is there.
+fn content_id(path: &Path) -> String {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return String::new();
+    };
+    let oid = if meta.file_type().is_symlink() {
+        std::fs::read_link(path).ok().and_then(|t| {
+            git2::Oid::hash_object(git2::ObjectType::Blob, t.as_os_str().as_encoded_bytes()).ok()
+        })
+    } else if meta.is_file() {
+        git2::Oid::hash_file(git2::ObjectType::Blob, path).ok()
+    } else {
+        None
+    };
+    oid.map(|o| o.to_string()).unwrap_or_else(|| "?".into())
+}
+
+/// `FANOUT_PORT` (a block's first port) and `FANOUT_PORTS` (`first-last`).
+pub fn port_vars(block: PortRange) -> [(String, String); 2] {
+    [
+        ("FANOUT_PORT".to_owned(), block.first.to_string()),
+        (
+            "FANOUT_PORTS".to_owned(),
+            format!("{}-{}", block.first, block.last),
+        ),
+    ]
+}
+
+/// The `FANOUT_*` variables of the commands fanout runs in a worker's worktree besides
+/// its agent (setup commands, checks).
+pub fn worker_vars(
+    run_id: &str,
+    worker_id: u32,
+    branch: &str,
+    worktree: &Path,
+    ports: Option<PortRange>,
+) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("FANOUT_RUN_ID".to_owned(), run_id.to_owned()),
+        ("FANOUT_WORKER_ID".to_owned(), worker_id.to_string()),
+        ("FANOUT_BRANCH".to_owned(), branch.to_owned()),
+        ("FANOUT_WORKTREE".to_owned(), worktree.display().to_string()),
+    ];
+    v.extend(ports.into_iter().flat_map(port_vars));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_labels() {
+        assert_eq!(short("  npm ci  "), "npm ci");
+        assert_eq!(short("set -e\nmake"), "set -e …");
+        assert_eq!(short(&"x".repeat(80)).chars().count(), 60);
+    }
+
+    #[test]
+    fn baseline_keeps_out_what_setup_left_until_the_agent_changes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        std::fs::write(dir.path().join("lock.json"), "v1\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("lock.json")).unwrap();
+        index.write().unwrap();
+        // setup rewrites a tracked file, creates one, and copies one
+        std::fs::write(dir.path().join("lock.json"), "v2\n").unwrap();
+        std::fs::write(dir.path().join("generated.txt"), "gen\n").unwrap();
+        std::fs::write(dir.path().join("local.cfg"), "mine\n").unwrap();
+        let b = Baseline::capture(dir.path(), vec!["local.cfg".into()]).unwrap();
+        assert_eq!(
+            b.changed.keys().collect::<Vec<_>>(),
+            ["generated.txt", "lock.json"]
+        );
+        b.save(repo.path()).unwrap();
+        let b = Baseline::load(repo.path());
+        assert!(b.keeps_out("lock.json", dir.path()));
+        assert!(b.keeps_out("generated.txt", dir.path()));
+        assert!(b.keeps_out("local.cfg", dir.path()));
+        assert!(!b.keeps_out("src/new.rs", dir.path()));
+        // the agent changes them afterwards: its changes count, except a copied file's
+        std::fs::write(dir.path().join("lock.json"), "v3\n").unwrap();
+        std::fs::write(dir.path().join("local.cfg"), "edited\n").unwrap();
+        assert!(!b.keeps_out("lock.json", dir.path()));
+        assert!(b.keeps_out("local.cfg", dir.path()));
+        // nothing to record: no file
+        Baseline::default().save(repo.path()).unwrap();
+        assert!(!repo.path().join(BASELINE_FILE).exists());
+    }
+}

@@ -1,0 +1,231 @@
+//! Port blocks: each live worker holds `block` consecutive ports (`base + block × k`
+//! onwards) that no other live worker on this machine holds — in this fanout process
+//! or any other.
+//!
+//! A port is held by an exclusive lock (`flock`, through [`File::try_lock`]) on
+//! `<dir>/<port>.lock`, kept open for the worker's whole life and released when the
+//! worker finishes. The kernel drops a lock when its process dies, however it dies, so
+//! the claim of a dead fanout is stale by construction: the next allocation simply
+//! locks the file again (it holds the owner's pid, for people only). Every port of a
+//! block is locked, not only the first, so fanouts configured with different bases or
+//! block sizes still never hand out the same port. Lock files are opened close-on-exec:
+//! agents and the processes they leave behind never inherit a claim.
+//!
+//! This only coordinates fanout workers: it does not check that nothing else on the
+//! machine listens on the ports.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// Hands out port blocks, claimed through lock files in one directory.
+#[derive(Debug, Clone)]
+pub struct PortAllocator {
+    dir: PathBuf,
+    base: u16,
+    block: u16,
+}
+
+/// A claimed block: `first..=last`, held until dropped.
+#[derive(Debug)]
+pub struct PortLease {
+    /// First port of the block (`FANOUT_PORT`).
+    pub first: u16,
+    /// Last port of the block.
+    pub last: u16,
+    held: Vec<(PathBuf, File)>,
+}
+
+impl PortLease {
+    /// `first-last`, as in `FANOUT_PORTS`.
+    pub fn range(&self) -> String {
+        format!("{}-{}", self.first, self.last)
+    }
+}
+
+impl Drop for PortLease {
+    fn drop(&mut self) {
+        // Remove each file while still holding its lock; a process that opened it just
+        // before sees, once it gets the lock, that the path no longer names its file,
+        // and opens it again (see `lock_port`).
+        for (path, file) in self.held.drain(..) {
+            let _ = std::fs::remove_file(&path);
+            drop(file);
+        }
+    }
+}
+
+impl PortAllocator {
+    /// Blocks of `block` ports from `base`, claimed in `dir`.
+    pub fn new(dir: PathBuf, base: u16, block: u16) -> PortAllocator {
+        PortAllocator {
+            dir,
+            base,
+            block: block.max(1),
+        }
+    }
+
+    /// The machine-wide lock directory of this user: `$XDG_RUNTIME_DIR/fanout/ports`,
+    /// else `<temp dir>/fanout-<uid>/ports`.
+    pub fn default_dir() -> PathBuf {
+        match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+            Some(d) if d.is_absolute() => d.join("fanout").join("ports"),
+            _ => std::env::temp_dir()
+                .join(format!("fanout-{}", nix::unistd::getuid()))
+                .join("ports"),
+        }
+    }
+
+    /// Claim the lowest free block.
+    pub fn claim(&self) -> std::io::Result<PortLease> {
+        self.prepare_dir()?;
+        let mut first = u32::from(self.base);
+        let block = u32::from(self.block);
+        while first + block - 1 <= u32::from(u16::MAX) {
+            if let Some(lease) = self.try_block(first as u16)? {
+                return Ok(lease);
+            }
+            first += block;
+        }
+        Err(std::io::Error::other(format!(
+            "no free block of {} ports from {}: all are held by live workers (locks in {})",
+            self.block,
+            self.base,
+            self.dir.display()
+        )))
+    }
+
+    /// Make the lock directory (private to this user) and refuse one owned by another.
+    fn prepare_dir(&self) -> std::io::Result<()> {
+        let err = |what: &str, e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("{}: {what}{e}", self.dir.display()))
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| err("", e))?;
+        let meta = std::fs::metadata(&self.dir).map_err(|e| err("", e))?;
+        let me = nix::unistd::getuid().as_raw();
+        if meta.uid() != me {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{}: owned by uid {}, not by this user ({me})",
+                    self.dir.display(),
+                    meta.uid()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lock every port of the block starting at `first`, or none.
+    fn try_block(&self, first: u16) -> std::io::Result<Option<PortLease>> {
+        let last = first + (self.block - 1);
+        let mut held = Vec::with_capacity(usize::from(self.block));
+        for port in first..=last {
+            match lock_port(&self.dir, port)? {
+                Some(h) => held.push(h),
+                // Dropping the partial lease releases what was taken.
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(PortLease { first, last, held }))
+    }
+}
+
+/// Lock `<dir>/<port>.lock`; `None` when a live process holds it.
+fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<(PathBuf, File)>> {
+    let path = dir.join(format!("{port}.lock"));
+    loop {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+        // The previous holder may have removed the file between our open and our lock:
+        // the lock must be on the file the path names now.
+        let same = match (file.metadata(), std::fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if !same {
+            continue;
+        }
+        file.set_len(0)?;
+        writeln!(file, "{}", std::process::id())?;
+        return Ok(Some((path, file)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_allocators_never_share_a_block_and_release_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = PortAllocator::new(dir.path().join("ports"), 30000, 10);
+        let b = PortAllocator::new(dir.path().join("ports"), 30000, 10);
+        let one = a.claim().unwrap();
+        let two = b.claim().unwrap();
+        let three = a.claim().unwrap();
+        assert_eq!((one.first, one.last), (30000, 30009));
+        assert_eq!((two.first, two.last), (30010, 30019));
+        assert_eq!(three.range(), "30020-30029");
+        // A lock file names its holder.
+        let pid = std::fs::read_to_string(dir.path().join("ports/30015.lock")).unwrap();
+        assert_eq!(pid.trim(), std::process::id().to_string());
+        drop(two);
+        assert!(!dir.path().join("ports/30015.lock").exists());
+        assert_eq!(b.claim().unwrap().first, 30010);
+    }
+
+    #[test]
+    fn different_grids_still_never_share_a_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = PortAllocator::new(dir.path().to_owned(), 31000, 10);
+        let b = PortAllocator::new(dir.path().to_owned(), 31005, 4);
+        let held = a.claim().unwrap();
+        let other = b.claim().unwrap();
+        assert_eq!((held.first, held.last), (31000, 31009));
+        assert_eq!((other.first, other.last), (31013, 31016));
+    }
+
+    #[test]
+    fn a_dead_processs_claim_is_reclaimed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A process that claimed 32000–32009 and died: its files remain, its locks
+        // went with it.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        for port in 32000..32010 {
+            std::fs::write(dir.path().join(format!("{port}.lock")), format!("{dead}\n")).unwrap();
+        }
+        let a = PortAllocator::new(dir.path().to_owned(), 32000, 10);
+        let lease = a.claim().unwrap();
+        assert_eq!(lease.first, 32000);
+        let owner = std::fs::read_to_string(dir.path().join("32003.lock")).unwrap();
+        assert_eq!(owner.trim(), std::process::id().to_string());
+    }
+
+    #[test]
+    fn the_last_block_ends_at_65535_and_then_none_is_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = PortAllocator::new(dir.path().to_owned(), 65530, 3);
+        let x = a.claim().unwrap();
+        let y = a.claim().unwrap();
+        assert_eq!((x.first, y.last), (65530, 65535));
+        let e = a.claim().unwrap_err().to_string();
+        assert!(e.contains("no free block of 3 ports from 65530"), "{e}");
+    }
+}
