@@ -8,6 +8,9 @@
 //! | 3    | no worker succeeded |
 //! | 4    | fanout itself failed (git, I/O): see the message |
 //! | 130  | interrupted by SIGINT or SIGTERM; results were still written |
+//!
+//! A library operation that cannot finish returns a [`Failure`], which says which of
+//! the codes 2, 4 and 130 it maps to; the command line prints it.
 
 use crate::model::Totals;
 
@@ -23,6 +26,28 @@ pub const NONE_SUCCEEDED: i32 = 3;
 pub const FATAL: i32 = 4;
 /// Stopped by a signal.
 pub const INTERRUPTED: i32 = 130;
+
+/// Why an operation could not finish, with the exit code it maps to.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad flags, config or arguments: exit 2.
+    Usage(String),
+    /// fanout's own failure: exit 4.
+    Fatal(String),
+    /// Stopped by a signal: exit 130.
+    Interrupted,
+}
+
+impl Failure {
+    /// The exit code.
+    pub fn code(&self) -> i32 {
+        match self {
+            Failure::Usage(_) => USAGE,
+            Failure::Fatal(_) => FATAL,
+            Failure::Interrupted => INTERRUPTED,
+        }
+    }
+}
 
 /// The exit code for a finished run.
 pub fn for_run(totals: &Totals, interrupted: bool) -> i32 {

@@ -37,4 +37,6 @@ pub mod publish;
 
 pub mod actions;
 
+pub mod ops;
+
 pub mod cli;

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use git2::{Repository, StatusOptions};
 use serde::{Deserialize, Serialize};
 
+use crate::exit::Failure;
+
 /// Where workers start: the base commit a plan records (see [`UserRepo::resolve_base`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Base {
@@ -43,6 +45,18 @@ pub enum RepoError {
     /// Any other git failure.
     #[error("git: {0}")]
     Git(#[from] git2::Error),
+}
+
+/// Where the user pointed fanout wrongly is a usage error; git failing is fanout's.
+impl From<RepoError> for Failure {
+    fn from(e: RepoError) -> Self {
+        match e {
+            RepoError::NotARepo { .. } | RepoError::Bare(_) | RepoError::Base { .. } => {
+                Failure::Usage(e.to_string())
+            }
+            RepoError::Git(_) => Failure::Fatal(e.to_string()),
+        }
+    }
 }
 
 /// The user's repository, as fanout sees it.

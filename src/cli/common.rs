@@ -1,16 +1,17 @@
 //! What the subcommands share: the plan-shaping and publishing flags (raw, from
 //! clap; nothing here is trusted yet: [`crate::plan::settings`] validates), the global
-//! options ([`Context`]: repository, config file), and [`CliError`], a command's
-//! failure with the exit code it maps to. Library errors become one-line diagnostics
-//! here. No subcommand file imports another; they all may import this one.
+//! options ([`Context`]: where fanout started, the repository, the config file), and
+//! [`CliError`], a command's failure with the exit code it maps to. No subcommand file
+//! imports another; they all may import this one.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::config::{ConfigError, ConfigFile, IncludeStatus};
-use crate::exit;
+use crate::config::{ConfigFile, IncludeStatus};
+use crate::plan::Plan;
 use crate::plan::settings::{PlanFlags, Settings};
+use crate::publish::report::PublishFlags;
 use crate::repo::UserRepo;
 
 /// Flags that shape the plan (shared by `run` and `plan`).
@@ -164,46 +165,35 @@ pub struct PublishArgs {
     pub server_error_backoff: Option<f64>,
 }
 
-/// A command's failure, with the exit code it maps to.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad flags, config or arguments: exit 2.
-    Usage(String),
-    /// fanout's own failure: exit 4.
-    Fatal(String),
-    /// Stopped by a signal: exit 130.
-    Interrupted,
-}
-
-impl CliError {
-    /// The exit code.
-    pub fn code(&self) -> i32 {
-        match self {
-            CliError::Usage(_) => exit::USAGE,
-            CliError::Fatal(_) => exit::FATAL,
-            CliError::Interrupted => exit::INTERRUPTED,
+impl PublishArgs {
+    /// The publishing flags as library input.
+    pub fn flags(&self) -> PublishFlags {
+        PublishFlags {
+            include: self.include.clone(),
+            labels: self.labels.clone(),
+            draft: self.draft,
+            reviewers: self.reviewers.clone(),
+            team_reviewers: self.team_reviewers.clone(),
+            pr_base: self.pr_base.clone(),
+            remote: self.remote.clone(),
+            repo: self.repo.clone(),
+            api_url: self.api_url.clone(),
+            token: self.token.clone(),
+            app_id: self.app_id,
+            app_private_key: self.app_private_key.clone(),
+            pace_ms: self.pace_ms,
+            rate_limit_wait: self.rate_limit_wait,
+            max_wait: self.max_wait,
+            max_attempts: self.max_attempts,
+            server_error_backoff: self.server_error_backoff,
         }
     }
 }
 
-impl From<ConfigError> for CliError {
-    fn from(e: ConfigError) -> Self {
-        match e.snippet() {
-            Some(s) => CliError::Usage(format!("{e}\n{s}")),
-            None => CliError::Usage(e.to_string()),
-        }
-    }
-}
-
-impl From<crate::repo::RepoError> for CliError {
-    fn from(e: crate::repo::RepoError) -> Self {
-        use crate::repo::RepoError::*;
-        match e {
-            NotARepo { .. } | Bare(_) | Base { .. } => CliError::Usage(e.to_string()),
-            Git(_) => CliError::Fatal(e.to_string()),
-        }
-    }
-}
+/// A command's failure, with the exit code it maps to: the library's
+/// [`crate::exit::Failure`] (bad files and repositories convert into it where their
+/// errors are defined).
+pub type CliError = crate::exit::Failure;
 
 /// Global options.
 #[derive(Debug, Clone)]
@@ -215,6 +205,21 @@ pub struct Context {
 }
 
 impl Context {
+    /// `path` as given on the command line: relative to where fanout was started.
+    pub fn path(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.cwd.join(path)
+        }
+    }
+
+    /// The plan file given with `--plan`.
+    pub fn plan_file(&self, path: &Path) -> Result<Plan, CliError> {
+        let path = self.path(path);
+        Plan::read(&path).map_err(|e| CliError::Usage(format!("--plan {}: {e}", path.display())))
+    }
+
     /// The repository fanout works on.
     pub fn repo(&self) -> Result<UserRepo, CliError> {
         Ok(UserRepo::discover(&self.cwd)?)
@@ -275,19 +280,4 @@ pub fn run_id(given: Option<&str>) -> Result<String, CliError> {
         ))),
         None => Ok(crate::plan::new_run_id()),
     }
-}
-
-/// Run ids present in `runs_dir`, oldest first.
-pub fn list_runs(runs_dir: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(runs_dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.path().is_dir())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| crate::plan::is_valid_run_id(n))
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
 }

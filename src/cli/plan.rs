@@ -34,7 +34,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     let run_id = super::common::run_id(args.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::assign::build(&settings, base, &run_id);
-    let outputs = crate::actions::output_file();
+    let outputs = crate::actions::outputs::output_file();
     if outputs.is_some() || cmd.github_output {
         // Check the matrix limits before writing anything.
         crate::plan::matrix::matrix_chunks(&plan).map_err(CliError::Usage)?;
@@ -51,7 +51,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
             .map_err(|e| CliError::Fatal(format!("--plan-file {}: {e}", path.display())))?;
     }
     if let Some(out) = outputs {
-        crate::actions::write_matrix_outputs(&out, &plan).map_err(CliError::Fatal)?;
+        crate::actions::outputs::write_matrix_outputs(&out, &plan).map_err(CliError::Fatal)?;
     } else if cmd.github_output {
         return Err(CliError::Usage(
             "--github-output: $GITHUB_OUTPUT is not set".into(),

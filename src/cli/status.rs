@@ -1,18 +1,10 @@
-//! `fanout status`: runs, their workers, worktree paths, git status and disk use.
-//!
-//! A run is `running` (its fanout is alive), `finished`, `interrupted` (a signal
-//! stopped it; `results.json` was written) or `crashed` (its fanout died without
-//! writing the report); the last two can be finished with `fanout resume`.
-
-use serde::Serialize;
+//! `fanout status`: runs, their workers, worktree paths, git status and disk use
+//! ([`crate::run::status`]).
 
 use clap::Args;
 
-use super::common::{CliError, Context, list_runs};
-use crate::model::WorkerResult;
-use crate::run::journal::Journal;
-use crate::run::results::RunReport;
-use crate::run::worktree::disk_usage;
+use super::common::{CliError, Context};
+use crate::run::runs::list_runs;
 use crate::util::human_bytes;
 
 /// `fanout status`.
@@ -25,30 +17,6 @@ pub struct StatusArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct RunStatus {
-    run_id: String,
-    created_at: String,
-    state: &'static str,
-    /// Workers `fanout resume` would run again.
-    unfinished: usize,
-    workers: Vec<WorkerStatus>,
-    disk_bytes: u64,
-}
-
-#[derive(Debug, Serialize)]
-struct WorkerStatus {
-    worker_id: u32,
-    branch: String,
-    branch_exists: bool,
-    status: Option<String>,
-    worktree_path: String,
-    worktree_exists: bool,
-    /// Uncommitted changes in the worktree (`None` when there is none).
-    uncommitted: Option<usize>,
-    disk_bytes: u64,
 }
 
 /// Entry point of `fanout status`.
@@ -65,88 +33,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
     let git = repo
         .open()
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
-    let mut runs = Vec::new();
-    for id in ids {
-        let dir = runs_dir.join(&id);
-        let Ok(journal) = Journal::load(&dir) else {
-            continue;
-        };
-        let report: Option<RunReport> = std::fs::read(dir.join("results.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        // fanout removes its pid file when it is done: one left behind by a dead
-        // process means it died mid-run (whatever an earlier attempt reported).
-        let state = if super::cleanup::live_pid(&dir).is_some() {
-            "running"
-        } else if dir.join(super::run::PID_FILE).exists() {
-            "crashed"
-        } else {
-            match &report {
-                Some(r) if r.interrupted => "interrupted",
-                Some(_) => "finished",
-                None => "crashed",
-            }
-        };
-        let plan: Option<crate::plan::Plan> = std::fs::read(dir.join("plan.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let finished = plan
-            .as_ref()
-            .map(|p| crate::run::resume::load_finished(&dir, p))
-            .unwrap_or_default();
-        let unfinished = plan
-            .as_ref()
-            .map_or(0, |p| p.workers.len() - finished.len());
-        let workers: Vec<WorkerStatus> = journal
-            .entries
-            .iter()
-            .map(|e| {
-                let exists = e.worktree_path.is_dir();
-                let uncommitted = exists
-                    .then(|| git2::Repository::open(&e.worktree_path).ok())
-                    .flatten()
-                    .and_then(|r| {
-                        let mut o = git2::StatusOptions::new();
-                        o.include_untracked(true);
-                        r.statuses(Some(&mut o)).ok().map(|s| s.len())
-                    });
-                WorkerStatus {
-                    worker_id: e.worker_id,
-                    branch: e.branch.clone(),
-                    branch_exists: git.find_branch(&e.branch, git2::BranchType::Local).is_ok(),
-                    // A worker's own record is the latest word on it; else the report's.
-                    status: std::fs::read(crate::run::resume::record_path(&dir, e.worker_id))
-                        .ok()
-                        .and_then(|b| serde_json::from_slice::<WorkerResult>(&b).ok())
-                        .or_else(|| {
-                            report
-                                .as_ref()?
-                                .results
-                                .iter()
-                                .find(|x| x.worker_id == e.worker_id)
-                                .cloned()
-                        })
-                        .map(|x| x.status.to_string()),
-                    worktree_path: e.worktree_path.display().to_string(),
-                    worktree_exists: exists,
-                    uncommitted,
-                    disk_bytes: if exists {
-                        disk_usage(&e.worktree_path)
-                    } else {
-                        0
-                    },
-                }
-            })
-            .collect();
-        runs.push(RunStatus {
-            run_id: id,
-            created_at: journal.created_at.clone(),
-            state,
-            unfinished: if state == "running" { 0 } else { unfinished },
-            disk_bytes: workers.iter().map(|w| w.disk_bytes).sum(),
-            workers,
-        });
-    }
+    let runs = crate::run::status::runs(&git, &runs_dir, ids);
     if args.json {
         println!(
             "{}",

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use crate::exit::Failure;
+
 /// A configuration error, located in the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -43,6 +45,16 @@ fn key_prefix(key: &str) -> String {
         String::new()
     } else {
         format!("key `{key}`: ")
+    }
+}
+
+/// A bad file is a usage error; the message carries the snippet.
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Self {
+        match e.snippet() {
+            Some(s) => Failure::Usage(format!("{e}\n{s}")),
+            None => Failure::Usage(e.to_string()),
+        }
     }
 }
 

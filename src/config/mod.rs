@@ -555,6 +555,14 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
 }
 
 impl ConfigFile {
+    /// The author of fanout's commits: `commit:`, else `fanout`.
+    pub fn commit_identity(&self) -> (String, String) {
+        self.commit
+            .as_ref()
+            .map(|c| (c.name.clone(), c.email.clone()))
+            .unwrap_or_else(|| ("fanout".into(), "fanout@users.noreply.github.com".into()))
+    }
+
     /// Checks that the schema cannot express and that need nothing but the file:
     /// agent names, prices. (Agent definitions and `copy:` globs are checked by the
     /// stages that own them, when the settings read the file.)

@@ -140,6 +140,22 @@ impl PlannedWorker {
     }
 }
 
+impl Plan {
+    /// Read a plan file (`fanout plan --plan-file`), of a version this fanout reads.
+    pub fn read(path: &std::path::Path) -> Result<Plan, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let plan: Plan =
+            serde_json::from_slice(&bytes).map_err(|e| format!("not a fanout plan: {e}"))?;
+        if plan.schema_version != PLAN_SCHEMA_VERSION {
+            return Err(format!(
+                "plan version {} is not supported by this fanout (expects {PLAN_SCHEMA_VERSION})",
+                plan.schema_version
+            ));
+        }
+        Ok(plan)
+    }
+}
+
 /// A fresh run id: UTC time plus 6 hex digits of entropy, e.g. `20261123-014512-3fa2c1`.
 pub fn new_run_id() -> String {
     use std::hash::{BuildHasher, Hasher};

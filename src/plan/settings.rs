@@ -405,16 +405,7 @@ impl Settings {
             }
         }
 
-        let commit_identity = file
-            .commit
-            .as_ref()
-            .map(|c| (c.name.clone(), c.email.clone()))
-            .unwrap_or_else(|| {
-                (
-                    "fanout".to_owned(),
-                    "fanout@users.noreply.github.com".to_owned(),
-                )
-            });
+        let commit_identity = file.commit_identity();
 
         Ok(Settings {
             tasks,

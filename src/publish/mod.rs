@@ -6,6 +6,7 @@
 pub mod body;
 pub mod github;
 pub mod push;
+pub mod report;
 
 use std::collections::BTreeMap;
 

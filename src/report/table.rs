@@ -1,7 +1,8 @@
-//! The terminal table of a run's workers, and the cost and duration formats every
-//! report uses.
+//! The terminal tables of a run — its workers ([`table`]) and, after publishing, their
+//! pull requests ([`pr_table`]) — and the cost and duration formats every report uses.
 
-use crate::model::{CostSource, Status, WorkerResult};
+use crate::model::{CostSource, Operation, Status, WorkerResult};
+use crate::run::results::RunReport;
 
 /// `$0.0123`, or `–` when unknown.
 pub fn format_cost(c: Option<f64>) -> String {
@@ -98,6 +99,31 @@ pub fn table(results: &[WorkerResult]) -> String {
     if !reasons.is_empty() {
         out.push('\n');
         out.extend(reasons);
+    }
+    out
+}
+
+/// The terminal table of publish operations.
+pub fn pr_table(report: &RunReport) -> String {
+    let mut out = String::new();
+    for r in &report.results {
+        let Some(p) = &r.publish else { continue };
+        let what = match (p.operation, &p.url) {
+            (Operation::Created | Operation::Updated | Operation::Unchanged, Some(url)) => {
+                format!("#{} {url}", p.number.unwrap_or_default())
+            }
+            _ => p.reason.clone().unwrap_or_default(),
+        };
+        out.push_str(&format!(
+            "#{:<3} {:<9} {}  {}\n",
+            r.worker_id,
+            p.operation.as_str(),
+            r.branch,
+            what
+        ));
+        if let Some(link) = &p.compare_url {
+            out.push_str(&format!("      open by hand: {link}\n"));
+        }
     }
     out
 }

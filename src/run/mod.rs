@@ -7,16 +7,26 @@
 //! [`journal`] (cleanup and resume trust nothing else), and each worker's final result
 //! is recorded as soon as it is known ([`resume`]).
 //!
-//! It hands a [`results::RunReport`] — the plan and one result per worker — to fan-in.
+//! An [`attempt`] is one go at a plan: a fresh run, or a run taken up again by
+//! `fanout resume` ([`resumable`]). The runs kept in a repository are listed, checked
+//! for a live fanout ([`runs`]), shown ([`status`]) and removed ([`cleanup`]) here too.
+//!
+//! It hands the attempt's results — one per worker, in id order — to fan-in; the
+//! report of the run is a [`results::RunReport`].
 
+pub mod attempt;
 pub mod checks;
+pub mod cleanup;
 pub mod event;
 pub mod executor;
 pub mod harvest;
 pub mod journal;
 pub mod process;
 pub mod results;
+pub mod resumable;
 pub mod resume;
+pub mod runs;
 pub mod setup;
 pub mod signals;
+pub mod status;
 pub mod worktree;

@@ -2,11 +2,14 @@
 //! every worker's result, in id order, with what fan-in found. The run stage makes
 //! it; fan-in, the report and publishing read and amend it.
 
+use std::time::SystemTime;
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::fanin::{ConflictMap, Integration};
 use crate::model::{Totals, WorkerResult};
 use crate::plan::Plan;
+use crate::util::rfc3339;
 
 /// Version of `results.json`'s shape.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -40,4 +43,40 @@ pub struct RunReport {
     /// The integration branch (`--integrate`), when one was built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration: Option<Integration>,
+}
+
+impl RunReport {
+    /// The report of `results` of `plan`, finished now: totals and exit code computed,
+    /// no integration branch yet.
+    pub fn new(
+        plan: Plan,
+        results: Vec<WorkerResult>,
+        conflicts: Option<ConflictMap>,
+        started_at: SystemTime,
+        duration: f64,
+        interrupted: bool,
+    ) -> RunReport {
+        let totals = Totals::of(&results);
+        RunReport {
+            schema_version: REPORT_SCHEMA_VERSION,
+            run_id: plan.run_id.clone(),
+            started_at: rfc3339(started_at),
+            finished_at: rfc3339(SystemTime::now()),
+            duration,
+            interrupted,
+            exit_code: crate::exit::for_run(&totals, interrupted),
+            plan,
+            results,
+            totals,
+            conflicts,
+            integration: None,
+        }
+    }
+
+    /// `results.json`'s bytes: pretty JSON with a trailing newline.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut json = serde_json::to_vec_pretty(self).expect("report serializes");
+        json.push(b'\n');
+        json
+    }
 }

@@ -1,0 +1,126 @@
+//! Step outputs (`$GITHUB_OUTPUT`) of `fanout plan` (the matrix chunks of
+//! [`crate::plan::matrix`]) and of a finished run (counts, results, report paths),
+//! within the platform's limit of 1 MB of outputs per job.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::plan::Plan;
+use crate::plan::matrix::{MATRIX_CHUNKS, matrix_chunks};
+use crate::report::summary::ReportPaths;
+use crate::run::results::RunReport;
+
+/// Keep any one output well under the 1 MB per-job limit.
+pub const OUTPUT_LIMIT: usize = 700 * 1024;
+
+/// Whether fanout runs inside GitHub Actions.
+pub fn in_actions() -> bool {
+    std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
+}
+
+/// `$GITHUB_OUTPUT`, when set.
+pub fn output_file() -> Option<PathBuf> {
+    std::env::var_os("GITHUB_OUTPUT")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Append `name=value` to an outputs file, in the multi-line form when needed.
+pub fn write_output(file: &Path, name: &str, value: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)?;
+    if value.contains('\n') || value.contains('\r') {
+        let mut delimiter = format!("FANOUT_EOF_{}", crate::repo::fnv1a(value.as_bytes()));
+        while value.contains(&delimiter) {
+            delimiter.push('_');
+        }
+        writeln!(f, "{name}<<{delimiter}\n{value}\n{delimiter}")
+    } else {
+        writeln!(f, "{name}={value}")
+    }
+}
+
+/// Write the plan's matrix outputs: `count`, `chunks`, `matrix`, `matrix-1..4`,
+/// `count-1..4`. Empty chunks get `count-N=0` and an empty (never used) matrix.
+pub fn write_matrix_outputs(file: &Path, plan: &Plan) -> Result<(), String> {
+    let chunks = matrix_chunks(plan)?;
+    let io = |e: std::io::Error| format!("{}: {e}", file.display());
+    write_output(file, "count", &plan.workers.len().to_string()).map_err(io)?;
+    write_output(file, "chunks", &chunks.len().to_string()).map_err(io)?;
+    let empty = json!({"include": []});
+    write_output(
+        file,
+        "matrix",
+        &chunks.first().unwrap_or(&empty).to_string(),
+    )
+    .map_err(io)?;
+    for i in 0..MATRIX_CHUNKS {
+        let chunk = chunks.get(i).unwrap_or(&empty);
+        let n = chunk["include"].as_array().map_or(0, Vec::len);
+        write_output(file, &format!("matrix-{}", i + 1), &chunk.to_string()).map_err(io)?;
+        write_output(file, &format!("count-{}", i + 1), &n.to_string()).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The `results` output: the report without its plan, compact; reduced to totals when
+/// too large for a job output.
+pub fn results_output(report: &RunReport) -> String {
+    let full = json!({
+        "run_id": report.run_id,
+        "exit_code": report.exit_code,
+        "interrupted": report.interrupted,
+        "totals": report.totals,
+        "results": report.results,
+    })
+    .to_string();
+    if full.len() <= OUTPUT_LIMIT {
+        return full;
+    }
+    json!({
+        "run_id": report.run_id,
+        "exit_code": report.exit_code,
+        "interrupted": report.interrupted,
+        "totals": report.totals,
+        "truncated": true,
+    })
+    .to_string()
+}
+
+/// Write the outputs of a finished run: `count`, `results` (JSON), and the paths of
+/// the full report (`report`, results.json) and of the Markdown `summary`.
+pub fn write_run_outputs(
+    file: &Path,
+    report: &RunReport,
+    paths: &ReportPaths,
+) -> std::io::Result<()> {
+    write_output(file, "count", &report.results.len().to_string())?;
+    write_output(file, "results", &results_output(report))?;
+    write_output(file, "report", &paths.results.display().to_string())?;
+    write_output(file, "summary", &paths.summary.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_line_outputs_use_a_delimiter() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out");
+        write_output(&f, "a", "one").unwrap();
+        write_output(&f, "b", "x\ny").unwrap();
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("a=one"));
+        let head = lines.next().unwrap();
+        let delim = head.strip_prefix("b<<").unwrap();
+        assert_eq!(lines.next(), Some("x"));
+        assert_eq!(lines.next(), Some("y"));
+        assert_eq!(lines.next(), Some(delim));
+    }
+}

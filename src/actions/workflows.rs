@@ -1,0 +1,177 @@
+//! fanout's workflow templates (`templates/workflows/`, embedded in the binary), for
+//! `fanout init`: rendering one for an action reference, comparing it with the file
+//! in `.github/workflows/` (a unified diff), and writing it.
+//!
+//! The templates are plain workflow files that pass the workflow linters as they are;
+//! the only thing rendered is the action reference (`--action`), so a checked-in file
+//! stays byte-for-byte comparable with the template it came from. A file that exists
+//! and differs is never overwritten without `--force`: it may hold the user's edits.
+
+use std::path::Path;
+
+use clap::ValueEnum;
+
+use crate::exit::Failure;
+
+/// The action reference the templates are written with.
+pub const DEFAULT_ACTION: &str = "fanout-dev/fanout@v0";
+
+/// Which workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// Plan, one matrix job per worker (read-only), an aggregate job that publishes.
+    Matrix,
+    /// Every worker on one runner, in its own worktree; publishes.
+    Local,
+    /// Scheduled maintenance: the config's tasks every night; publishes.
+    Nightly,
+}
+
+impl Kind {
+    /// The template's text.
+    pub fn template(self) -> &'static str {
+        match self {
+            Kind::Matrix => include_str!("../../templates/workflows/matrix.yml"),
+            Kind::Local => include_str!("../../templates/workflows/local.yml"),
+            Kind::Nightly => include_str!("../../templates/workflows/nightly.yml"),
+        }
+    }
+
+    /// The kind's name (`matrix`, `local`, `nightly`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Matrix => "matrix",
+            Kind::Local => "local",
+            Kind::Nightly => "nightly",
+        }
+    }
+}
+
+/// The workflow text for `kind` using the action `action`.
+pub fn render(kind: Kind, action: &str) -> Result<String, String> {
+    let ok = !action.is_empty()
+        && !action
+            .chars()
+            .any(|c| c.is_whitespace() || c == '#' || c == '\'' || c == '"')
+        && (action.starts_with("./") || action.starts_with("docker://") || action.contains('@'));
+    if !ok {
+        return Err(format!(
+            "--action {action:?}: expected `owner/repo@ref` or a local `./path`"
+        ));
+    }
+    Ok(kind.template().replace(
+        &format!("uses: {DEFAULT_ACTION}"),
+        &format!("uses: {action}"),
+    ))
+}
+
+/// A unified diff of `old` → `new`, labelled with `path`.
+pub fn diff(path: &Path, old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(
+            &format!("{} (on disk)", path.display()),
+            &format!("{} (template)", path.display()),
+        )
+        .to_string()
+}
+
+/// The workflow file at `path`, when there is one.
+pub fn read(path: &Path) -> Result<Option<String>, Failure> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Failure::Fatal(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Write `text` to `path` (its directory made first), through a temporary file and a
+/// rename: an interrupted write never leaves half a workflow.
+pub fn write(path: &Path, text: &str) -> Result<(), Failure> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Fatal(format!("{}: {e}", dir.display())))?;
+    }
+    let tmp = path.with_extension("yml.fanout-tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Failure::Fatal(format!("{}: {e}", path.display()))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_uses_the_default_action_and_renders_another() {
+        for kind in [Kind::Matrix, Kind::Local, Kind::Nightly] {
+            let t = kind.template();
+            assert!(
+                t.contains(&format!("uses: {DEFAULT_ACTION}")),
+                "{kind:?} template does not use {DEFAULT_ACTION}"
+            );
+            let r = render(kind, "./.fanout-action").unwrap();
+            assert!(!r.contains(DEFAULT_ACTION), "{kind:?}");
+            assert!(r.contains("uses: ./.fanout-action"), "{kind:?}");
+            // Inputs reach the action through `with:`, never interpolated into shell text.
+            assert!(!t.contains("run: "), "{kind:?} template runs shell");
+        }
+    }
+
+    #[test]
+    fn bad_action_refs_are_refused() {
+        for bad in ["", "owner/repo", "a b@v1", "x@v1 # c"] {
+            let e = render(Kind::Local, bad).unwrap_err();
+            assert!(e.starts_with("--action"), "{bad}: {e}");
+        }
+        assert!(render(Kind::Local, "me/fork@main").is_ok());
+    }
+
+    #[test]
+    fn matrix_template_keeps_write_permissions_in_the_aggregate_job_only() {
+        let wf: serde_json::Value = serde_saphyr::from_str(Kind::Matrix.template()).unwrap();
+        assert_eq!(wf["permissions"], serde_json::json!({}));
+        let jobs = wf["jobs"].as_object().unwrap();
+        let names: Vec<&str> = jobs.keys().map(String::as_str).collect();
+        // (serde_json's map is sorted)
+        assert_eq!(
+            names,
+            ["aggregate", "plan", "work-1", "work-2", "work-3", "work-4"]
+        );
+        for (name, job) in jobs {
+            let perms = job["permissions"].as_object().unwrap_or_else(|| {
+                panic!("job {name} states no permissions");
+            });
+            let writes: Vec<&String> = perms
+                .iter()
+                .filter(|(_, v)| *v == "write")
+                .map(|(k, _)| k)
+                .collect();
+            if name == "aggregate" {
+                assert_eq!(writes, ["contents", "pull-requests"]);
+            } else {
+                assert!(writes.is_empty(), "job {name} may write: {writes:?}");
+            }
+        }
+        // Each chunk's job runs only when the chunk is not empty, and aggregate waits for all.
+        // Chunks run in order (waves of dependent tasks), each only when not empty.
+        assert_eq!(jobs["work-1"]["if"], "needs.plan.outputs.count-1 != '0'");
+        for i in 2..=4 {
+            assert_eq!(
+                jobs[&format!("work-{i}")]["if"],
+                format!(
+                    "always() && needs.plan.result == 'success' && needs.plan.outputs.count-{i} != '0'"
+                )
+            );
+            assert_eq!(
+                jobs[&format!("work-{i}")]["needs"],
+                serde_json::json!(["plan", format!("work-{}", i - 1)])
+            );
+        }
+        assert_eq!(jobs["aggregate"]["needs"].as_array().unwrap().len(), 5);
+    }
+}

@@ -1,0 +1,205 @@
+//! Matrix mode's hand-over between jobs: each worker job leaves
+//! `fanout-result-<id>/` ([`WorkerArtifact`] in `result.json`, its branch as a git
+//! bundle, the agent's log; [`write`]), and the aggregate job — or a dependent
+//! worker's job — verifies and imports it ([`collect`]): only the expected branch,
+//! based on the plan's base commit, with what changed recomputed from git rather than
+//! taken from the job's word. A job that left nothing is a failed result, never a
+//! silently missing one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Status, WorkerResult};
+use crate::plan::{Plan, PlannedWorker};
+
+/// What a worker job hands to the aggregate job (`result.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkerArtifact {
+    /// Version of this shape.
+    pub schema_version: u32,
+    /// The plan's run id.
+    pub run_id: String,
+    /// The plan's base commit.
+    pub base_commit: String,
+    /// The worker's result.
+    pub result: WorkerResult,
+    /// Name of the bundle file beside it, when the branch has commits.
+    pub bundle: Option<String>,
+}
+
+/// The directory name of a worker's artifact.
+pub fn artifact_dir_name(id: u32) -> String {
+    format!("fanout-result-{id}")
+}
+
+/// Find `fanout-result-<id>/result.json` under `from` (directly, or one level down,
+/// as artifact downloads sometimes nest).
+fn find_artifact(from: &Path, id: u32) -> Option<PathBuf> {
+    let name = artifact_dir_name(id);
+    let direct = from.join(&name).join("result.json");
+    if direct.is_file() {
+        return Some(direct);
+    }
+    std::fs::read_dir(from).ok()?.flatten().find_map(|e| {
+        let p = e.path().join(&name).join("result.json");
+        p.is_file().then_some(p)
+    })
+}
+
+/// A failed result for worker `w`, whose artifact is missing or refused.
+pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
+    WorkerResult {
+        worker_id: w.id,
+        attempt: 1,
+        cost_source: None,
+        branch: w.branch.clone(),
+        model: w.model.clone(),
+        status: Status::Failed,
+        steps: None,
+        cost: None,
+        duration: 0.0,
+        files_modified: Vec::new(),
+        worktree_path: None,
+        task: w.task.prompt.clone(),
+        task_id: w.task.id.clone(),
+        agent: w.agent.clone(),
+        reason: Some(reason),
+        commit: None,
+        base_commit: None,
+        committed_by_fanout: false,
+        exit_code: None,
+        signal: None,
+        log_path: None,
+        checks: Vec::new(),
+        setup: None,
+        selection: None,
+        publish: None,
+    }
+}
+
+/// Read worker `w`'s artifact under `from`, verify its bundle and import its branch
+/// into the repository at `repo_dir`; a missing or bad artifact is a failed result.
+pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> WorkerResult {
+    let Some(path) = find_artifact(from, w.id) else {
+        return missing(
+            w,
+            "the worker's job left no result (it failed before fanout finished, was cancelled, or its artifact was not uploaded)".into(),
+        );
+    };
+    let artifact: WorkerArtifact = match std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(a) => a,
+        Err(e) => return missing(w, format!("unreadable result.json: {e}")),
+    };
+    let r = &artifact.result;
+    if artifact.run_id != plan.run_id
+        || artifact.base_commit != plan.base.commit
+        || r.worker_id != w.id
+        || r.branch != w.branch
+    {
+        return missing(
+            w,
+            format!(
+                "result.json does not belong to this plan (run {}, worker {}, branch {})",
+                artifact.run_id, r.worker_id, r.branch
+            ),
+        );
+    }
+    let mut result = r.clone();
+    result.worktree_path = None;
+    result.log_path = Some(path.with_file_name("log.txt")).filter(|p| p.is_file());
+    result.publish = None;
+    let Some(bundle_name) = &artifact.bundle else {
+        result.commit = Some(plan.base.commit.clone());
+        result.files_modified = Vec::new();
+        if result.status == Status::Success {
+            result.status = Status::Failed;
+            result.reason = Some("no branch bundle: no changes".into());
+        }
+        return result;
+    };
+    let bundle = path.with_file_name(bundle_name);
+    if bundle_name.contains('/') || !bundle.is_file() {
+        return missing(w, format!("bundle {bundle_name:?} is missing"));
+    }
+    match super::bundle::import(repo_dir, &bundle, &w.branch, &plan.base.commit) {
+        Ok(tip) => {
+            // A dependent worker's change is measured from where it started (the merge of
+            // its dependencies), when that is really an ancestor of its branch.
+            let files = git2::Repository::open(repo_dir).and_then(|repo| {
+                let tip_oid: git2::Oid = tip.parse()?;
+                let from = match r.base_commit.as_deref().map(str::parse::<git2::Oid>) {
+                    Some(Ok(b)) if repo.graph_descendant_of(tip_oid, b).unwrap_or(false) => b,
+                    _ => plan.base.commit.parse()?,
+                };
+                crate::run::harvest::changed_paths(&repo, from, tip_oid)
+            });
+            match files {
+                Ok(files) => {
+                    if result.commit.as_deref() != Some(tip.as_str()) {
+                        result.reason = Some(format!(
+                            "the bundle's commit {} differs from the reported one; the bundle wins",
+                            &tip[..tip.len().min(12)]
+                        ));
+                    }
+                    result.commit = Some(tip);
+                    result.files_modified = files;
+                }
+                Err(e) => {
+                    return missing(w, format!("reading the imported branch: {}", e.message()));
+                }
+            }
+            if result.status == Status::Success && result.files_modified.is_empty() {
+                result.status = Status::Failed;
+                result.reason = Some("agent finished but changed no files".into());
+            }
+            result
+        }
+        Err(e) => {
+            let mut m = missing(w, format!("bundle refused: {e}"));
+            m.steps = result.steps;
+            m.cost = result.cost;
+            m.duration = result.duration;
+            m
+        }
+    }
+}
+
+/// Write worker `result`'s artifact into `dir`: its branch as `branch.bundle` (when
+/// it has commits past the base), the agent's log, and `result.json`.
+pub fn write(
+    repo_dir: &Path,
+    plan: &Plan,
+    branch: &str,
+    result: WorkerResult,
+    dir: &Path,
+) -> Result<(), String> {
+    let has_commits = result
+        .commit
+        .as_deref()
+        .is_some_and(|c| c != plan.base.commit);
+    let bundle = if has_commits {
+        let path = dir.join("branch.bundle");
+        super::bundle::create(repo_dir, branch, &plan.base.commit, &path)
+            .map_err(|e| format!("bundling {branch}: {e}"))?;
+        Some("branch.bundle".to_owned())
+    } else {
+        None
+    };
+    if let Some(log) = &result.log_path {
+        let _ = std::fs::copy(log, dir.join("log.txt"));
+    }
+    let artifact = WorkerArtifact {
+        schema_version: 1,
+        run_id: plan.run_id.clone(),
+        base_commit: plan.base.commit.clone(),
+        result,
+        bundle,
+    };
+    let mut json = serde_json::to_vec_pretty(&artifact).expect("serializes");
+    json.push(b'\n');
+    std::fs::write(dir.join("result.json"), json).map_err(|e| format!("{}: {e}", dir.display()))
+}

@@ -1,0 +1,10 @@
+//! Operations: what each command does, as library functions that chain the stages in
+//! order (the command-line files only turn flags into a call and print the outcome).
+//! [`run`] runs a plan end to end — attempt, fan-in, report — and integrates and
+//! publishes it when asked (`fanout run`, `resume`, `demo`); [`matrix`] is the same
+//! spread over GitHub Actions jobs (`fanout worker`, `aggregate`); [`demo`] makes the
+//! demo's throwaway repository.
+
+pub mod demo;
+pub mod matrix;
+pub mod run;

@@ -1,0 +1,177 @@
+//! Running a plan end to end, as `fanout run`, `resume`, `worker` and `demo` do: the
+//! attempt ([`crate::run::attempt`], with live progress), fan-in (selection and the
+//! conflict map), the report (`results.json`, `summary.md`, the Actions step summary
+//! and outputs); then, when asked, the integration branch and publishing
+//! ([`after_run`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::ConfigFile;
+use crate::exit::{self, Failure};
+use crate::fanin::conflicts::{IntegrateError, integrate_report};
+use crate::model::WorkerResult;
+use crate::plan::Plan;
+use crate::publish::report::{PublishFlags, publish_report};
+use crate::repo::UserRepo;
+use crate::report::progress::{Style, reporter};
+use crate::report::summary::{ReportPaths, render_summary};
+use crate::run::attempt::{self, Attempt, Attempted, ExecOptions};
+use crate::run::journal::Journal;
+use crate::run::results::RunReport;
+use crate::util::write_atomic;
+
+/// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
+/// and write its report. Used by `run`, `worker` and `demo`.
+pub fn execute_plan(
+    repo: &UserRepo,
+    opts: &ExecOptions,
+    plan: Plan,
+    style: Style,
+) -> Result<RunReport, Failure> {
+    execute_plan_keeping(repo, opts, plan, style, BTreeMap::new())
+}
+
+/// [`execute_plan`], with results of some of the plan's workers already known (not
+/// run; they count for the workers that depend on them). Used by `fanout worker` for a
+/// worker whose dependencies ran in earlier matrix jobs.
+pub fn execute_plan_keeping(
+    repo: &UserRepo,
+    opts: &ExecOptions,
+    plan: Plan,
+    style: Style,
+    kept: BTreeMap<u32, WorkerResult>,
+) -> Result<RunReport, Failure> {
+    let attempt = attempt::start(repo, opts, &plan, kept)?;
+    run_attempt(repo, &opts.identity, plan, style, attempt)
+}
+
+/// Run every worker of `plan` not in `attempt.kept`, showing progress in `style`,
+/// and write the report of all of them, kept ones included, in id order.
+pub fn run_attempt(
+    repo: &UserRepo,
+    identity: &(String, String),
+    plan: Plan,
+    style: Style,
+    attempt: Attempt,
+) -> Result<RunReport, Failure> {
+    let shown = reporter(style, &plan);
+    let done = attempt::execute(repo, identity, plan, shown, attempt)?;
+    conclude(repo, done)
+}
+
+/// Fan the attempt's results in, write the report, and remove the run's pid file.
+fn conclude(repo: &UserRepo, done: Attempted) -> Result<RunReport, Failure> {
+    let Attempted {
+        plan,
+        mut results,
+        interrupted,
+        started_at,
+        clock,
+        run_dir,
+        pid_file,
+    } = done;
+    let conflicts = crate::fanin::select::fan_in(&plan, &mut results, &repo.workdir);
+    let duration = clock.elapsed().as_secs_f64();
+    let report = RunReport::new(plan, results, conflicts, started_at, duration, interrupted);
+    write_report(&report, &run_dir)?;
+    pid_file.remove();
+    Ok(report)
+}
+
+/// Write a finished run's report into `run_dir` (`results.json`, `summary.md`), the
+/// summary to `$GITHUB_STEP_SUMMARY` and the run's outputs to `$GITHUB_OUTPUT`, when
+/// they are set.
+pub fn write_report(report: &RunReport, run_dir: &Path) -> Result<ReportPaths, Failure> {
+    let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let paths = crate::report::summary::write(report, run_dir, step_summary.as_deref())
+        .map_err(|e| fatal("writing the report", e))?;
+    if let Some(out) = crate::actions::outputs::output_file() {
+        crate::actions::outputs::write_run_outputs(&out, report, &paths)
+            .map_err(|e| fatal("$GITHUB_OUTPUT", e))?;
+    }
+    Ok(paths)
+}
+
+/// What to do once a run's report is written.
+#[derive(Debug, Clone, Copy)]
+pub struct AfterRun<'a> {
+    /// Build the integration branch, with this commit identity.
+    pub integrate: Option<&'a (String, String)>,
+    /// Publish, with this config file and these flags.
+    pub publish: Option<(&'a ConfigFile, &'a PublishFlags)>,
+    /// The report's `results.json` (rewritten with what publishing did).
+    pub results_path: &'a Path,
+}
+
+/// Integrate and publish a finished run as `after` says (neither when a signal
+/// stopped it); returns the exit code: the run's, made `1` when publishing failed
+/// for some workers of an otherwise successful run.
+pub fn after_run(
+    repo: &UserRepo,
+    report: &mut RunReport,
+    after: AfterRun<'_>,
+) -> Result<i32, Failure> {
+    if let Some(identity) = after.integrate
+        && !report.interrupted
+    {
+        integrate(repo, report, identity)?;
+    }
+    let mut code = report.exit_code;
+    if let Some((file, flags)) = after.publish
+        && !report.interrupted
+    {
+        let published = publish_report(repo, file, flags, report, after.results_path)?;
+        if published != exit::SUCCESS && code == exit::SUCCESS {
+            code = exit::SOME_FAILED;
+        }
+    }
+    Ok(code)
+}
+
+/// Build the integration branch into `report`, record it in the run's journal (so
+/// cleanup removes it) and rewrite its results.json and summary.md. Used by
+/// `run --integrate`, `resume --integrate` and `aggregate --integrate`.
+pub fn integrate(
+    repo: &UserRepo,
+    report: &mut RunReport,
+    identity: &(String, String),
+) -> Result<(), Failure> {
+    let git = repo
+        .open()
+        .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
+    match integrate_report(&git, report, (&identity.0, &identity.1)) {
+        Ok(()) => {}
+        Err(IntegrateError::Empty) => {
+            eprintln!("fanout: --integrate: no successful worker to integrate");
+            return Ok(());
+        }
+        Err(e) => return Err(Failure::Fatal(format!("--integrate: {e}"))),
+    }
+    let run_dir = repo.run_dir(&report.run_id);
+    if let Some(it) = &report.integration {
+        let mut journal =
+            Journal::load(&run_dir).map_err(|e| Failure::Fatal(format!("journal: {e}")))?;
+        if !journal.extra_branches.contains(&it.branch) {
+            journal.extra_branches.push(it.branch.clone());
+            journal
+                .save(&run_dir)
+                .map_err(|e| Failure::Fatal(format!("journal: {e}")))?;
+        }
+        eprintln!(
+            "fanout: integration branch {} merges {} worker(s); {} left out",
+            it.branch,
+            it.included.len(),
+            it.left_out.len()
+        );
+    }
+    write_atomic(&run_dir.join("results.json"), &report.to_json())
+        .map_err(|e| Failure::Fatal(format!("results.json: {e}")))?;
+    let md = render_summary(report, None);
+    write_atomic(&run_dir.join("summary.md"), md.as_bytes())
+        .map_err(|e| Failure::Fatal(format!("summary.md: {e}")))?;
+    Ok(())
+}

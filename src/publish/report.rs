@@ -1,0 +1,354 @@
+//! Publishing a run's report end to end (`fanout publish`, and `--publish` after
+//! `run`, `resume` and `aggregate`): resolve where to publish (remote, repository,
+//! API, credentials — masked in Actions), push and open or update each eligible
+//! worker's pull request (and the integration branch's), record the outcomes in the
+//! report, and rewrite `results.json` and `summary.md` with them (plus the Actions
+//! step summary and the `pull-requests` output).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::body::Templates;
+use super::github::{Credentials, GitHub, RepoSlug, RetryPolicy};
+use super::{PublishOptions, counts, publish, record};
+use crate::config::{ConfigFile, IncludeStatus};
+use crate::exit::{self, Failure};
+use crate::repo::UserRepo;
+use crate::report::summary::{render_pull_requests, render_summary};
+use crate::run::results::RunReport;
+
+/// The publishing flags (`--label`, `--token`, …) as given on the command line, all
+/// optional; the config file's `publish:` block fills in the rest.
+#[derive(Debug, Clone, Default)]
+pub struct PublishFlags {
+    /// Also publish workers with this status (only `partial`).
+    pub include: Vec<IncludeStatus>,
+    /// A label for every pull request.
+    pub labels: Vec<String>,
+    /// Open pull requests as drafts.
+    pub draft: bool,
+    /// Users asked to review.
+    pub reviewers: Vec<String>,
+    /// Teams asked to review.
+    pub team_reviewers: Vec<String>,
+    /// Base branch of the pull requests.
+    pub pr_base: Option<String>,
+    /// Remote to push to.
+    pub remote: Option<String>,
+    /// Repository `owner/name`.
+    pub repo: Option<String>,
+    /// API base URL.
+    pub api_url: Option<String>,
+    /// Token.
+    pub token: Option<String>,
+    /// GitHub App id.
+    pub app_id: Option<u64>,
+    /// GitHub App private key file.
+    pub app_private_key: Option<PathBuf>,
+    /// Least milliseconds between two API mutations.
+    pub pace_ms: Option<u64>,
+    /// Least seconds to wait after a rate-limit answer without timing headers.
+    pub rate_limit_wait: Option<f64>,
+    /// Longest single wait before a retry, in seconds.
+    pub max_wait: Option<f64>,
+    /// Most attempts per API request.
+    pub max_attempts: Option<u32>,
+    /// First wait after a 5xx or a dropped connection, in seconds.
+    pub server_error_backoff: Option<f64>,
+}
+
+/// Read a `results.json`.
+pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
+    let bytes =
+        std::fs::read(path).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::Usage(format!(
+            "{}: not a fanout results.json: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Publish `report` (read from `results_path`, which is rewritten with the outcomes).
+/// Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible failed.
+pub fn publish_report(
+    repo: &UserRepo,
+    file: &ConfigFile,
+    args: &PublishFlags,
+    report: &mut RunReport,
+    results_path: &Path,
+) -> Result<i32, Failure> {
+    let cfg = &file.publish;
+    let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+
+    let remote = args
+        .remote
+        .clone()
+        .or_else(|| cfg.remote.clone())
+        .unwrap_or_else(|| "origin".into());
+    let slug = match args.repo.clone().or_else(|| env("GITHUB_REPOSITORY")) {
+        Some(s) => RepoSlug::parse(&s)
+            .ok_or_else(|| Failure::Usage(format!("--repo {s:?}: expected OWNER/NAME")))?,
+        None => {
+            let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
+            let url = git
+                .find_remote(&remote)
+                .ok()
+                .and_then(|r| r.url().ok().map(str::to_owned))
+                .unwrap_or_else(|| remote.clone());
+            RepoSlug::from_remote_url(&url).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "cannot tell the GitHub repository from remote {remote:?}: pass --repo OWNER/NAME"
+                ))
+            })?
+        }
+    };
+    let credentials = credentials(args)?;
+    if in_actions {
+        mask(&credentials);
+    }
+    let api = args
+        .api_url
+        .clone()
+        .or_else(|| env("GITHUB_API_URL"))
+        .unwrap_or_else(|| "https://api.github.com".into());
+    let server_url = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
+    let run_url = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
+        (Some(r), Some(id)) => Some(format!(
+            "{}/{r}/actions/runs/{id}",
+            server_url.trim_end_matches('/')
+        )),
+        _ => None,
+    };
+    let secs = |flag: Option<f64>, file: Option<crate::config::Seconds>, default: f64| {
+        Duration::from_secs_f64(flag.or(file.map(|s| s.0)).unwrap_or(default).max(0.0))
+    };
+    let policy = RetryPolicy {
+        max_attempts: args.max_attempts.or(cfg.max_attempts).unwrap_or(6).max(1),
+        min_rate_limit_wait: secs(args.rate_limit_wait, cfg.rate_limit_wait, 60.0),
+        server_error_backoff: secs(args.server_error_backoff, None, 1.0),
+        max_wait: secs(args.max_wait, cfg.max_wait, 900.0),
+    };
+    let pace = match args.pace_ms {
+        Some(ms) => Duration::from_millis(ms),
+        None => secs(None, cfg.pace, 1.0),
+    };
+    let body_template = match &cfg.body_template {
+        Some(p) => {
+            let path = repo.workdir.join(p);
+            Some(std::fs::read_to_string(&path).map_err(|e| {
+                Failure::Usage(format!("publish.body_template {}: {e}", path.display()))
+            })?)
+        }
+        None => None,
+    };
+    let templates = Templates::new(cfg.title.clone(), body_template)
+        .map_err(|e| Failure::Usage(format!("publish: {e}")))?;
+    let include_partial = args
+        .include
+        .iter()
+        .chain(cfg.include.iter())
+        .any(|s| *s == IncludeStatus::Partial);
+    let opts = PublishOptions {
+        include_partial,
+        labels: merged(&args.labels, &cfg.labels),
+        draft: args.draft || cfg.draft,
+        reviewers: merged(&args.reviewers, &cfg.reviewers),
+        team_reviewers: merged(&args.team_reviewers, &cfg.team_reviewers),
+        base: args.pr_base.clone().or_else(|| cfg.base.clone()),
+        remote,
+        run_url,
+        server_url,
+    };
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+    let outcomes = runtime.block_on(async {
+        let (crab, push_token) = super::github::connect(&api, &slug, &credentials)
+            .await
+            .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
+        if in_actions {
+            println!("::add-mask::{}", push_token.expose_secret());
+        }
+        let gh = GitHub::new(crab, slug.clone(), policy, pace);
+        // Rate-limit waits can be long: a signal stops publishing (it is idempotent,
+        // so running it again picks up where it stopped).
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| Failure::Fatal(format!("signal handler: {e}")))?;
+        // The integration branch (--integrate) is published like a worker's branch.
+        let integration = crate::fanin::conflicts::integration_result(report).map(|r| RunReport {
+            results: vec![r],
+            ..report.clone()
+        });
+        let all = async {
+            let workers = publish(
+                report,
+                &repo.workdir,
+                &gh,
+                Some(push_token.expose_secret()),
+                &templates,
+                &opts,
+            )
+            .await;
+            let integrated = match &integration {
+                Some(it) => {
+                    publish(
+                        it,
+                        &repo.workdir,
+                        &gh,
+                        Some(push_token.expose_secret()),
+                        &templates,
+                        &opts,
+                    )
+                    .await
+                }
+                None => Default::default(),
+            };
+            (workers, integrated)
+        };
+        tokio::select! {
+            outcomes = all => Ok(outcomes),
+            _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+            _ = term.recv() => Err(Failure::Interrupted),
+        }
+    })?;
+    let (outcomes, integrated) = outcomes;
+    record(report, outcomes);
+    if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
+        it.publish = Some(o);
+    }
+    let mut json = serde_json::to_vec_pretty(&*report).expect("serializes");
+    json.push(b'\n');
+    crate::util::write_atomic(results_path, &json)
+        .map_err(|e| Failure::Fatal(format!("{}: {e}", results_path.display())))?;
+    if let Some(dir) = results_path.parent() {
+        let md = render_summary(report, None);
+        let _ = crate::util::write_atomic(&dir.join("summary.md"), md.as_bytes());
+    }
+    if let Some(summary) = env("GITHUB_STEP_SUMMARY") {
+        let section = render_pull_requests(report);
+        let _ = append(Path::new(&summary), &section);
+    }
+    if let Some(out) = env("GITHUB_OUTPUT") {
+        let integration = crate::fanin::conflicts::integration_result(report);
+        let prs: Vec<serde_json::Value> = report
+            .results
+            .iter()
+            .chain(integration.iter())
+            .filter_map(|r| {
+                let p = r.publish.as_ref()?;
+                Some(serde_json::json!({
+                    "worker_id": r.worker_id, "branch": r.branch, "operation": p.operation,
+                    "number": p.number, "url": p.url,
+                }))
+            })
+            .collect();
+        let _ = append(
+            Path::new(&out),
+            &format!("pull-requests={}\n", serde_json::Value::Array(prs)),
+        );
+    }
+    let c = counts(report);
+    let failed = c.get("failed").copied().unwrap_or(0);
+    let eligible: usize = c
+        .iter()
+        .filter(|(k, _)| **k != "skipped")
+        .map(|(_, v)| *v)
+        .sum();
+    eprintln!(
+        "fanout: publish: {}",
+        c.iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(if failed == 0 {
+        exit::SUCCESS
+    } else if failed < eligible {
+        exit::SOME_FAILED
+    } else {
+        exit::NONE_SUCCEEDED
+    })
+}
+
+fn merged(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for x in a.iter().chain(b) {
+        let x = x.trim();
+        if !x.is_empty() && !out.iter().any(|y| y == x) {
+            out.push(x.to_owned());
+        }
+    }
+    out
+}
+
+fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let app_id =
+        match args.app_id {
+            Some(id) => Some(id),
+            None => match env("FANOUT_APP_ID") {
+                Some(v) => Some(v.trim().parse().map_err(|_| {
+                    Failure::Usage(format!("FANOUT_APP_ID {v:?}: expected a number"))
+                })?),
+                None => None,
+            },
+        };
+    if let Some(app_id) = app_id {
+        let pem = match &args.app_private_key {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| Failure::Usage(format!("--app-private-key {}: {e}", p.display())))?,
+            None => env("FANOUT_APP_PRIVATE_KEY").ok_or_else(|| {
+                Failure::Usage(
+                    "--app-id needs --app-private-key FILE or the PEM in $FANOUT_APP_PRIVATE_KEY"
+                        .into(),
+                )
+            })?,
+        };
+        return Ok(Credentials::App {
+            app_id,
+            private_key_pem: SecretString::from(pem),
+        });
+    }
+    args.token
+        .clone()
+        .or_else(|| env("GITHUB_TOKEN"))
+        .or_else(|| env("GH_TOKEN"))
+        .map(|t| Credentials::Token(SecretString::from(t.trim().to_owned())))
+        .ok_or_else(|| {
+            Failure::Usage(
+                "publishing needs a token (--token, $GITHUB_TOKEN, $GH_TOKEN) or a GitHub App (--app-id and a private key)".into(),
+            )
+        })
+}
+
+/// `::add-mask::` every secret, so Actions never shows it in logs.
+fn mask(c: &Credentials) {
+    match c {
+        Credentials::Token(t) => println!("::add-mask::{}", t.expose_secret()),
+        Credentials::App {
+            private_key_pem, ..
+        } => {
+            for line in private_key_pem.expose_secret().lines() {
+                let line = line.trim();
+                if !line.is_empty() && !line.starts_with("-----") {
+                    println!("::add-mask::{line}");
+                }
+            }
+        }
+    }
+}
+
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}

@@ -1,0 +1,263 @@
+//! One attempt at a plan: a fresh run ([`start`] makes its run directory, journal and
+//! `plan.json`; attempt 1), or `fanout resume` of a run that did not finish (a later
+//! attempt, keeping the workers that did). [`execute`] runs every worker not kept,
+//! under the signal dispatcher, feeding a [`Reporter`] the executor's events and
+//! recording each worker's result as soon as it is final (`results/w<N>.json`).
+//!
+//! What the attempt produced goes on to fan-in and the report; the run's pid file
+//! stays until the report is written ([`Attempted::pid_file`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use super::event::{Event, Reporter};
+use super::executor::Executor;
+use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
+use super::runs::PidFile;
+use super::signals::Dispatcher;
+use super::worktree;
+use crate::exit::Failure;
+use crate::model::WorkerResult;
+use crate::plan::Plan;
+use crate::plan::settings::Settings;
+use crate::repo::UserRepo;
+use crate::util::{rfc3339, short, write_atomic};
+
+/// What running a plan needs besides the plan.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Worktree root override.
+    pub worktree_dir: Option<std::path::PathBuf>,
+    /// Commit identity.
+    pub identity: (String, String),
+    /// Name of the run directory (default: the run id).
+    pub run_dir_name: Option<String>,
+}
+
+impl ExecOptions {
+    /// From validated settings.
+    pub fn from_settings(s: &Settings) -> ExecOptions {
+        ExecOptions {
+            worktree_dir: s.worktree_dir.clone(),
+            identity: s.commit_identity.clone(),
+            run_dir_name: None,
+        }
+    }
+}
+
+/// One attempt at a plan, ready to execute.
+#[derive(Debug)]
+pub struct Attempt {
+    /// The run directory (it holds the journal and plan.json already).
+    pub run_dir: PathBuf,
+    /// Where the run's worktrees go.
+    pub worktree_root: PathBuf,
+    /// The run's journal.
+    pub journal: JournalHandle,
+    /// 1 for `fanout run`, one more per resume.
+    pub number: u32,
+    /// Results of workers that finished in an earlier attempt: not run again.
+    pub kept: BTreeMap<u32, WorkerResult>,
+}
+
+/// What an attempt produced: one result per planned worker, in id order (kept ones
+/// included), before fan-in.
+#[derive(Debug)]
+pub struct Attempted {
+    /// The plan that was run.
+    pub plan: Plan,
+    /// The results.
+    pub results: Vec<WorkerResult>,
+    /// Whether a signal stopped the attempt.
+    pub interrupted: bool,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// How long it took.
+    pub clock: Instant,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Removed once the report is written.
+    pub pid_file: PidFile,
+}
+
+/// Start a new run of `plan` in `repo`: its run directory, journal and `plan.json`
+/// (warning about uncommitted changes and worktrees inside the checkout). `kept`
+/// holds results already known (not run; they count for the workers that depend on
+/// them: matrix mode's earlier waves).
+pub fn start(
+    repo: &UserRepo,
+    opts: &ExecOptions,
+    plan: &Plan,
+    kept: BTreeMap<u32, WorkerResult>,
+) -> Result<Attempt, Failure> {
+    let started_at = SystemTime::now();
+    let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
+    if run_dir.exists() {
+        return Err(Failure::Usage(format!(
+            "run {} already exists in {}",
+            plan.run_id,
+            run_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| Failure::Fatal(format!("{}: {e}", run_dir.display())))?;
+    let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
+    warn_about_checkout(repo, plan);
+    let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
+    if worktree_root.starts_with(&repo.workdir) {
+        eprintln!(
+            "fanout: warning: worktrees go inside the checkout ({}); they may show up as untracked files",
+            worktree_root.display()
+        );
+    }
+    let journal = new_journal(repo, plan, &worktree_root, started_at);
+    let journal = JournalHandle::create(&run_dir, journal).map_err(|e| fatal("journal", e))?;
+    let mut plan_json = serde_json::to_vec_pretty(plan).expect("plan serializes");
+    plan_json.push(b'\n');
+    write_atomic(&run_dir.join("plan.json"), &plan_json).map_err(|e| fatal("plan.json", e))?;
+    Ok(Attempt {
+        run_dir,
+        worktree_root,
+        journal,
+        number: 1,
+        kept,
+    })
+}
+
+/// Warn when the checkout has uncommitted changes: workers start from the base.
+fn warn_about_checkout(repo: &UserRepo, plan: &Plan) {
+    match repo.uncommitted_changes() {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
+            repo.workdir.display(),
+            if n == 1 { "" } else { "s" },
+            short(&plan.base.commit)
+        ),
+        Err(e) => eprintln!("fanout: warning: could not read the checkout's status: {e}"),
+    }
+}
+
+/// A new run's journal: one entry per worker, nothing created yet.
+fn new_journal(
+    repo: &UserRepo,
+    plan: &Plan,
+    worktree_root: &std::path::Path,
+    started_at: SystemTime,
+) -> Journal {
+    Journal {
+        schema_version: JOURNAL_SCHEMA_VERSION,
+        extra_branches: Vec::new(),
+        run_id: plan.run_id.clone(),
+        created_at: rfc3339(started_at),
+        repo_workdir: repo.workdir.clone(),
+        worktree_root: worktree_root.to_owned(),
+        entries: plan
+            .workers
+            .iter()
+            .map(|w| JournalEntry {
+                worker_id: w.id,
+                branch: w.branch.clone(),
+                base_commit: plan.base.commit.clone(),
+                worktree_name: worktree::worktree_name(&plan.run_id, w.id),
+                worktree_path: worktree::worktree_path(worktree_root, &plan.run_id, w.id),
+                branch_created: false,
+                worktree_created: false,
+            })
+            .collect(),
+    }
+}
+
+/// Run every worker of `plan` not in `attempt.kept`, feeding `reporter` every event
+/// and recording each result as soon as it is final (`results/w<N>.json`, for
+/// `fanout resume`). The run's pid file is written first and left for the caller to
+/// remove once the report is written.
+pub fn execute(
+    repo: &UserRepo,
+    identity: &(String, String),
+    plan: Plan,
+    reporter: Box<dyn Reporter>,
+    attempt: Attempt,
+) -> Result<Attempted, Failure> {
+    let started_at = SystemTime::now();
+    let clock = Instant::now();
+    let Attempt {
+        run_dir,
+        worktree_root,
+        journal,
+        number,
+        kept,
+    } = attempt;
+    let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
+    let pid_file = PidFile::create(&run_dir);
+
+    let plan = Arc::new(plan);
+    let executor = Arc::new(Executor {
+        plan: Arc::clone(&plan),
+        repo_dir: repo.workdir.clone(),
+        run_dir: run_dir.clone(),
+        worktree_root,
+        journal: Arc::new(journal),
+        identity: identity.clone(),
+        base_env: std::env::vars_os().collect(),
+        kept: kept.clone(),
+        attempt: number,
+    });
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fatal("tokio runtime", e))?;
+    let (results, interrupted) = runtime
+        .block_on(supervised(
+            executor,
+            reporter,
+            kept,
+            run_dir.clone(),
+            number,
+        ))
+        .map_err(|e| fatal("signal handlers", e))?;
+    Ok(Attempted {
+        plan: Arc::unwrap_or_clone(plan),
+        results,
+        interrupted,
+        started_at,
+        clock,
+        run_dir,
+        pid_file,
+    })
+}
+
+/// The executor's run under the signal dispatcher, with a task that records each
+/// result of this attempt and hands every event to the reporter.
+async fn supervised(
+    executor: Arc<Executor>,
+    mut rep: Box<dyn Reporter>,
+    kept: BTreeMap<u32, WorkerResult>,
+    records: PathBuf,
+    number: u32,
+) -> std::io::Result<(Vec<WorkerResult>, bool)> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let dispatcher = Dispatcher::install(tx.clone())?;
+    for r in kept.values() {
+        let _ = tx.send(Event::WorkerFinished(Box::new(r.clone())));
+    }
+    let shown = tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            if let Event::WorkerFinished(r) = &ev
+                && r.attempt == number
+            {
+                let _ = super::resume::record(&records, r);
+            }
+            rep.event(&ev);
+        }
+        rep.finish();
+    });
+    let results = executor.run(tx, dispatcher.subscribe()).await;
+    let interrupted = dispatcher.stopped();
+    drop(dispatcher);
+    let _ = shown.await;
+    Ok((results, interrupted))
+}

@@ -1,0 +1,180 @@
+//! `fanout cleanup`'s work: choosing runs by age (`--older-than`, `--keep`), and
+//! removing one run's worktrees and branches as its journal records them — the
+//! integration branch too, only inside the run's namespace — and nothing else.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::journal::Journal;
+use super::runs::{list_runs, live_pid};
+use super::worktree;
+
+/// What cleaning one run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleaned {
+    /// Skipped: a fanout process still runs it.
+    Running(i32),
+    /// Skipped: its journal cannot be read.
+    NoJournal(String),
+    /// Cleaned.
+    Done {
+        /// Worktrees removed.
+        trees: usize,
+        /// Branches removed.
+        branches: usize,
+        /// What was kept, and why.
+        kept: Vec<String>,
+    },
+}
+
+/// Remove run `id`'s worktrees and (unless `keep_branches`) branches, as its journal
+/// records them; its records go too when nothing was kept.
+pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, keep_branches: bool) -> Cleaned {
+    let run_dir = runs_dir.join(id);
+    if let Some(pid) = live_pid(&run_dir) {
+        return Cleaned::Running(pid);
+    }
+    let journal = match Journal::load(&run_dir) {
+        Ok(j) => j,
+        Err(e) => return Cleaned::NoJournal(e.to_string()),
+    };
+    let (mut trees, mut branches) = (0, 0);
+    let mut kept = Vec::new();
+    for entry in &journal.entries {
+        let removed = worktree::remove(git, entry, keep_branches);
+        trees += usize::from(removed.worktree);
+        branches += usize::from(removed.branch);
+        kept.extend(removed.kept);
+    }
+    if !keep_branches {
+        branches += remove_extra_branches(git, &journal, id, &mut kept);
+    }
+    // The run's folder under the worktree root, if empty now.
+    let _ = std::fs::remove_dir(journal.worktree_root.join(id));
+    if !keep_branches && kept.is_empty() {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    Cleaned::Done {
+        trees,
+        branches,
+        kept,
+    }
+}
+
+/// The integration branch, when fanout made one (only inside the run's namespace);
+/// returns how many branches were removed.
+fn remove_extra_branches(
+    git: &git2::Repository,
+    journal: &Journal,
+    id: &str,
+    kept: &mut Vec<String>,
+) -> usize {
+    let mut removed = 0;
+    for b in &journal.extra_branches {
+        if !b.contains(&format!("/{id}/")) {
+            kept.push(format!("branch {b}: not in this run's namespace"));
+            continue;
+        }
+        match git.find_branch(b, git2::BranchType::Local) {
+            Ok(br) if br.is_head() => kept.push(format!("branch {b}: checked out")),
+            Ok(mut br) => {
+                if br.delete().is_ok() {
+                    removed += 1;
+                } else {
+                    kept.push(format!("branch {b}: could not delete"));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    removed
+}
+
+/// When a run started: its journal's `created_at`, else its folder's modification time.
+fn started(run_dir: &Path) -> Option<SystemTime> {
+    Journal::load(run_dir)
+        .ok()
+        .and_then(|j| {
+            time::OffsetDateTime::parse(
+                &j.created_at,
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok()
+        })
+        .map(SystemTime::from)
+        .or_else(|| std::fs::metadata(run_dir).and_then(|m| m.modified()).ok())
+}
+
+/// The runs `--older-than` / `--keep` select, oldest first: not among the `keep` most
+/// recent, and started more than `older_than` before `now`.
+pub fn sweep(
+    runs_dir: &Path,
+    older_than: Option<Duration>,
+    keep: Option<usize>,
+    now: SystemTime,
+) -> Vec<String> {
+    let mut runs: Vec<(SystemTime, String)> = list_runs(runs_dir)
+        .into_iter()
+        .map(|id| {
+            (
+                started(&runs_dir.join(&id)).unwrap_or(SystemTime::UNIX_EPOCH),
+                id,
+            )
+        })
+        .collect();
+    // Newest first, ties by id, so `keep` keeps the most recent.
+    runs.sort_by(|a, b| b.cmp(a));
+    let mut picked: Vec<(SystemTime, String)> = runs
+        .into_iter()
+        .skip(keep.unwrap_or(0))
+        .filter(|(t, _)| older_than.is_none_or(|age| now.duration_since(*t).is_ok_and(|d| d > age)))
+        .collect();
+    picked.reverse();
+    picked.into_iter().map(|(_, id)| id).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::journal::Journal;
+
+    fn run(dir: &Path, id: &str, created_at: &str) {
+        let j = Journal {
+            schema_version: 1,
+            extra_branches: Vec::new(),
+            run_id: id.into(),
+            created_at: created_at.into(),
+            repo_workdir: dir.into(),
+            worktree_root: dir.into(),
+            entries: Vec::new(),
+        };
+        let d = dir.join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        j.save(&d).unwrap();
+    }
+
+    #[test]
+    fn sweep_selects_by_age_and_keeps_the_newest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        run(d, "20261120-100000-aaaaaa", "2026-11-20T10:00:00Z");
+        run(d, "20261122-100000-bbbbbb", "2026-11-22T10:00:00Z");
+        run(d, "custom-id", "2026-11-23T09:00:00Z");
+        run(d, "20261123-100000-cccccc", "2026-11-23T10:00:00Z");
+        let now = SystemTime::from(time::macros::datetime!(2026-11-23 12:00 UTC));
+        let h = |n: u64| Some(Duration::from_secs(n * 3600));
+        assert_eq!(
+            sweep(d, h(6), None, now),
+            ["20261120-100000-aaaaaa", "20261122-100000-bbbbbb"]
+        );
+        // Ordered by start time, not by id: the custom id is the second newest.
+        assert_eq!(
+            sweep(d, None, Some(2), now),
+            ["20261120-100000-aaaaaa", "20261122-100000-bbbbbb"]
+        );
+        assert_eq!(sweep(d, None, Some(1), now).len(), 3);
+        assert_eq!(sweep(d, h(48), Some(1), now), ["20261120-100000-aaaaaa"]);
+        assert!(sweep(d, h(100), None, now).is_empty());
+        assert!(sweep(d, None, Some(10), now).is_empty());
+    }
+}

@@ -1,0 +1,225 @@
+//! Getting a run that did not finish ready for `fanout resume`: which run (the one
+//! named, else the most recent one cut short that is not running), what its earlier
+//! attempt left ([`super::resume`]: finished workers are kept), stopping what still
+//! runs of it (only when asked), and clearing each unfinished worker's worktree and
+//! branch — only where the journal says fanout made them — so it starts afresh. The
+//! result is the next [`Attempt`] at the same plan: same run id, branch names and base
+//! commit.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::attempt::Attempt;
+use super::journal::{Journal, JournalHandle};
+use super::results::RunReport;
+use super::runs::{list_runs, live_pid, read_report};
+use super::{resume, worktree};
+use crate::exit::Failure;
+use crate::plan::Plan;
+use crate::repo::UserRepo;
+
+/// What `fanout resume` found.
+#[derive(Debug)]
+pub enum Found {
+    /// No run was cut short; these runs are still running.
+    Nothing {
+        /// Run ids of live runs.
+        running: Vec<String>,
+    },
+    /// Every worker of the run finished and its report was written.
+    Finished {
+        /// The run.
+        id: String,
+        /// Its directory.
+        run_dir: PathBuf,
+        /// Its report.
+        report: Box<RunReport>,
+    },
+    /// The run is ready for its next attempt.
+    Ready(Box<Resumable>),
+}
+
+/// A run ready for its next attempt.
+#[derive(Debug)]
+pub struct Resumable {
+    /// The run.
+    pub id: String,
+    /// Its directory.
+    pub run_dir: PathBuf,
+    /// Its plan.
+    pub plan: Plan,
+    /// The attempt: the workers to keep, the journal, the attempt's number.
+    pub attempt: Attempt,
+}
+
+/// Find the run to resume (`run`, else the most recent one cut short) and get it
+/// ready; `stop_survivors` stops processes of its earlier attempt that still run
+/// instead of refusing.
+pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Result<Found, Failure> {
+    let Some((id, run_dir)) = pick(repo, run)? else {
+        let running = list_runs(&repo.runs_dir())
+            .into_iter()
+            .filter(|id| live_pid(&repo.run_dir(id)).is_some())
+            .collect();
+        return Ok(Found::Nothing { running });
+    };
+    if let Some(pid) = live_pid(&run_dir) {
+        return Err(Failure::Usage(format!(
+            "run {id} is still running (pid {pid}); resume it once it has stopped"
+        )));
+    }
+    let plan = load_plan(&id, &run_dir)?;
+    let mut journal = Journal::load(&run_dir)
+        .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
+    let kept = resume::load_finished(&run_dir, &plan);
+    let todo: Vec<u32> = plan
+        .workers
+        .iter()
+        .map(|w| w.id)
+        .filter(|w| !kept.contains_key(w))
+        .collect();
+    if todo.is_empty()
+        && let Some(report) = read_report(&run_dir).filter(|r| !r.interrupted)
+    {
+        return Ok(Found::Finished {
+            id,
+            run_dir,
+            report: Box::new(report),
+        });
+    }
+    // (With every worker finished but no final report — fanout died while writing it —
+    // the attempt runs nothing and writes the report.)
+    stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
+    clear_unfinished(repo, &id, &mut journal, &todo)?;
+    let number = resume::attempt(&run_dir) + 1;
+    resume::set_attempt(&run_dir, number).map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
+    let worktree_root = journal.worktree_root.clone();
+    let journal = JournalHandle::create(&run_dir, journal)
+        .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
+    let list = |ids: &mut dyn Iterator<Item = u32>| {
+        ids.map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ")
+    };
+    eprintln!(
+        "fanout: resuming run {id} (attempt {number}): running {}{}",
+        list(&mut todo.iter().copied()),
+        if kept.is_empty() {
+            String::new()
+        } else {
+            format!("; keeping {}", list(&mut kept.keys().copied()))
+        }
+    );
+    let attempt = Attempt {
+        run_dir: run_dir.clone(),
+        worktree_root,
+        journal,
+        number,
+        kept,
+    };
+    Ok(Found::Ready(Box::new(Resumable {
+        id,
+        run_dir,
+        plan,
+        attempt,
+    })))
+}
+
+/// Refuse while processes of the run's earlier attempt still run (a SIGKILLed fanout
+/// cannot stop its agents), or stop them first (SIGTERM, `kill_grace`, SIGKILL).
+fn stop_earlier_attempt(
+    id: &str,
+    run_dir: &Path,
+    plan: &Plan,
+    stop_survivors: bool,
+) -> Result<(), Failure> {
+    let survivors = resume::survivors(run_dir);
+    if survivors.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = survivors
+        .iter()
+        .map(|s| format!("process group {} ({})", s.pgid, s.program))
+        .collect();
+    if !stop_survivors {
+        return Err(Failure::Usage(format!(
+            "run {id}: processes of its earlier attempt are still running: {}; stop them (kill -- -PGID) or pass --stop-survivors",
+            named.join(", ")
+        )));
+    }
+    eprintln!("fanout: stopping {}", named.join(", "));
+    let grace = Duration::from_secs_f64(plan.limits.kill_grace.max(0.0));
+    let left = resume::stop_survivors(&survivors, grace);
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::Fatal(format!(
+        "run {id}: could not stop process group(s) {}",
+        left.iter()
+            .map(|s| s.pgid.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+/// Clear what the unfinished workers' earlier attempt left, so they start afresh.
+fn clear_unfinished(
+    repo: &UserRepo,
+    id: &str,
+    journal: &mut Journal,
+    todo: &[u32],
+) -> Result<(), Failure> {
+    let git = repo
+        .open()
+        .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
+    for entry in journal
+        .entries
+        .iter_mut()
+        .filter(|e| todo.contains(&e.worker_id))
+    {
+        let removed = worktree::remove(&git, entry, false);
+        if !removed.kept.is_empty() {
+            return Err(Failure::Fatal(format!(
+                "run {id}: could not clear worker {}'s earlier attempt: {}; fix that and resume again",
+                entry.worker_id,
+                removed.kept.join("; ")
+            )));
+        }
+        entry.branch_created = false;
+        entry.worktree_created = false;
+    }
+    Ok(())
+}
+
+/// The run to resume: `given` (which must exist), else the most recent run (by start
+/// time) that is not running and has a worker that did not finish.
+fn pick(repo: &UserRepo, given: Option<&str>) -> Result<Option<(String, PathBuf)>, Failure> {
+    let runs_dir = repo.runs_dir();
+    if let Some(id) = given {
+        let dir = runs_dir.join(id);
+        if !crate::plan::is_valid_run_id(id) || !dir.join("plan.json").is_file() {
+            return Err(Failure::Usage(format!(
+                "run {id}: no such run in this repository (see `fanout status`)"
+            )));
+        }
+        return Ok(Some((id.to_owned(), dir)));
+    }
+    let mut candidates: Vec<(String, String, PathBuf)> = list_runs(&runs_dir)
+        .into_iter()
+        .filter_map(|id| {
+            let dir = runs_dir.join(&id);
+            let journal = Journal::load(&dir).ok()?;
+            let plan = load_plan(&id, &dir).ok()?;
+            let unfinished = resume::load_finished(&dir, &plan).len() < plan.workers.len()
+                || read_report(&dir).is_none_or(|r| r.interrupted);
+            (unfinished && live_pid(&dir).is_none()).then_some((journal.created_at, id, dir))
+        })
+        .collect();
+    candidates.sort();
+    Ok(candidates.pop().map(|(_, id, dir)| (id, dir)))
+}
+
+/// The run's `plan.json`.
+fn load_plan(id: &str, run_dir: &Path) -> Result<Plan, Failure> {
+    let bytes = std::fs::read(run_dir.join("plan.json"))
+        .map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
+}
