@@ -9,21 +9,33 @@
 #   4. When the manifest has no asset for the target, or FANOUT_BUILD_FROM_SOURCE is
 #      true: `cargo build --locked --release` of the action's own source.
 #
+# The action runs this script in two steps so that a workflow builds at most once
+# (FANOUT_INSTALL_STEP): `resolve` does 1–3 and, where 4 is needed, builds nothing
+# but writes build-key=, build-dir= and build-artifact= to $GITHUB_OUTPUT; the
+# action then fetches the plan job's binary (artifact) or the cache into build-dir,
+# and `build` takes the binary found there, else builds into build-dir/cache/.
+# Unset (`all`): everything in one go.
+#
 # A failed download or a checksum mismatch is an error, never a silent fall back to
 # building: a tampered or missing release must be seen. So is asking for a version
 # the manifest does not describe (the action's own source is not that version).
 #
 # Inputs (environment only): FANOUT_VERSION (default, or `latest`: the manifest's),
 # FANOUT_BUILD_FROM_SOURCE, FANOUT_MANIFEST (path or URL; default dist/manifest.json
-# beside this script), FANOUT_INSTALL_ALLOW_HTTP, FANOUT_SOURCE_DIR (default: the
-# directory above dist/), FANOUT_CARGO (default cargo), FANOUT_BINARY,
-# FANOUT_INSTALL_RETRIES (default 5), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE,
-# RUNNER_TEMP, GITHUB_OUTPUT, GITHUB_PATH, CARGO_TARGET_DIR (relative: to the current
-# directory, as cargo reads it).
+# beside this script), FANOUT_INSTALL_BASE_URL (download the asset from this base URL
+# instead, same file name, same sha256: a mirror), FANOUT_INSTALL_ALLOW_HTTP,
+# FANOUT_SOURCE_DIR (default: the directory above dist/), FANOUT_CARGO (default
+# cargo), FANOUT_BINARY, FANOUT_BINARY_SHA256 (the binary must have this sha256),
+# FANOUT_INSTALL_RETRIES (default 5), FANOUT_INSTALL_STEP (all, resolve, build),
+# FANOUT_BUILD_DIR (build step), FANOUT_IN_MODE (build step: says when a worker or
+# aggregate job builds), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP,
+# GITHUB_OUTPUT, GITHUB_PATH, CARGO_TARGET_DIR (relative: to the current directory,
+# as cargo reads it).
 #
-# Result: the binary's directory is added to $GITHUB_PATH, `bin=` and `version=` are
-# written to $GITHUB_OUTPUT, and the binary's absolute path is the last stdout line.
-# Everything else goes to stderr. Portable to bash 3.2 (macOS runners).
+# Result: the binary's directory is added to $GITHUB_PATH, `bin=`, `version=` and
+# `sha256=` (of the binary) are written to $GITHUB_OUTPUT, and the binary's absolute
+# path is the last stdout line. Everything else goes to stderr. Portable to bash 3.2
+# (macOS runners).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,30 +51,106 @@ truthy() {
         *) return 1 ;;
     esac
 }
+output() { # KEY VALUE: a step output
+    if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+        echo "$1=$2" >>"$GITHUB_OUTPUT"
+    fi
+}
+
+sha256_of() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        sha256sum "$@" | awk '{print $1}'
+    else
+        shasum -a 256 "$@" | awk '{print $1}'
+    fi
+}
 
 finish() { # $1: binary, $2: version
-    local bin="$1" dir
+    local bin="$1" dir sum
     dir="$(cd "$(dirname "$bin")" && pwd)"
     bin="$dir/$(basename "$bin")"
+    sum="$(sha256_of "$bin")"
+    if [[ -n "${FANOUT_BINARY_SHA256:-}" && "$sum" != "$(lower "$FANOUT_BINARY_SHA256")" ]]; then
+        die "$bin has sha256 $sum, but FANOUT_BINARY_SHA256 (the action's binary-sha256) is $FANOUT_BINARY_SHA256: refusing it"
+    fi
     if [[ -n "${GITHUB_PATH:-}" ]]; then
         echo "$dir" >>"$GITHUB_PATH"
     fi
-    if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
-        {
-            echo "bin=$bin"
-            echo "version=$2"
-        } >>"$GITHUB_OUTPUT"
-    fi
-    log "fanout $2 at $bin"
+    output bin "$bin"
+    output version "$2"
+    output sha256 "$sum"
+    log "fanout $2 at $bin (sha256 $sum)"
     echo "$bin"
     exit 0
 }
+
+step="${FANOUT_INSTALL_STEP:-all}"
+case "$step" in
+    all | resolve | build) ;;
+    *) die "FANOUT_INSTALL_STEP=$step: expected all, resolve or build" ;;
+esac
 
 # 1. A prebuilt binary.
 if [[ -n "${FANOUT_BINARY:-}" ]]; then
     [[ -x "$FANOUT_BINARY" ]] || die "FANOUT_BINARY=$FANOUT_BINARY is not an executable file"
     log "using FANOUT_BINARY as it is"
     finish "$FANOUT_BINARY" "$("$FANOUT_BINARY" --version 2>/dev/null | awk '{print $2}' || echo unknown)"
+fi
+
+build_from_source() { # $1: why; prints the binary's path
+    local src="${FANOUT_SOURCE_DIR:-$here/..}" cargo="${FANOUT_CARGO:-cargo}" target_dir
+    [[ -d "$src" ]] || die "FANOUT_SOURCE_DIR=$src is not a directory"
+    src="$(cd "$src" && pwd)"
+    log "building from source ($1): $cargo build --locked --release in $src"
+    [[ -f "$src/Cargo.toml" ]] || die "no Cargo.toml in $src to build from"
+    command -v "$cargo" >/dev/null 2>&1 ||
+        die "building from source needs cargo, and '$cargo' is not found (install Rust, e.g. with rustup)"
+    "$cargo" build --locked --release --manifest-path "$src/Cargo.toml" >&2 ||
+        die "cargo build failed"
+    # cargo reads a relative CARGO_TARGET_DIR against its current directory.
+    target_dir="${CARGO_TARGET_DIR:-$src/target}"
+    case "$target_dir" in
+        /*) ;;
+        *) target_dir="$PWD/$target_dir" ;;
+    esac
+    [[ -x "$target_dir/release/fanout" ]] || die "the build left no $target_dir/release/fanout"
+    log "built from source"
+    echo "$target_dir/release/fanout"
+}
+
+# The build step of the action: the plan job's binary, the cache's, or a build.
+if [[ "$step" == build ]]; then
+    dir="${FANOUT_BUILD_DIR:?FANOUT_BUILD_DIR is not set (the resolve step writes build-dir)}"
+    version="${FANOUT_BUILD_VERSION:-unknown}"
+    want="$(lower "${FANOUT_BINARY_SHA256:-}")"
+    for found in "$dir/artifact/fanout" "$dir/cache/fanout"; do
+        [[ -f "$found" ]] || continue
+        chmod +x "$found" # artifacts do not keep file modes
+        sum="$(sha256_of "$found")"
+        if [[ -n "$want" && "$sum" != "$want" ]]; then
+            log "not using $found: sha256 $sum, expected $want (binary-sha256)"
+            continue
+        fi
+        case "$found" in
+            */artifact/*) log "using the fanout binary the plan job built (no build in this job)" ;;
+            *) log "using the cached build of this version and source (no build)" ;;
+        esac
+        finish "$found" "$version"
+    done
+    [[ -z "$want" ]] ||
+        die "the plan job's fanout binary (sha256 $want, binary-sha256) is neither in the artifact ${FANOUT_BUILD_ARTIFACT:-} nor in the cache: refusing to run another binary"
+    case "${FANOUT_IN_MODE:-}" in
+        worker | aggregate)
+            echo "::warning title=fanout install::no fanout binary from the plan job (artifact ${FANOUT_BUILD_ARTIFACT:-}) nor from the cache: building in this job (run the plan job with this action to build once per workflow)" >&2
+            ;;
+    esac
+    built="$(build_from_source "no released asset; first build of this version and source")"
+    mkdir -p "$dir/cache"
+    cp "$built" "$dir/cache/fanout.tmp"
+    chmod +x "$dir/cache/fanout.tmp"
+    mv "$dir/cache/fanout.tmp" "$dir/cache/fanout"
+    output built true
+    finish "$dir/cache/fanout" "$version"
 fi
 
 # The manifest: a local path or file:// URL; http(s) is fetched.
@@ -82,7 +170,7 @@ check_url() { # refuse plain http unless allowed
 }
 
 fetch() { # $1 url or path, $2 destination
-    local src="$1"
+    local src="$1" protos="=https"
     case "$src" in
         file://*) src="${src#file://}" ;;
     esac
@@ -90,21 +178,14 @@ fetch() { # $1 url or path, $2 destination
         cp "$src" "$2" || return 1
         return 0
     fi
+    truthy "${FANOUT_INSTALL_ALLOW_HTTP:-}" && protos="=http,https"
     if command -v curl >/dev/null 2>&1; then
-        curl --fail --silent --show-error --location --retry "$retries" --retry-all-errors \
-            --connect-timeout 10 --output "$2" "$src"
+        curl --fail --silent --show-error --location --proto "$protos" --proto-redir "$protos" \
+            --retry "$retries" --retry-all-errors --connect-timeout 10 --output "$2" "$src"
     elif command -v wget >/dev/null 2>&1; then
         wget --quiet --tries="$((retries + 1))" --timeout=10 --output-document="$2" "$src"
     else
         die "neither curl nor wget is installed"
-    fi
-}
-
-sha256_of() {
-    if command -v sha256sum >/dev/null 2>&1; then
-        sha256sum "$1" | awk '{print $1}'
-    else
-        shasum -a 256 "$1" | awk '{print $1}'
     fi
 }
 
@@ -171,32 +252,44 @@ log "target $target, version $version"
 cache_root="${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}}"
 cache="$cache_root/fanout/$version/$target"
 
-build_from_source() { # $1: why
-    local src="${FANOUT_SOURCE_DIR:-$here/..}" cargo="${FANOUT_CARGO:-cargo}" target_dir
-    [[ -d "$src" ]] || die "FANOUT_SOURCE_DIR=$src is not a directory"
-    src="$(cd "$src" && pwd)"
-    log "building from source ($1): $cargo build --locked --release in $src"
-    [[ -f "$src/Cargo.toml" ]] || die "no Cargo.toml in $src to build from"
-    command -v "$cargo" >/dev/null 2>&1 ||
-        die "building from source needs cargo, and '$cargo' is not found (install Rust, e.g. with rustup)"
-    "$cargo" build --locked --release --manifest-path "$src/Cargo.toml" >&2 ||
-        die "cargo build failed"
-    # cargo reads a relative CARGO_TARGET_DIR against its current directory.
-    target_dir="${CARGO_TARGET_DIR:-$src/target}"
-    case "$target_dir" in
-        /*) ;;
-        *) target_dir="$PWD/$target_dir" ;;
-    esac
-    [[ -x "$target_dir/release/fanout" ]] || die "the build left no $target_dir/release/fanout"
-    log "built from source"
-    finish "$target_dir/release/fanout" "$manifest_version"
+# A hash of what the build reads: Cargo.toml, Cargo.lock, build.rs, src/, templates/.
+source_hash() {
+    local src="${FANOUT_SOURCE_DIR:-$here/..}" sum=(sha256sum)
+    command -v sha256sum >/dev/null 2>&1 || sum=(shasum -a 256)
+    (
+        cd "$src" || exit 1
+        {
+            for f in Cargo.toml Cargo.lock build.rs; do
+                if [[ -f "$f" ]]; then echo "$f"; fi
+            done
+            find src templates -type f 2>/dev/null | LC_ALL=C sort
+        } | tr '\n' '\0' | xargs -0 "${sum[@]}"
+    ) | "${sum[@]}" | awk '{print $1}'
+}
+
+build() { # $1: why
+    if [[ "$step" == resolve ]]; then
+        # The action's next steps fetch or build the binary, once per workflow run.
+        local hash key
+        hash="$(source_hash)"
+        [[ "$hash" =~ ^[0-9a-f]{64}$ ]] || die "cannot hash the source in ${FANOUT_SOURCE_DIR:-$here/..}"
+        # A source build is for this runner (os-arch), not for a release target.
+        key="fanout-source-$manifest_version-$os-$arch-$(printf '%s' "$hash" | cut -c1-32)"
+        log "$1: the plan job builds fanout once for this workflow run (cache key $key)"
+        output build-key "$key"
+        output build-dir "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/fanout-build"
+        output build-artifact "$key"
+        output version "$manifest_version"
+        exit 0
+    fi
+    finish "$(build_from_source "$1")" "$manifest_version"
 }
 
 if truthy "${FANOUT_BUILD_FROM_SOURCE:-}"; then
     if [[ "$version" != "$manifest_version" ]]; then
         log "warning: version $version ignored: the action's source is $manifest_version"
     fi
-    build_from_source "build-from-source is true"
+    build "build-from-source is true"
 fi
 
 if [[ -f "$cache/.complete" && -x "$cache/fanout" ]]; then
@@ -210,9 +303,13 @@ fi
 url="$(manifest_get targets "$target" url)" || die "$manifest_src: cannot read targets.$target"
 want="$(manifest_get targets "$target" sha256)" || die "$manifest_src: cannot read targets.$target"
 if [[ -z "$url" ]]; then
-    build_from_source "no released asset for $target"
+    build "no released asset for $target"
 fi
 [[ -n "$want" ]] || die "the manifest has a URL for $target but no sha256: refusing an unverifiable download"
+if [[ -n "${FANOUT_INSTALL_BASE_URL:-}" ]]; then
+    url="${FANOUT_INSTALL_BASE_URL%/}/${url##*/}"
+    log "FANOUT_INSTALL_BASE_URL: the asset comes from $url (its sha256 is still checked)"
+fi
 check_url "$url" "the $target asset"
 
 # 3. Download, verify, unpack, then mark complete (a half-filled cache is never reused).

