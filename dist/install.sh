@@ -254,7 +254,8 @@ cache="$cache_root/fanout/$version/$target"
 
 # A hash of what the build reads: Cargo.toml, Cargo.lock, build.rs, src/, templates/.
 source_hash() {
-    local src="${FANOUT_SOURCE_DIR:-$here/..}" sum=(sha256sum)
+    local src="${FANOUT_SOURCE_DIR:-$here/..}"
+    local -a sum=(sha256sum)
     command -v sha256sum >/dev/null 2>&1 || sum=(shasum -a 256)
     (
         cd "$src" || exit 1
@@ -262,7 +263,9 @@ source_hash() {
             for f in Cargo.toml Cargo.lock build.rs; do
                 if [[ -f "$f" ]]; then echo "$f"; fi
             done
-            find src templates -type f 2>/dev/null | LC_ALL=C sort
+            for d in src templates; do
+                if [[ -d "$d" ]]; then find "$d" -type f; fi
+            done | LC_ALL=C sort
         } | tr '\n' '\0' | xargs -0 "${sum[@]}"
     ) | "${sum[@]}" | awk '{print $1}'
 }
@@ -271,7 +274,7 @@ build() { # $1: why
     if [[ "$step" == resolve ]]; then
         # The action's next steps fetch or build the binary, once per workflow run.
         local hash key
-        hash="$(source_hash)"
+        hash="$(source_hash)" || hash=""
         [[ "$hash" =~ ^[0-9a-f]{64}$ ]] || die "cannot hash the source in ${FANOUT_SOURCE_DIR:-$here/..}"
         # A source build is for this runner (os-arch), not for a release target.
         key="fanout-source-$manifest_version-$os-$arch-$(printf '%s' "$hash" | cut -c1-32)"

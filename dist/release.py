@@ -214,8 +214,9 @@ class GitHub:
             if status not in (301, 302, 303, 307, 308):
                 return status, got, payload
             location = urllib.parse.urljoin(url, got.get("Location", ""))
-            if urllib.parse.urlsplit(location).netloc != urllib.parse.urlsplit(url).netloc:
-                # Asset storage signs its URLs and refuses a second credential.
+            if not location.startswith(f"{self.api}/"):
+                # Off the API (asset storage): the URL is signed, and a second
+                # credential is refused; the token never leaves the API.
                 headers.pop("Authorization", None)
             url = location
             if status == 303:
@@ -260,6 +261,12 @@ class GitHub:
             if len(releases) < 100:
                 return None
             page += 1
+
+    def require_release(self, tag: str) -> dict:
+        release = self.find_release(tag)
+        if release is None:
+            raise Failure(f"no release for {tag}: run the draft step first")
+        return release
 
     def assets(self, release: dict) -> dict[str, dict]:
         found, page = {}, 1
@@ -352,13 +359,10 @@ def cmd_draft(args: list[str]) -> None:
     output(release_id=str(release["id"]))
 
 
-def cmd_manifest(args: list[str]) -> None:
-    (tag,) = args
-    version, _, _ = parse_version(tag)
-    gh = GitHub()
-    release = gh.find_release(tag)
-    if release is None:
-        raise Failure(f"no release for {tag}: run the draft step first")
+def release_manifest(gh: GitHub, release: dict, version: str) -> tuple[dict, dict]:
+    """(the manifest of what `release` holds, its assets by name): each archive is
+    downloaded and hashed, and checked against the digest GitHub lists for it."""
+    tag = release["tag_name"]
     have = gh.assets(release)
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     manifest = {"version": version, "targets": {}}
@@ -369,14 +373,26 @@ def cmd_manifest(args: list[str]) -> None:
         data = gh.download(have[name])
         check_archive(name, data)
         digest = sha256_hex(data)
+        listed = (have[name].get("digest") or "").removeprefix("sha256:")
+        if listed and listed != digest:
+            raise Failure(f"{name}: the release lists sha256 {listed}, its download has {digest}")
         manifest["targets"][target] = {
             "url": f"{server}/{gh.repo}/releases/download/{tag}/{name}",
             "sha256": digest,
         }
-        log(f"{name}: sha256 {digest}")
-        ensure_sum_asset(gh, release, have, name, digest)
-    text = json.dumps(manifest, indent=2) + "\n"
-    MANIFEST.write_text(text, encoding="utf-8")
+    return manifest, have
+
+
+def cmd_manifest(args: list[str]) -> None:
+    (tag,) = args
+    version, _, _ = parse_version(tag)
+    gh = GitHub()
+    release = gh.require_release(tag)
+    manifest, have = release_manifest(gh, release, version)
+    for target, entry in manifest["targets"].items():
+        log(f"{asset_name(target)}: sha256 {entry['sha256']}")
+        ensure_sum_asset(gh, release, have, asset_name(target), entry["sha256"])
+    MANIFEST.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     log(f"wrote {MANIFEST} ({len(manifest['targets'])} targets)")
 
 
@@ -432,9 +448,7 @@ def cmd_tag(args: list[str]) -> None:
         raise Failure(f"{MANIFEST} does not describe every {tag} asset: run the manifest step first")
     existing = remote_tags().get(tag)
     if existing:
-        git("fetch", "--no-tags", remote(), f"+refs/tags/{tag}:refs/tags/{tag}")
-        theirs = json.loads(git("show", f"{tag}^{{commit}}:dist/manifest.json"))
-        if theirs != ours:
+        if tagged_manifest(tag) != ours:
             raise Failure(
                 f"the tag {tag} exists and its dist/manifest.json differs from the release's "
                 f"assets: a tag is never moved; delete the tag (and the release) to redo {tag}"
@@ -454,6 +468,16 @@ def cmd_tag(args: list[str]) -> None:
     output(commit=commit)
 
 
+def tagged_manifest(tag: str):
+    """dist/manifest.json of the remote's `tag` (None when it has none)."""
+    git("fetch", "--no-tags", remote(), f"+refs/tags/{tag}:refs/tags/{tag}")
+    text = git("show", f"{tag}^{{commit}}:dist/manifest.json", check=False)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def newest_stable(tags: dict[str, str], major: int | None = None) -> tuple[int, int, int] | None:
     """The highest stable vX.Y.Z among `tags` (of one major version, if given)."""
     best = None
@@ -469,9 +493,7 @@ def cmd_publish(args: list[str]) -> None:
     (tag,) = args
     _, core, pre = parse_version(tag)
     gh = GitHub()
-    release = gh.find_release(tag)
-    if release is None:
-        raise Failure(f"no release for {tag}: run the draft step first")
+    release = gh.require_release(tag)
     if not release["draft"]:
         log(f"{tag} is already published")
         return
@@ -479,10 +501,13 @@ def cmd_publish(args: list[str]) -> None:
     if tag not in tags:
         raise Failure(f"the tag {tag} is not on {remote()}: run the tag step first (publishing "
                       "would make GitHub tag a commit without the manifest)")
-    names = set(gh.assets(release))
-    wanted = {n for t in targets() for n in (asset_name(t), f"{asset_name(t)}.sha256")}
-    if not wanted <= names:
-        raise Failure(f"the draft lacks {', '.join(sorted(wanted - names))}: run the manifest step")
+    manifest, have = release_manifest(gh, release, parse_version(tag)[0])
+    if tagged_manifest(tag) != manifest:
+        raise Failure(f"the tag {tag} does not hold the manifest of the draft's assets: run the "
+                      "manifest and tag steps first")
+    sums = [f"{asset_name(t)}.sha256" for t in targets() if f"{asset_name(t)}.sha256" not in have]
+    if sums:
+        raise Failure(f"the draft lacks {', '.join(sums)}: run the manifest step first")
     latest = not pre and newest_stable(tags) == core
     gh.json("PATCH", f"/releases/{release['id']}", {
         "tag_name": tag,

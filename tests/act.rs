@@ -107,7 +107,9 @@ impl Fixture {
         t.git(&["commit", "-q", "-m", "add fanout workflow"]);
         t.git(&["push", "-q", "origin", "main"]);
         let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
-        let cargo = build.then(|| stand_in_cargo(&root));
+        let cargo = build.then(|| {
+            act_support::stand_in_cargo(&root.join("toolchain"), &root.join("cargo-builds"), FANOUT)
+        });
         Some(Fixture {
             t,
             act,
@@ -189,38 +191,6 @@ fn copy_action(dest: &Path, source: bool) {
             copy_dir(&project.join(d), &dest.join(d));
         }
     }
-}
-
-/// A stand-in cargo: logs its arguments to `<root>/cargo-builds` and "builds"
-/// `<target dir>/release/fanout`, a wrapper of the binary under test carrying a
-/// build id (builds are not reproducible: two builds differ, as real ones do).
-fn stand_in_cargo(root: &Path) -> PathBuf {
-    let p = root.join("stand-in-cargo");
-    let script = format!(
-        r#"#!/bin/sh
-set -eu
-echo "$*" >> '{log}'
-manifest=
-while [ $# -gt 0 ]; do
-  if [ "$1" = --manifest-path ]; then manifest="$2"; fi
-  shift
-done
-out="${{CARGO_TARGET_DIR:-$(dirname "$manifest")/target}}/release"
-mkdir -p "$out"
-printf '#!/bin/sh
-# build %s
-exec %s "$@"
-' "$$-$(date +%s%N)" '{fanout}' > "$out/fanout"
-chmod +x "$out/fanout"
-"#,
-        log = root.join("cargo-builds").display(),
-        fanout = FANOUT,
-    );
-    std::fs::write(&p, script).unwrap();
-    let mut perms = std::fs::metadata(&p).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&p, perms).unwrap();
-    p
 }
 
 #[test]

@@ -1,9 +1,14 @@
 //! `dist/install.sh`, the action's installer, against a local manifest and local
 //! release files (no network): the right target is picked, the tool cache is reused,
-//! a bad checksum or a plain-http URL is refused and leaves nothing cached, and the
+//! a bad checksum or a plain-http URL is refused and leaves nothing cached, a mirror
+//! (FANOUT_INSTALL_BASE_URL) still has its downloads checked, and the
 //! build-from-source fallback runs `cargo build --locked --release` (a stand-in cargo
 //! records its arguments and produces the binary, so the test needs no 3-minute build).
-//! The manifest is read with python3, and with jq when python3 is not on PATH.
+//! The action's two steps (resolve, then build) are covered too: resolve builds
+//! nothing and names the build's cache key, the build step takes the plan job's
+//! binary only when its sha256 is the expected one. The manifest is read with
+//! python3, and with jq when python3 is not on PATH. Downloads from a loopback
+//! release server are in `tests/release.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -327,8 +332,9 @@ fn falls_back_to_building_from_source() {
     assert_eq!(
         std::fs::read_to_string(env.path("gh-output")).unwrap(),
         format!(
-            "bin={}\nversion=0.1.0\n",
-            target_dir.join("release/fanout").display()
+            "bin={}\nversion=0.1.0\nsha256={}\n",
+            target_dir.join("release/fanout").display(),
+            sha256_file(&target_dir.join("release/fanout"))
         )
     );
     assert_eq!(
@@ -398,7 +404,11 @@ fn a_prebuilt_binary_is_used_as_it_is() {
     let outputs = std::fs::read_to_string(env.path("gh-output")).unwrap();
     assert_eq!(
         outputs,
-        format!("bin={}\nversion=9.9.9\n", bin.display()),
+        format!(
+            "bin={}\nversion=9.9.9\nsha256={}\n",
+            bin.display(),
+            sha256_file(&bin)
+        ),
         "{outputs}"
     );
     assert_eq!(
@@ -408,6 +418,13 @@ fn a_prebuilt_binary_is_used_as_it_is() {
     let o = env.install(&[("FANOUT_BINARY", env.path("missing").to_str().unwrap())]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("is not an executable file"));
+    // Another binary than the one expected (the action's binary-sha256) is refused.
+    let o = env.install(&[
+        ("FANOUT_BINARY", bin.to_str().unwrap()),
+        ("FANOUT_BINARY_SHA256", &"ab".repeat(32)),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("refusing it"), "{}", stderr(&o));
 }
 
 #[test]
@@ -429,64 +446,201 @@ fn the_committed_manifest_matches_the_crate_and_covers_every_target() {
 }
 
 #[test]
-fn the_release_manifest_update_feeds_the_installer() {
-    // As release.yml does: sums from the build jobs → update-manifest.sh → install.
+fn a_mirror_base_url_keeps_the_file_name_and_the_checksum() {
+    // FANOUT_INSTALL_BASE_URL: the asset comes from elsewhere (a mirror, a test
+    // server), under the manifest's file name, and must still have its sha256.
     let env = Env::new();
-    let dist = env.path("dist");
-    std::fs::create_dir_all(&dist).unwrap();
-    for f in ["install.sh", "update-manifest.sh", "manifest.json"] {
-        std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("dist").join(f),
-            dist.join(f),
-        )
-        .unwrap();
-    }
-    let sums = env.path("sums");
-    std::fs::create_dir_all(&sums).unwrap();
-    let t = "aarch64-apple-darwin";
-    std::fs::write(
-        sums.join(format!("fanout-{t}.tar.gz.sha256")),
-        format!("{}  fanout-{t}.tar.gz\n", env.sha256(t)),
+    env.manifest(
+        |t| {
+            Some(format!(
+                "https://github.com/o/r/releases/download/v0.1.0/fanout-{t}.tar.gz"
+            ))
+        },
+        None,
+    );
+    let mirror = format!("file://{}", env.path("release").display());
+    let linux = [("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "ARM64")];
+    let o = env.install(&[linux[0], linux[1], ("FANOUT_INSTALL_BASE_URL", &mirror)]);
+    assert_eq!(installed(&o).1, "fanout-aarch64-unknown-linux-musl 0.1.0");
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{mirror}/fanout-aarch64-unknown-linux-musl.tar.gz"
+        )),
+        "{err}"
+    );
+    // The mirror serves other bytes: refused, nothing cached.
+    env.release("x86_64-unknown-linux-musl", "not the released build");
+    let o = env.install(&[
+        ("RUNNER_OS", "Linux"),
+        ("RUNNER_ARCH", "X64"),
+        ("FANOUT_INSTALL_BASE_URL", &mirror),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("checksum mismatch"), "{}", stderr(&o));
+    assert!(
+        !env.path("cache/fanout/0.1.0/x86_64-unknown-linux-musl")
+            .exists()
+    );
+    // A plain-http mirror is refused like any plain-http URL.
+    let o = env.install(&[
+        linux[0],
+        linux[1],
+        ("FANOUT_INSTALL_BASE_URL", "http://127.0.0.1:9/mirror"),
+        ("RUNNER_TOOL_CACHE", env.path("cache-2").to_str().unwrap()),
+    ]);
+    assert!(
+        stderr(&o).contains("refusing plain http URL"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A source checkout for the build tests: Cargo.toml, Cargo.lock, src/.
+fn source_checkout(env: &Env) -> PathBuf {
+    let src = env.path("src-checkout");
+    std::fs::create_dir_all(src.join("src")).unwrap();
+    std::fs::write(src.join("Cargo.toml"), "[package]\nname = \"fanout\"\n").unwrap();
+    std::fs::write(src.join("Cargo.lock"), "version = 4\n").unwrap();
+    std::fs::write(src.join("src/main.rs"), "fn main() {}\n").unwrap();
+    src
+}
+
+fn outputs(env: &Env) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(env.path("gh-output")).unwrap_or_default();
+    let _ = std::fs::remove_file(env.path("gh-output"));
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_resolve_step_builds_nothing_and_keys_the_build_on_version_runner_and_source() {
+    let env = Env::new();
+    let cargo = fake_cargo(&env);
+    let src = source_checkout(&env);
+    env.manifest(|_| None, None);
+    let resolve = || {
+        let o = env.install(&[
+            ("RUNNER_OS", "Linux"),
+            ("RUNNER_ARCH", "X64"),
+            ("FANOUT_INSTALL_STEP", "resolve"),
+            ("FANOUT_CARGO", cargo.to_str().unwrap()),
+            ("FANOUT_SOURCE_DIR", src.to_str().unwrap()),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let mut out = outputs(&env);
+        // The binary's path is the last stdout line when there is one.
+        out.insert(
+            "stdout".into(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        );
+        out
+    };
+    let first = resolve();
+    assert!(!env.path("cargo-args").exists(), "resolve ran cargo");
+    let key = first["build-key"].clone();
+    assert!(
+        key.starts_with("fanout-source-0.1.0-linux-x86_64-"),
+        "{key}"
+    );
+    assert_eq!(first["build-artifact"], key);
+    assert_eq!(first["version"], "0.1.0");
+    assert_eq!(
+        first["build-dir"],
+        format!("{}/fanout-build", env.tmp.path().display())
+    );
+    assert!(!first.contains_key("bin"));
+    assert_eq!(first["stdout"], "", "no binary yet");
+    assert_eq!(resolve()["build-key"], key, "the same source, the same key");
+    std::fs::write(src.join("Cargo.lock"), "version = 4\n# another lock\n").unwrap();
+    let after_lock = resolve()["build-key"].clone();
+    assert_ne!(after_lock, key, "Cargo.lock is in the key");
+    std::fs::write(src.join("src/main.rs"), "fn main() { }\n").unwrap();
+    assert_ne!(
+        resolve()["build-key"],
+        after_lock,
+        "the source is in the key"
+    );
+
+    // A released asset: resolve installs it, nothing left to build.
+    env.manifest(|t| env.file_url(t), None);
+    let out = resolve();
+    assert!(!out.contains_key("build-key"), "{out:?}");
+    assert!(out["bin"].ends_with("/fanout/0.1.0/x86_64-unknown-linux-musl/fanout"));
+}
+
+#[test]
+fn the_build_step_takes_the_plan_jobs_binary_only_with_the_expected_sha256() {
+    let env = Env::new();
+    let cargo = fake_cargo(&env);
+    let src = source_checkout(&env);
+    let dir = env.path("fanout-build");
+    let build = |mode: &str, sha: &str| {
+        env.install(&[
+            ("FANOUT_INSTALL_STEP", "build"),
+            ("FANOUT_BUILD_DIR", dir.to_str().unwrap()),
+            ("FANOUT_BUILD_VERSION", "0.1.0"),
+            ("FANOUT_BUILD_ARTIFACT", "fanout-source-key"),
+            ("FANOUT_IN_MODE", mode),
+            ("FANOUT_BINARY_SHA256", sha),
+            ("FANOUT_CARGO", cargo.to_str().unwrap()),
+            ("FANOUT_SOURCE_DIR", src.to_str().unwrap()),
+            ("CARGO_TARGET_DIR", env.path("target").to_str().unwrap()),
+        ])
+    };
+    // Nothing handed over, nothing cached: the plan job builds, into build-dir/cache.
+    let o = build("plan", "");
+    let (bin, version) = installed(&o);
+    assert_eq!(version, "built-from-source 0.1.0");
+    assert_eq!(bin, dir.join("cache/fanout"));
+    let out = outputs(&env);
+    assert_eq!(out["built"], "true");
+    let sha = out["sha256"].clone();
+    assert_eq!(sha, sha256_file(&bin));
+    std::fs::remove_file(env.path("cargo-args")).unwrap();
+
+    // A worker job with the artifact (modes lost on the way): taken, no build.
+    std::fs::create_dir_all(dir.join("artifact")).unwrap();
+    std::fs::copy(dir.join("cache/fanout"), dir.join("artifact/fanout")).unwrap();
+    std::fs::set_permissions(
+        dir.join("artifact/fanout"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
     )
     .unwrap();
-    let base = format!("file://{}", env.path("release").display());
-    let out = Command::new(dist.join("update-manifest.sh"))
-        .args(["0.1.0", &base])
-        .arg(&sums)
+    std::fs::remove_dir_all(dir.join("cache")).unwrap();
+    let o = build("worker", &sha);
+    assert_eq!(installed(&o).0, dir.join("artifact/fanout"));
+    assert!(stderr(&o).contains("the plan job built"), "{}", stderr(&o));
+    assert!(!outputs(&env).contains_key("built"));
+    assert!(!env.path("cargo-args").exists(), "built anyway");
+
+    // A swapped artifact (another sha256): refused, and no build in its place.
+    std::fs::write(dir.join("artifact/fanout"), "#!/bin/sh\necho evil\n").unwrap();
+    let o = build("aggregate", &sha);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("refusing to run another binary"), "{err}");
+    assert!(!env.path("cargo-args").exists(), "built anyway");
+
+    // No plan job binary and no expected sum (a workflow of its own): the job builds,
+    // and says why.
+    std::fs::remove_dir_all(dir.join("artifact")).unwrap();
+    let o = build("worker", "");
+    assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+    assert!(stderr(&o).contains("::warning"), "{}", stderr(&o));
+}
+
+fn sha256_file(p: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("sha256sum \"$1\" 2>/dev/null || shasum -a 256 \"$1\"")
+        .arg("sh")
+        .arg(p)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("version 0.1.0, 1 assets"));
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dist.join("manifest.json")).unwrap())
-            .unwrap();
-    assert_eq!(m["targets"][t]["url"], format!("{base}/fanout-{t}.tar.gz"));
-    assert!(m["targets"]["x86_64-apple-darwin"]["url"].is_null());
-
-    let mut c = Command::new("bash");
-    c.arg(dist.join("install.sh"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap())
-        .env("RUNNER_OS", "macOS")
-        .env("RUNNER_ARCH", "ARM64")
-        .env("RUNNER_TOOL_CACHE", env.path("cache"))
-        .env("RUNNER_TEMP", env.tmp.path());
-    let (_, version) = installed(&c.output().unwrap());
-    assert_eq!(version, format!("fanout-{t} 0.1.0"));
-
-    // A sum file that is not a digest is refused.
-    std::fs::write(sums.join(format!("fanout-{t}.tar.gz.sha256")), "oops\n").unwrap();
-    let out = Command::new(dist.join("update-manifest.sh"))
-        .args(["0.1.0", &base])
-        .arg(&sums)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a sha256 digest"));
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
 }
 
 #[test]

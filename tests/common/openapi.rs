@@ -258,11 +258,12 @@ impl Spec {
                 out.push("the request body is required".to_string());
             }
             Some(_) if empty_body => {}
-            Some(RequestBody { json: None, .. }) => {
-                if content_type.is_none_or(|ct| ct.trim().is_empty()) {
-                    out.push("a request body without a content-type".to_string());
-                }
+            Some(RequestBody { json: None, .. })
+                if content_type.is_none_or(|ct| ct.trim().is_empty()) =>
+            {
+                out.push("a request body without a content-type".to_string());
             }
+            Some(RequestBody { json: None, .. }) => {}
             Some(RequestBody {
                 json: Some((validator, strict_validator)),
                 ..

@@ -360,3 +360,38 @@ impl ActLog {
         })
     }
 }
+
+/// A stand-in `cargo` at `dir/cargo`: logs its arguments, a line a build, to `log`,
+/// and "builds" `release/fanout` under `$CARGO_TARGET_DIR` (else `target/` beside
+/// `--manifest-path`, else in the current directory; `--target T` adds `T/`): a
+/// wrapper that execs `real`, with a build id, since two real builds differ too.
+pub fn stand_in_cargo(dir: &Path, log: &Path, real: &str) -> PathBuf {
+    let script = format!(
+        r#"#!/bin/sh
+set -eu
+echo "$*" >> '{log}'
+manifest=
+target=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --manifest-path) manifest="$2" ;;
+    --target) target="$2" ;;
+  esac
+  shift
+done
+if [ -n "$manifest" ]; then root="$(dirname "$manifest")"; else root=.; fi
+out="${{CARGO_TARGET_DIR:-$root/target}}${{target:+/$target}}/release"
+mkdir -p "$out"
+printf '#!/bin/sh\n# %s, build %s\nexec %s "$@"\n' "${{target:-host}}" "$$-$(date +%s)" '{real}' > "$out/fanout"
+chmod +x "$out/fanout"
+"#,
+        log = log.display(),
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    let cargo = dir.join("cargo");
+    std::fs::write(&cargo, script).unwrap();
+    let mut perms = std::fs::metadata(&cargo).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&cargo, perms).unwrap();
+    cargo
+}

@@ -5,10 +5,13 @@
 //!   upload, get, delete an asset), each request matched against GitHub's OpenAPI
 //!   description (`tests/openapi/github-releases.json`, see `tests/common/openapi.rs`)
 //!   and each JSON response the fake sends checked against it too;
-//! - the upload host: a release's `upload_url` points at this server, as GitHub's
-//!   points at uploads.github.com;
+//! - the upload endpoint a release's `upload_url` names;
 //! - the public download URL `/{owner}/{repo}/releases/download/{tag}/{name}`, for
 //!   published releases only (a draft's assets are not public), as on github.com.
+//!
+//! The URLs are laid out as on GitHub Enterprise Server, all on one loopback port:
+//! the API under `/api/v3`, uploads under `/api/uploads`, the web and downloads at
+//! the root.
 //!
 //! As on GitHub, asset bytes are served through a redirect to a storage URL that
 //! refuses a request carrying an `Authorization` header (a client must drop its token
@@ -128,9 +131,14 @@ impl FakeReleases {
         self
     }
 
-    /// `http://127.0.0.1:<port>`: the API, upload and download base.
+    /// `http://127.0.0.1:<port>`: the web (GITHUB_SERVER_URL) and download base.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The API base (GITHUB_API_URL).
+    pub fn api_url(&self) -> String {
+        format!("http://{}/api/v3", self.addr)
     }
 
     /// Where `install.sh` finds the assets of `tag` (its FANOUT_INSTALL_BASE_URL).
@@ -153,7 +161,11 @@ impl FakeReleases {
 
     pub fn assert_no_violations(&self) {
         let v = self.violations();
-        assert!(v.is_empty(), "fake releases saw violations:\n{}", v.join("\n"));
+        assert!(
+            v.is_empty(),
+            "fake releases saw violations:\n{}",
+            v.join("\n")
+        );
     }
 
     /// The next `times` requests of `method` whose path contains `path_contains`
@@ -167,8 +179,16 @@ impl FakeReleases {
     /// Replaces the bytes of a published asset (a tampered release, for the installer).
     pub fn tamper(&self, tag: &str, name: &str, data: &[u8]) {
         let mut s = self.lock();
-        let release = s.releases.iter_mut().find(|r| r.tag_name == tag).expect("release");
-        let asset = release.assets.iter_mut().find(|a| a.name == name).expect("asset");
+        let release = s
+            .releases
+            .iter_mut()
+            .find(|r| r.tag_name == tag)
+            .expect("release");
+        let asset = release
+            .assets
+            .iter_mut()
+            .find(|a| a.name == name)
+            .expect("asset");
         asset.data = data.to_vec();
     }
 
@@ -220,7 +240,11 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let reply = lock(&state).handle(&parts, &body);
     let mut builder = Response::builder().status(reply.status);
     for (name, value) in &reply.headers {
@@ -243,7 +267,10 @@ impl Reply {
     fn json(status: u16, value: Value) -> Reply {
         Reply {
             status,
-            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            headers: vec![(
+                "content-type".into(),
+                "application/json; charset=utf-8".into(),
+            )],
             body: serde_json::to_vec(&value).expect("JSON"),
             json: value,
         }
@@ -311,8 +338,14 @@ impl State {
             reply
         } else if let Some(reply) = self.fault(&method, &path) {
             ("fault".to_owned(), reply)
+        } else if let Some(api_path) = path.strip_prefix("/api/v3") {
+            self.api(&method, api_path, parts, body, false)
+        } else if let Some(api_path) = path.strip_prefix("/api/uploads") {
+            self.api(&method, api_path, parts, body, true)
         } else {
-            self.api(&method, &path, parts, body)
+            let violation = format!("{method} {path}: not an API, upload or download URL");
+            self.violations.push(violation.clone());
+            ("unknown".to_owned(), Reply::error(404, &violation))
         };
         self.requests.push(Recorded {
             method,
@@ -338,8 +371,15 @@ impl State {
                     Reply::error(400, "Only one auth mechanism allowed"),
                 ));
             }
-            let data = id.parse().ok().and_then(|id| self.asset(id)).map(|a| a.data.clone());
-            return Some(("storage".into(), data.map_or(Reply::error(404, "Not Found"), Reply::bytes)));
+            let data = id
+                .parse()
+                .ok()
+                .and_then(|id| self.asset(id))
+                .map(|a| a.data.clone());
+            return Some((
+                "storage".into(),
+                data.map_or(Reply::error(404, "Not Found"), Reply::bytes),
+            ));
         }
         let prefix = format!("/{}/{}/releases/download/", self.owner, self.repo);
         let rest = path.strip_prefix(&prefix)?;
@@ -365,7 +405,10 @@ impl State {
             .position(|(m, p, _, n)| m == method && path.contains(p.as_str()) && *n > 0)?;
         let fault = &mut self.faults[i];
         fault.3 -= 1;
-        Some(Reply::error(fault.2, "Resource not accessible by integration (injected)"))
+        Some(Reply::error(
+            fault.2,
+            "Resource not accessible by integration (injected)",
+        ))
     }
 
     fn api(
@@ -374,6 +417,7 @@ impl State {
         path: &str,
         parts: &hyper::http::request::Parts,
         body: &[u8],
+        uploads: bool,
     ) -> (String, Reply) {
         let (op, params) = match spec().route(method, path) {
             Ok(found) => found,
@@ -382,16 +426,27 @@ impl State {
                 return ("unknown".into(), Reply::error(404, &violation));
             }
         };
+        if uploads != (op.id == "repos/upload-release-asset") {
+            let violation = format!("{method} {path}: {} on the wrong host", op.id);
+            self.violations.push(violation.clone());
+            return (op.id.clone(), Reply::error(404, &violation));
+        }
         let query = parse_query(parts.uri.query().unwrap_or(""));
-        let content_type = parts.headers.get("content-type").and_then(|v| v.to_str().ok());
+        let content_type = parts
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok());
         let check = spec().check_request(op, &params, &query, content_type, body);
+        // Strict: a body property GitHub does not define is a client bug here.
         let mut problems = check.violations;
+        problems.extend(check.unknown_properties);
         if !self.authorized(parts) {
             problems.push("no valid `Authorization: Bearer <token>`".into());
         }
         if !problems.is_empty() {
             for p in &problems {
-                self.violations.push(format!("{method} {path} ({}): {p}", op.id));
+                self.violations
+                    .push(format!("{method} {path} ({}): {p}", op.id));
             }
             return (op.id.clone(), Reply::error(422, &problems.join("; ")));
         }
@@ -403,19 +458,20 @@ impl State {
             body,
         };
         let reply = self.dispatch(&call);
-        if reply.json != Value::Null || reply.status != 302 && reply.status != 204 {
-            for problem in spec().check_response(op, reply.status, &reply.json) {
-                self.violations.push(format!(
-                    "fake releases bug: {} response {}: {problem}",
-                    op.id, reply.status
-                ));
-            }
+        for problem in spec().check_response(op, reply.status, &reply.json) {
+            self.violations.push(format!(
+                "fake releases bug: {} response {}: {problem}",
+                op.id, reply.status
+            ));
         }
         (op.id.clone(), reply)
     }
 
     fn authorized(&self, parts: &hyper::http::request::Parts) -> bool {
-        let header = parts.headers.get("authorization").and_then(|v| v.to_str().ok());
+        let header = parts
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
         header.is_some_and(|h| {
             h.strip_prefix("Bearer ")
                 .or_else(|| h.strip_prefix("token "))
@@ -427,14 +483,24 @@ impl State {
         let id = |name: &str| call.params.get(name).and_then(|v| v.parse::<u64>().ok());
         match call.op {
             "repos/list-releases" => {
-                let all: Vec<Value> = self.releases.iter().rev().map(|r| self.release_json(r)).collect();
+                let all: Vec<Value> = self
+                    .releases
+                    .iter()
+                    .rev()
+                    .map(|r| self.release_json(r))
+                    .collect();
                 Reply::json(200, Value::Array(page(all, &call.query)))
             }
             "repos/create-release" => self.create(call),
-            "repos/get-release" => self.with_release(id("release_id"), |s, r| Reply::json(200, s.release_json(r))),
+            "repos/get-release" => {
+                self.with_release(id("release_id"), |s, r| Reply::json(200, s.release_json(r)))
+            }
             "repos/get-release-by-tag" => {
                 let tag = call.params.get("tag").cloned().unwrap_or_default();
-                let found = self.releases.iter().position(|r| !r.draft && r.tag_name == tag);
+                let found = self
+                    .releases
+                    .iter()
+                    .position(|r| !r.draft && r.tag_name == tag);
                 self.with_release(found.map(|i| self.releases[i].id), |s, r| {
                     Reply::json(200, s.release_json(r))
                 })
@@ -453,13 +519,21 @@ impl State {
                     r.assets.retain(|a| Some(a.id) != asset);
                 }
                 let after: usize = self.releases.iter().map(|r| r.assets.len()).sum();
-                if before == after { Reply::error(404, "Not Found") } else { Reply::empty(204) }
+                if before == after {
+                    Reply::error(404, "Not Found")
+                } else {
+                    Reply::empty(204)
+                }
             }
             other => Reply::error(404, &format!("{other} is not implemented by the fake")),
         }
     }
 
-    fn with_release(&mut self, id: Option<u64>, f: impl FnOnce(&mut State, &Release) -> Reply) -> Reply {
+    fn with_release(
+        &mut self,
+        id: Option<u64>,
+        f: impl FnOnce(&mut State, &Release) -> Reply,
+    ) -> Reply {
         match self.releases.iter().find(|r| Some(r.id) == id).cloned() {
             Some(release) => f(self, &release),
             None => Reply::error(404, "Not Found"),
@@ -479,7 +553,10 @@ impl State {
         let release = Release {
             id: self.id(),
             name: body["name"].as_str().unwrap_or(&tag).to_owned(),
-            target_commitish: body["target_commitish"].as_str().unwrap_or("main").to_owned(),
+            target_commitish: body["target_commitish"]
+                .as_str()
+                .unwrap_or("main")
+                .to_owned(),
             draft: body["draft"].as_bool().unwrap_or(false),
             prerelease: body["prerelease"].as_bool().unwrap_or(false),
             make_latest: None,
@@ -570,14 +647,20 @@ impl State {
     }
 
     fn get_asset(&mut self, id: Option<u64>, call: &Call<'_>) -> Reply {
-        let found = self
-            .releases
-            .iter()
-            .find_map(|r| r.assets.iter().find(|a| Some(a.id) == id).map(|a| (r.clone(), a.clone())));
+        let found = self.releases.iter().find_map(|r| {
+            r.assets
+                .iter()
+                .find(|a| Some(a.id) == id)
+                .map(|a| (r.clone(), a.clone()))
+        });
         let Some((release, asset)) = found else {
             return Reply::error(404, "Not Found");
         };
-        let accept = call.headers.get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let accept = call
+            .headers
+            .get("accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
         if accept.contains("application/octet-stream") {
             Reply::redirect(self.storage_url(asset.id))
         } else {
@@ -591,7 +674,10 @@ impl State {
     }
 
     fn asset(&self, id: u64) -> Option<&Asset> {
-        self.releases.iter().flat_map(|r| &r.assets).find(|a| a.id == id)
+        self.releases
+            .iter()
+            .flat_map(|r| &r.assets)
+            .find(|a| a.id == id)
     }
 
     fn storage_url(&self, id: u64) -> String {
@@ -599,7 +685,7 @@ impl State {
     }
 
     fn api_repo(&self) -> String {
-        format!("{}/repos/{}/{}", self.base, self.owner, self.repo)
+        format!("{}/api/v3/repos/{}/{}", self.base, self.owner, self.repo)
     }
 
     /// A draft's assets live under `untagged-<id>`, as on GitHub.
@@ -622,7 +708,10 @@ impl State {
             "url": format!("{api}/releases/{}", r.id),
             "html_url": format!("{web}/releases/tag/{}", Self::download_tag(r)),
             "assets_url": format!("{api}/releases/{}/assets", r.id),
-            "upload_url": format!("{api}/releases/{}/assets{{?name,label}}", r.id),
+            "upload_url": format!(
+                "{}/api/uploads/repos/{}/{}/releases/{}/assets{{?name,label}}",
+                self.base, self.owner, self.repo, r.id
+            ),
             "tarball_url": format!("{api}/tarball/{}", r.tag_name),
             "zipball_url": format!("{api}/zipball/{}", r.tag_name),
             "tag_name": r.tag_name,
@@ -668,9 +757,15 @@ impl State {
 
 /// `per_page`/`page` as GitHub reads them (default 30 per page).
 fn page(all: Vec<Value>, query: &BTreeMap<String, String>) -> Vec<Value> {
-    let per_page: usize = query.get("per_page").and_then(|v| v.parse().ok()).unwrap_or(30);
+    let per_page: usize = query
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
     let page: usize = query.get("page").and_then(|v| v.parse().ok()).unwrap_or(1);
-    all.into_iter().skip(per_page * (page.max(1) - 1)).take(per_page).collect()
+    all.into_iter()
+        .skip(per_page * (page.max(1) - 1))
+        .take(per_page)
+        .collect()
 }
 
 fn sha256_hex(data: &[u8]) -> String {
@@ -681,7 +776,12 @@ fn sha256_hex(data: &[u8]) -> String {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("sha256sum");
-    child.stdin.take().expect("stdin").write_all(data).expect("write");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(data)
+        .expect("write");
     let out = child.wait_with_output().expect("sha256sum");
     String::from_utf8_lossy(&out.stdout)[..64].to_owned()
 }
