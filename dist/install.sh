@@ -27,8 +27,9 @@
 # FANOUT_SOURCE_DIR (default: the directory above dist/), FANOUT_CARGO (default
 # cargo), FANOUT_BINARY, FANOUT_BINARY_SHA256 (the binary must have this sha256),
 # FANOUT_INSTALL_RETRIES (default 5), FANOUT_INSTALL_STEP (all, resolve, build),
-# FANOUT_BUILD_DIR (build step), FANOUT_IN_MODE (build step: says when a worker or
-# aggregate job builds), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP,
+# FANOUT_BUILD_DIR, FANOUT_BUILD_VERSION, FANOUT_BUILD_ARTIFACT (build step: the
+# resolve step's outputs), FANOUT_IN_MODE (build step: a worker or aggregate job
+# that builds says so), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP,
 # GITHUB_OUTPUT, GITHUB_PATH, CARGO_TARGET_DIR (relative: to the current directory,
 # as cargo reads it).
 #
