@@ -1,17 +1,28 @@
 //! fanout: fan AI coding-agent tasks out to isolated git worktrees and fan the
 //! results back in.
 //!
-//! Data flows one way, one folder per stage, each importing only the stages before it
-//! and the shared leaves:
-//! [`config`] (the file) → [`agent`] (adapters) → [`plan`] (settings, assignment) →
-//! [`run`] (worktrees, setup, supervised agents, harvest, checks) → [`fanin`]
-//! (selection, conflicts, integration, bundles) → [`report`] (summary, table,
-//! progress) → [`publish`] (GitHub) and [`actions`] (GitHub Actions outputs).
-//! The command-line edge is [`cli`] (raw flags and one file per subcommand).
-//! Leaves shared by every stage: [`exit`] (exit codes), [`model`] (the results
-//! model), [`repo`] (the user's repository), [`util`] (small helpers).
+//! Data flows one way, one folder per stage; each imports only the stages before it
+//! and the shared leaves (`tests/architecture.rs` checks it):
+//!
+//! | stage | owns | hands on |
+//! |---|---|---|
+//! | [`config`] | `fanout.yml`: its raw shape, units, schema, located errors | a `ConfigFile` |
+//! | [`agent`] | adapters (claude, codex, aider, architect, command), templates, prices, the checks of agent definitions | an `AgentSpec`, adapters |
+//! | [`plan`] | settings (file + flags, validated), task dependencies, assignment, worktree setup plan, matrix chunks | a `Plan` |
+//! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records; runs on disk (status, cleanup, resume) | one result per worker, a `RunReport` |
+//! | [`fanin`] | best-of-N selection, conflict map, integration branch, matrix artifacts and bundles | the amended `RunReport` |
+//! | [`report`] | `results.json`, the Markdown summary, terminal tables, live progress | files people read |
+//! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, publishing a report | pull requests |
+//! | [`actions`] | GitHub Actions plumbing: step outputs, workflow templates | |
+//! | [`ops`] | what each command does, chaining the stages: run a plan end to end, integrate and publish, matrix worker and aggregate, the demo | |
+//! | [`cli`] | raw flags (clap) and one thin file per subcommand: flags → library call → printed outcome | an exit code |
+//!
+//! Leaves, shared by every stage and importing none: [`exit`] (exit codes, the
+//! library's [`exit::Failure`]), [`model`] (the results model), [`repo`] (the user's
+//! repository, run directories), [`util`] (atomic writes, timestamps, path patterns).
 
 #![warn(missing_docs)]
+#![warn(clippy::too_many_lines)]
 
 // Leaves: import no stage.
 pub mod exit;

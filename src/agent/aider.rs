@@ -192,7 +192,7 @@ impl Adapter for AiderAdapter {
                 defaults.push((k.to_owned(), v.to_owned()));
             }
         }
-        super::builtin_command(&self.spec, ctx, args, Vec::new(), defaults)
+        super::builtin::command_line(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -78,7 +78,7 @@ impl Adapter for ArchitectAdapter {
         if std::env::var_os("LITELLM_LOG").is_none() && !self.spec.env.contains_key("LITELLM_LOG") {
             defaults.push(("LITELLM_LOG".into(), "ERROR".into()));
         }
-        super::builtin_command(&self.spec, ctx, args, Vec::new(), defaults)
+        super::builtin::command_line(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
@@ -86,41 +86,7 @@ impl Adapter for ArchitectAdapter {
             v.get("status").is_some_and(|s| s.is_string())
         });
         let Some(report) = report else {
-            let (status, reason) = match (observed.exit_code, observed.signal) {
-                (Some(0), _) => (
-                    AgentStatus::Success,
-                    "no JSON report on stdout; exit code 0".to_owned(),
-                ),
-                (Some(2), _) => (
-                    AgentStatus::Partial,
-                    "exit code 2 (partial), no JSON report".to_owned(),
-                ),
-                (Some(3), _) => (
-                    AgentStatus::Failed,
-                    "architect configuration error (exit code 3)".to_owned(),
-                ),
-                (Some(4), _) => (
-                    AgentStatus::Failed,
-                    "architect authentication error (exit code 4)".to_owned(),
-                ),
-                (Some(5), _) => (
-                    AgentStatus::Timeout,
-                    "architect's own timeout (exit code 5)".to_owned(),
-                ),
-                (Some(130), _) => (
-                    AgentStatus::Failed,
-                    "architect was interrupted (exit code 130)".to_owned(),
-                ),
-                (Some(c), _) => (
-                    AgentStatus::Failed,
-                    format!("exit code {c}, no JSON report"),
-                ),
-                (None, Some(sig)) => (AgentStatus::Failed, format!("killed by signal {sig}")),
-                (None, None) => (
-                    AgentStatus::Failed,
-                    "agent did not exit normally".to_owned(),
-                ),
-            };
+            let (status, reason) = without_report(observed);
             return AgentOutcome {
                 status,
                 steps: None,
@@ -131,44 +97,7 @@ impl Adapter for ArchitectAdapter {
         let steps = sane_steps(report.get("steps"));
         let cost = sane_cost(report.get("cost"))
             .or_else(|| sane_cost(report.get("costs").and_then(|c| c.get("total_cost_usd"))));
-        let stop = report
-            .get("stop_reason")
-            .and_then(|s| s.as_str())
-            .map(stop_reason_text);
-        let claimed = report["status"].as_str().unwrap_or_default();
-        let (mut status, mut reason) = match claimed {
-            "success" => (AgentStatus::Success, None),
-            "partial" => (
-                AgentStatus::Partial,
-                Some(
-                    stop.clone()
-                        .unwrap_or_else(|| "agent reported partial".into()),
-                ),
-            ),
-            "failed" | "error" => {
-                // Its `output` says what went wrong (the API's message, …).
-                let said = report
-                    .get("output")
-                    .and_then(|o| o.as_str())
-                    .map(clean_reason)
-                    .filter(|o| !o.is_empty());
-                let stop = stop
-                    .clone()
-                    .unwrap_or_else(|| "agent reported failure".into());
-                (
-                    AgentStatus::Failed,
-                    Some(match said {
-                        Some(o) => clean_reason(&format!("{stop}: {o}")),
-                        None => stop,
-                    }),
-                )
-            }
-            "timeout" => (AgentStatus::Timeout, Some("agent's own timeout".into())),
-            other => (
-                AgentStatus::Failed,
-                Some(format!("unknown status {:?}", clean_reason(other))),
-            ),
-        };
+        let (mut status, mut reason) = claimed(&report);
         if status == AgentStatus::Success
             && report.get("stop_reason").and_then(|s| s.as_str()) == Some("timeout")
         {
@@ -195,6 +124,81 @@ impl Adapter for ArchitectAdapter {
             cost,
             reason,
         }
+    }
+}
+
+/// The status and reason from architect's exit code alone (it printed no report).
+fn without_report(observed: &Observed<'_>) -> (AgentStatus, String) {
+    match (observed.exit_code, observed.signal) {
+        (Some(0), _) => (
+            AgentStatus::Success,
+            "no JSON report on stdout; exit code 0".to_owned(),
+        ),
+        (Some(2), _) => (
+            AgentStatus::Partial,
+            "exit code 2 (partial), no JSON report".to_owned(),
+        ),
+        (Some(3), _) => (
+            AgentStatus::Failed,
+            "architect configuration error (exit code 3)".to_owned(),
+        ),
+        (Some(4), _) => (
+            AgentStatus::Failed,
+            "architect authentication error (exit code 4)".to_owned(),
+        ),
+        (Some(5), _) => (
+            AgentStatus::Timeout,
+            "architect's own timeout (exit code 5)".to_owned(),
+        ),
+        (Some(130), _) => (
+            AgentStatus::Failed,
+            "architect was interrupted (exit code 130)".to_owned(),
+        ),
+        (Some(c), _) => (
+            AgentStatus::Failed,
+            format!("exit code {c}, no JSON report"),
+        ),
+        (None, Some(sig)) => (AgentStatus::Failed, format!("killed by signal {sig}")),
+        (None, None) => (
+            AgentStatus::Failed,
+            "agent did not exit normally".to_owned(),
+        ),
+    }
+}
+
+/// The status and reason architect's JSON report claims.
+fn claimed(report: &serde_json::Value) -> (AgentStatus, Option<String>) {
+    let stop = report
+        .get("stop_reason")
+        .and_then(|s| s.as_str())
+        .map(stop_reason_text);
+    match report["status"].as_str().unwrap_or_default() {
+        "success" => (AgentStatus::Success, None),
+        "partial" => (
+            AgentStatus::Partial,
+            Some(stop.unwrap_or_else(|| "agent reported partial".into())),
+        ),
+        "failed" | "error" => {
+            // Its `output` says what went wrong (the API's message, …).
+            let said = report
+                .get("output")
+                .and_then(|o| o.as_str())
+                .map(clean_reason)
+                .filter(|o| !o.is_empty());
+            let stop = stop.unwrap_or_else(|| "agent reported failure".into());
+            (
+                AgentStatus::Failed,
+                Some(match said {
+                    Some(o) => clean_reason(&format!("{stop}: {o}")),
+                    None => stop,
+                }),
+            )
+        }
+        "timeout" => (AgentStatus::Timeout, Some("agent's own timeout".into())),
+        other => (
+            AgentStatus::Failed,
+            Some(format!("unknown status {:?}", clean_reason(other))),
+        ),
     }
 }
 

@@ -20,8 +20,42 @@ pub fn definitions(file: &ConfigFile) -> Result<(), Problem> {
 /// is relative to the definition.
 pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {
     let adapter = def.adapter_for(name);
+    adapter_keys(def, adapter)?;
+    for (k, list) in [
+        ("command", &def.command),
+        ("model_args", &def.model_args),
+        ("budget_args", &def.budget_args),
+        ("args", &def.args),
+    ] {
+        for (i, arg) in list.iter().enumerate() {
+            super::template::check(arg)
+                .map_err(|e| Problem::at(vec![key(k), KeySeg::Index(i)], e))?;
+        }
+    }
+    for k in def.env.keys() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(Problem::at(
+                vec![key("env"), key(k)],
+                format!("{k:?} is not a valid variable name"),
+            ));
+        }
+    }
+    if adapter == AdapterKind::Command {
+        command_keys(def)
+    } else {
+        builtin_keys(def, adapter.program())
+    }
+}
+
+/// A problem with the key `k` (it is misplaced or missing).
+fn only(k: &str, msg: String) -> Result<(), Problem> {
+    Err(Problem::at(vec![key(k)], msg))
+}
+
+/// Keys only one adapter reads: `result` (command), `permission_mode` (claude),
+/// `agent` (architect).
+fn adapter_keys(def: &AgentDef, adapter: AdapterKind) -> Result<(), Problem> {
     let program = adapter.program();
-    let only = |k: &str, msg: String| Err(Problem::at(vec![key(k)], msg));
     if def.result.is_some() && adapter != AdapterKind::Command {
         return only(
             "result",
@@ -53,91 +87,80 @@ pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {
             "only used by the architect adapter (architect's own agent name)".to_owned(),
         );
     }
-    for (k, list) in [
-        ("command", &def.command),
-        ("model_args", &def.model_args),
-        ("budget_args", &def.budget_args),
-        ("args", &def.args),
-    ] {
-        for (i, arg) in list.iter().enumerate() {
-            super::template::check(arg)
-                .map_err(|e| Problem::at(vec![key(k), KeySeg::Index(i)], e))?;
-        }
-    }
-    for k in def.env.keys() {
-        if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(Problem::at(
-                vec![key("env"), key(k)],
-                format!("{k:?} is not a valid variable name"),
-            ));
-        }
-    }
-    if adapter == AdapterKind::Command {
-        match def.command.first() {
-            None => {
-                return only(
-                    "command",
-                    "the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]"
-                        .to_owned(),
-                );
-            }
-            Some(p) if p.trim().is_empty() => {
-                return Err(Problem::at(
-                    vec![key("command"), KeySeg::Index(0)],
-                    "empty program name",
-                ));
-            }
-            Some(_) => {}
-        }
-        if def.binary.is_some() {
-            return only(
-                "binary",
-                "not used by the command adapter: the program is command[0]".to_owned(),
-            );
-        }
-        if let Some(r) = &def.result {
-            for (k, p) in [
-                ("status", &r.status),
-                ("steps", &r.steps),
-                ("cost", &r.cost),
-                ("reason", &r.reason),
-            ] {
-                if let Some(p) = p
-                    && (p.trim().is_empty() || p.split('.').any(str::is_empty))
-                {
-                    return Err(Problem::at(
-                        vec![key("result"), key(k)],
-                        format!("{p:?} is not a dotted JSON path like `result.cost_usd`"),
-                    )
-                    .in_value());
-                }
-            }
-        }
-    } else {
-        if !def.command.is_empty() {
+    Ok(())
+}
+
+/// The command adapter's definition: an argv list with a program, no `binary`, and
+/// dotted JSON paths in `result`.
+fn command_keys(def: &AgentDef) -> Result<(), Problem> {
+    match def.command.first() {
+        None => {
             return only(
                 "command",
-                format!("not used by the {program} adapter (use `binary` and `args`)"),
+                "the command adapter needs an argv list, e.g. [my-agent, \"{task}\"]".to_owned(),
             );
         }
-        for (k, list) in [
-            ("model_args", &def.model_args),
-            ("budget_args", &def.budget_args),
+        Some(p) if p.trim().is_empty() => {
+            return Err(Problem::at(
+                vec![key("command"), KeySeg::Index(0)],
+                "empty program name",
+            ));
+        }
+        Some(_) => {}
+    }
+    if def.binary.is_some() {
+        return only(
+            "binary",
+            "not used by the command adapter: the program is command[0]".to_owned(),
+        );
+    }
+    if let Some(r) = &def.result {
+        for (k, p) in [
+            ("status", &r.status),
+            ("steps", &r.steps),
+            ("cost", &r.cost),
+            ("reason", &r.reason),
         ] {
-            if !list.is_empty() {
-                return only(
-                    k,
-                    format!(
-                        "for the command adapter; the {program} adapter passes the model and budget itself"
-                    ),
-                );
+            if let Some(p) = p
+                && (p.trim().is_empty() || p.split('.').any(str::is_empty))
+            {
+                return Err(Problem::at(
+                    vec![key("result"), key(k)],
+                    format!("{p:?} is not a dotted JSON path like `result.cost_usd`"),
+                )
+                .in_value());
             }
         }
-        if let Some(b) = &def.binary
-            && b.trim().is_empty()
-        {
-            return Err(Problem::at(vec![key("binary")], "empty program name").in_value());
+    }
+    Ok(())
+}
+
+/// A built-in adapter's definition (`program` runs by default): `binary` and `args`,
+/// no `command`, no model or budget arguments.
+fn builtin_keys(def: &AgentDef, program: &str) -> Result<(), Problem> {
+    if !def.command.is_empty() {
+        return only(
+            "command",
+            format!("not used by the {program} adapter (use `binary` and `args`)"),
+        );
+    }
+    for (k, list) in [
+        ("model_args", &def.model_args),
+        ("budget_args", &def.budget_args),
+    ] {
+        if !list.is_empty() {
+            return only(
+                k,
+                format!(
+                    "for the command adapter; the {program} adapter passes the model and budget itself"
+                ),
+            );
         }
+    }
+    if let Some(b) = &def.binary
+        && b.trim().is_empty()
+    {
+        return Err(Problem::at(vec![key("binary")], "empty program name").in_value());
     }
     Ok(())
 }

@@ -89,7 +89,7 @@ impl Adapter for ClaudeAdapter {
         if let Some(b) = ctx.budget {
             args.extend(["--max-budget-usd".into(), format_usd_arg(b)]);
         }
-        super::builtin_command(&self.spec, ctx, args, Vec::new(), Vec::new())
+        super::builtin::command_line(&self.spec, ctx, args, Vec::new(), Vec::new())
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -150,7 +150,7 @@ impl Adapter for CodexAdapter {
         }
         // The prompt last, after `--` so a task starting with '-' is not a flag.
         let tail = vec!["--".into(), ctx.task.to_owned()];
-        super::builtin_command(&self.spec, ctx, args, tail, Vec::new())
+        super::builtin::command_line(&self.spec, ctx, args, tail, Vec::new())
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {

@@ -150,33 +150,7 @@ impl Adapter for CommandAdapter {
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let spec = self.spec.result.clone().unwrap_or_default();
-        let (report, unreadable) = match spec.format {
-            ResultFormat::ExitCode => (None, false),
-            ResultFormat::File => {
-                let v = observed
-                    .result_file
-                    .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
-                    .filter(Value::is_object);
-                let unreadable = observed.result_file.is_some() && v.is_none();
-                (
-                    v.map(|v| Report::from_objects(&spec, std::iter::once(&v))),
-                    unreadable,
-                )
-            }
-            ResultFormat::Json => {
-                let v = last_json_object(observed.stdout_tail, |_| true);
-                (
-                    v.map(|v| Report::from_objects(&spec, std::iter::once(&v))),
-                    false,
-                )
-            }
-            ResultFormat::Jsonl => {
-                let mut lines: Vec<Value> = json_lines(observed.stdout_tail).collect();
-                lines.reverse();
-                let r = (!lines.is_empty()).then(|| Report::from_objects(&spec, lines.iter()));
-                (r, false)
-            }
-        };
+        let (report, unreadable) = read_report(&spec, observed);
         let steps = report.as_ref().and_then(|r| r.steps);
         let cost = report.as_ref().and_then(|r| r.cost);
         let claimed_raw = report.as_ref().and_then(|r| r.status.clone());
@@ -185,54 +159,7 @@ impl Adapter for CommandAdapter {
             .map(|s| classify(&spec, s).unwrap_or(s))
             .map(str::to_owned);
         let claimed_reason = report.as_ref().and_then(|r| r.reason.clone());
-        let (status, reason) = match (observed.exit_code, claimed.as_deref()) {
-            (Some(0), None | Some("success")) => (AgentStatus::Success, None),
-            (Some(0), Some("partial")) => (
-                AgentStatus::Partial,
-                Some(
-                    claimed_reason
-                        .clone()
-                        .unwrap_or_else(|| "agent reported partial".into()),
-                ),
-            ),
-            (Some(0), Some("failed")) => (
-                AgentStatus::Failed,
-                Some(
-                    claimed_reason
-                        .clone()
-                        .unwrap_or_else(|| "agent reported failure".into()),
-                ),
-            ),
-            (Some(0), Some(other)) => (
-                AgentStatus::Failed,
-                Some(match &claimed_reason {
-                    Some(r) => format!("agent reported {:?}: {r}", clean_reason(other)),
-                    None => format!("agent reported an unknown status {:?}", clean_reason(other)),
-                }),
-            ),
-            (Some(code), Some("partial")) => (
-                AgentStatus::Partial,
-                Some(
-                    claimed_reason
-                        .clone()
-                        .unwrap_or_else(|| format!("agent reported partial, exit code {code}")),
-                ),
-            ),
-            (Some(code), _) => (
-                AgentStatus::Failed,
-                Some(match &claimed_reason {
-                    Some(r) => format!("exit code {code}: {r}"),
-                    None => format!("exit code {code}"),
-                }),
-            ),
-            (None, _) => (
-                AgentStatus::Failed,
-                Some(match observed.signal {
-                    Some(sig) => format!("killed by signal {sig}"),
-                    None => "agent did not exit normally".to_owned(),
-                }),
-            ),
-        };
+        let (status, reason) = judge(observed, claimed.as_deref(), claimed_reason);
         let reason = if unreadable {
             Some(match reason {
                 Some(r) => format!("{r}; result file is not a JSON object"),
@@ -247,6 +174,87 @@ impl Adapter for CommandAdapter {
             cost,
             reason,
         }
+    }
+}
+
+/// The agent's report, read as `spec` says (its result file, its last JSON object or
+/// its JSON lines on stdout, or nothing: the exit code alone); and whether a result
+/// file was there but was not a JSON object.
+fn read_report(spec: &ResultSpec, observed: &Observed<'_>) -> (Option<Report>, bool) {
+    match spec.format {
+        ResultFormat::ExitCode => (None, false),
+        ResultFormat::File => {
+            let v = observed
+                .result_file
+                .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+                .filter(Value::is_object);
+            let unreadable = observed.result_file.is_some() && v.is_none();
+            (
+                v.map(|v| Report::from_objects(spec, std::iter::once(&v))),
+                unreadable,
+            )
+        }
+        ResultFormat::Json => {
+            let v = last_json_object(observed.stdout_tail, |_| true);
+            (
+                v.map(|v| Report::from_objects(spec, std::iter::once(&v))),
+                false,
+            )
+        }
+        ResultFormat::Jsonl => {
+            let mut lines: Vec<Value> = json_lines(observed.stdout_tail).collect();
+            lines.reverse();
+            let r = (!lines.is_empty()).then(|| Report::from_objects(spec, lines.iter()));
+            (r, false)
+        }
+    }
+}
+
+/// The status and reason from the exit code and what the agent claimed (its status,
+/// classified, and its reason): a claim never outranks a failing exit.
+fn judge(
+    observed: &Observed<'_>,
+    claimed: Option<&str>,
+    claimed_reason: Option<String>,
+) -> (AgentStatus, Option<String>) {
+    match (observed.exit_code, claimed) {
+        (Some(0), None | Some("success")) => (AgentStatus::Success, None),
+        (Some(0), Some("partial")) => (
+            AgentStatus::Partial,
+            Some(claimed_reason.unwrap_or_else(|| "agent reported partial".into())),
+        ),
+        (Some(0), Some("failed")) => (
+            AgentStatus::Failed,
+            Some(claimed_reason.unwrap_or_else(|| "agent reported failure".into())),
+        ),
+        (Some(0), Some(other)) => (
+            AgentStatus::Failed,
+            Some(match &claimed_reason {
+                Some(r) => format!("agent reported {:?}: {r}", clean_reason(other)),
+                None => format!("agent reported an unknown status {:?}", clean_reason(other)),
+            }),
+        ),
+        (Some(code), Some("partial")) => (
+            AgentStatus::Partial,
+            Some(
+                claimed_reason
+                    .unwrap_or_else(|| format!("agent reported partial, exit code {code}")),
+            ),
+        ),
+        (Some(code), _) => (
+            AgentStatus::Failed,
+            Some(match &claimed_reason {
+                Some(r) => format!("exit code {code}: {r}"),
+                None => format!("exit code {code}"),
+            }),
+        ),
+        (None, _) => (
+            AgentStatus::Failed,
+            Some(match observed.signal {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => "agent did not exit normally".to_owned(),
+            }),
+        ),
     }
 }
 

@@ -21,13 +21,20 @@
 //! Codex's JSON lines, aider's `Cost:` lines, a custom agent's JSON lines) are read
 //! line by line as they run ([`StreamWatch`]), so a budget or step limit stops them
 //! when crossed rather than after the fact.
+//!
+//! This stage follows the config file: it reads only `config` and the results model.
+//! The plan carries an [`AgentSpec`] ([`AgentSpec::resolve`], with the checks of
+//! [`check`]); the run stage builds each worker's command line from it and reads the
+//! agent's output through its [`Adapter`] ([`AgentSpec::adapter`]).
 
 mod aider;
 mod architect;
+mod builtin;
 pub mod check;
 mod claude;
 mod codex;
 mod command;
+mod dispatch;
 pub mod json;
 pub mod prices;
 mod template;
@@ -202,17 +209,6 @@ impl AgentSpec {
             allow_github_token: def.allow_github_token,
             prices: BTreeMap::new(),
         })
-    }
-
-    /// The adapter for this definition.
-    pub fn adapter(&self) -> Box<dyn Adapter> {
-        match self.adapter {
-            AdapterKind::Command => Box::new(command::CommandAdapter::new(self.clone())),
-            AdapterKind::Architect => Box::new(architect::ArchitectAdapter::new(self.clone())),
-            AdapterKind::Claude => Box::new(claude::ClaudeAdapter::new(self.clone())),
-            AdapterKind::Codex => Box::new(codex::CodexAdapter::new(self.clone())),
-            AdapterKind::Aider => Box::new(aider::AiderAdapter::new(self.clone())),
-        }
     }
 }
 
@@ -411,31 +407,6 @@ pub fn agent_env_with(
         }
     }
     env.into_iter().collect()
-}
-
-/// A built-in adapter's command line: `head` (the adapter's own arguments), then the
-/// definition's extra `args:` (placeholders expanded), then `tail`; the environment is
-/// the `FANOUT_*` variables, the adapter's `defaults`, then the definition's `env:`.
-pub(crate) fn builtin_command(
-    spec: &AgentSpec,
-    ctx: &WorkerContext<'_>,
-    mut head: Vec<String>,
-    tail: Vec<String>,
-    defaults: Vec<(String, String)>,
-) -> Result<CommandLine, String> {
-    let mut vars = command::lookup(ctx);
-    for a in &spec.args {
-        head.push(expand(a, &mut vars)?);
-    }
-    head.extend(tail);
-    let mut env = fanout_env(ctx);
-    env.extend(defaults);
-    env.extend(spec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    Ok(CommandLine {
-        program: spec.program.clone(),
-        args: head,
-        env,
-    })
 }
 
 /// The `FANOUT_*` variables every agent gets.

@@ -123,46 +123,9 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
     for i in 0..args.spam {
         println!("fake-agent: noise line {i} {}", "x".repeat(64));
     }
-    let mut children = Vec::new();
-    if args.spawn > 0 {
-        let exe = std::env::current_exe().unwrap_or_else(|_| "fanout".into());
-        for _ in 0..args.spawn {
-            let mut c = std::process::Command::new(&exe);
-            c.args([
-                "fake-agent",
-                "--no-change",
-                "--no-result",
-                "--sleep",
-                "3600",
-            ]);
-            if let Some(m) = &args.marker {
-                c.args(["--marker", m]);
-            }
-            c.env_remove("FANOUT_RESULT");
-            c.stdout(std::process::Stdio::null());
-            match c.spawn() {
-                Ok(child) => children.push(child),
-                Err(e) => eprintln!("fake-agent: could not spawn: {e}"),
-            }
-        }
-        println!("fake-agent: started {} helper processes", children.len());
-    }
-    if !args.no_change {
-        let path = args
-            .write
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(format!("fanout-demo/w{id}.md")));
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let body = format!("# Worker {id}\n\nModel: {model}\n\nTask: {task}\n");
-        match std::fs::write(&path, body) {
-            Ok(()) => println!("fake-agent: wrote {}", path.display()),
-            Err(e) => {
-                eprintln!("fake-agent: cannot write {}: {e}", path.display());
-                return 1;
-            }
-        }
+    let children = spawn_children(args);
+    if !args.no_change && !write_file(args, &id, &model, &task) {
+        return 1;
     }
     if let Some(dir) = &args.hang_once
         && std::fs::remove_file(dir.join(format!("hang-w{id}"))).is_ok()
@@ -171,28 +134,7 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
         let _ = std::io::stdout().flush();
         std::thread::sleep(Duration::from_secs(3600));
     }
-    if args.sleep > 0.0 {
-        println!("fake-agent: thinking for {}s", args.sleep);
-        let until = std::time::Instant::now() + Duration::from_secs_f64(args.sleep);
-        match args.tick {
-            Some(ms) => {
-                let mut n: u32 = 0;
-                while std::time::Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(ms.max(1)));
-                    n += 1;
-                    match args.cost_per_tick {
-                        Some(c) => println!(
-                            "{}",
-                            serde_json::json!({"cost": c * f64::from(n), "steps": n})
-                        ),
-                        None => println!("fake-agent: tick {n}"),
-                    }
-                    let _ = std::io::stdout().flush();
-                }
-            }
-            None => std::thread::sleep(Duration::from_secs_f64(args.sleep)),
-        }
-    }
+    think(args);
     if !args.no_result
         && let Ok(path) = std::env::var("FANOUT_RESULT")
     {
@@ -211,4 +153,85 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
     // Children are deliberately left running: the supervisor must stop them.
     std::mem::forget(children);
     args.exit
+}
+
+/// Start `--spawn` children that sleep for an hour in the agent's process group.
+fn spawn_children(args: &FakeAgentArgs) -> Vec<std::process::Child> {
+    let mut children = Vec::new();
+    if args.spawn == 0 {
+        return children;
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|_| "fanout".into());
+    for _ in 0..args.spawn {
+        let mut c = std::process::Command::new(&exe);
+        c.args([
+            "fake-agent",
+            "--no-change",
+            "--no-result",
+            "--sleep",
+            "3600",
+        ]);
+        if let Some(m) = &args.marker {
+            c.args(["--marker", m]);
+        }
+        c.env_remove("FANOUT_RESULT");
+        c.stdout(std::process::Stdio::null());
+        match c.spawn() {
+            Ok(child) => children.push(child),
+            Err(e) => eprintln!("fake-agent: could not spawn: {e}"),
+        }
+    }
+    println!("fake-agent: started {} helper processes", children.len());
+    children
+}
+
+/// Write the agent's file (`--write`, else `fanout-demo/w<ID>.md`); false when it
+/// cannot.
+fn write_file(args: &FakeAgentArgs, id: &str, model: &str, task: &str) -> bool {
+    let path = args
+        .write
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("fanout-demo/w{id}.md")));
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let body = format!("# Worker {id}\n\nModel: {model}\n\nTask: {task}\n");
+    match std::fs::write(&path, body) {
+        Ok(()) => {
+            println!("fake-agent: wrote {}", path.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("fake-agent: cannot write {}: {e}", path.display());
+            false
+        }
+    }
+}
+
+/// Sleep `--sleep` seconds, silently or printing a line every `--tick` ms (with
+/// `--cost-per-tick`, a streaming agent's running cost).
+fn think(args: &FakeAgentArgs) {
+    if args.sleep <= 0.0 {
+        return;
+    }
+    println!("fake-agent: thinking for {}s", args.sleep);
+    let until = std::time::Instant::now() + Duration::from_secs_f64(args.sleep);
+    match args.tick {
+        Some(ms) => {
+            let mut n: u32 = 0;
+            while std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(ms.max(1)));
+                n += 1;
+                match args.cost_per_tick {
+                    Some(c) => println!(
+                        "{}",
+                        serde_json::json!({"cost": c * f64::from(n), "steps": n})
+                    ),
+                    None => println!("fake-agent: tick {n}"),
+                }
+                let _ = std::io::stdout().flush();
+            }
+        }
+        None => std::thread::sleep(Duration::from_secs_f64(args.sleep)),
+    }
 }

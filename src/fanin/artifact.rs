@@ -125,47 +125,59 @@ pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> 
     if bundle_name.contains('/') || !bundle.is_file() {
         return missing(w, format!("bundle {bundle_name:?} is missing"));
     }
-    match super::bundle::import(repo_dir, &bundle, &w.branch, &plan.base.commit) {
-        Ok(tip) => {
-            // A dependent worker's change is measured from where it started (the merge of
-            // its dependencies), when that is really an ancestor of its branch.
-            let files = git2::Repository::open(repo_dir).and_then(|repo| {
-                let tip_oid: git2::Oid = tip.parse()?;
-                let from = match r.base_commit.as_deref().map(str::parse::<git2::Oid>) {
-                    Some(Ok(b)) if repo.graph_descendant_of(tip_oid, b).unwrap_or(false) => b,
-                    _ => plan.base.commit.parse()?,
-                };
-                crate::run::harvest::changed_paths(&repo, from, tip_oid)
-            });
-            match files {
-                Ok(files) => {
-                    if result.commit.as_deref() != Some(tip.as_str()) {
-                        result.reason = Some(format!(
-                            "the bundle's commit {} differs from the reported one; the bundle wins",
-                            &tip[..tip.len().min(12)]
-                        ));
-                    }
-                    result.commit = Some(tip);
-                    result.files_modified = files;
-                }
-                Err(e) => {
-                    return missing(w, format!("reading the imported branch: {}", e.message()));
-                }
-            }
-            if result.status == Status::Success && result.files_modified.is_empty() {
-                result.status = Status::Failed;
-                result.reason = Some("agent finished but changed no files".into());
-            }
-            result
-        }
+    import(repo_dir, plan, w, result, &bundle)
+}
+
+/// Verify and import the branch `bundle` of worker `w` (whose job reported `result`):
+/// what it changed is measured from git, and the bundle's commit wins over the one
+/// reported. A refused bundle is a failed result that keeps the job's figures.
+fn import(
+    repo_dir: &Path,
+    plan: &Plan,
+    w: &PlannedWorker,
+    mut result: WorkerResult,
+    bundle: &Path,
+) -> WorkerResult {
+    let tip = match super::bundle::import(repo_dir, bundle, &w.branch, &plan.base.commit) {
+        Ok(tip) => tip,
         Err(e) => {
             let mut m = missing(w, format!("bundle refused: {e}"));
             m.steps = result.steps;
             m.cost = result.cost;
             m.duration = result.duration;
-            m
+            return m;
+        }
+    };
+    // A dependent worker's change is measured from where it started (the merge of its
+    // dependencies), when that is really an ancestor of its branch.
+    let files = git2::Repository::open(repo_dir).and_then(|repo| {
+        let tip_oid: git2::Oid = tip.parse()?;
+        let from = match result.base_commit.as_deref().map(str::parse::<git2::Oid>) {
+            Some(Ok(b)) if repo.graph_descendant_of(tip_oid, b).unwrap_or(false) => b,
+            _ => plan.base.commit.parse()?,
+        };
+        crate::run::harvest::changed_paths(&repo, from, tip_oid)
+    });
+    match files {
+        Ok(files) => {
+            if result.commit.as_deref() != Some(tip.as_str()) {
+                result.reason = Some(format!(
+                    "the bundle's commit {} differs from the reported one; the bundle wins",
+                    &tip[..tip.len().min(12)]
+                ));
+            }
+            result.commit = Some(tip);
+            result.files_modified = files;
+        }
+        Err(e) => {
+            return missing(w, format!("reading the imported branch: {}", e.message()));
         }
     }
+    if result.status == Status::Success && result.files_modified.is_empty() {
+        result.status = Status::Failed;
+        result.reason = Some("agent finished but changed no files".into());
+    }
+    result
 }
 
 /// Write worker `result`'s artifact into `dir`: its branch as `branch.bundle` (when

@@ -190,237 +190,38 @@ pub enum SettingsError {
 }
 
 impl Settings {
-    /// Merge `file` (read from `file_name`, for messages) and `flags`.
+    /// Merge `file` (read from `file_name`, for messages) and `flags`, checking each
+    /// part in turn: tasks, models, numbers, branch prefix, agent, checks, setup.
     pub fn resolve(
         file: &ConfigFile,
         file_name: &Path,
         flags: &PlanFlags,
     ) -> Result<Settings, SettingsError> {
-        let file_origin = file_name.display().to_string();
-        let tasks = if !flags.tasks.is_empty() {
-            flags
-                .tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let prompt = t.trim();
-                    if prompt.is_empty() {
-                        Err(SettingsError::EmptyTask {
-                            origin: "--task".into(),
-                            index: i + 1,
-                        })
-                    } else {
-                        Ok(Task {
-                            id: None,
-                            prompt: prompt.to_owned(),
-                            model: None,
-                            depends_on: Vec::new(),
-                        })
-                    }
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        } else {
-            file.tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let task = match t {
-                        TaskEntry::Prompt(p) => Task {
-                            id: None,
-                            prompt: p.trim().to_owned(),
-                            model: None,
-                            depends_on: Vec::new(),
-                        },
-                        TaskEntry::Detailed(d) => Task {
-                            id: d.id.as_ref().map(|s| s.trim().to_owned()),
-                            prompt: d.prompt.trim().to_owned(),
-                            model: d
-                                .model
-                                .as_ref()
-                                .map(|m| m.trim().to_owned())
-                                .filter(|m| !m.is_empty()),
-                            depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
-                        },
-                    };
-                    if task.prompt.is_empty() {
-                        return Err(SettingsError::EmptyTask {
-                            origin: format!("{file_origin}: tasks"),
-                            index: i + 1,
-                        });
-                    }
-                    if let Some(id) = &task.id
-                        && (id.is_empty()
-                            || !id
-                                .chars()
-                                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
-                    {
-                        return Err(SettingsError::TaskId {
-                            origin: format!("{file_origin}: tasks[{i}].id"),
-                            id: id.clone(),
-                        });
-                    }
-                    Ok(task)
-                })
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        if tasks.is_empty() && !flags.allow_empty {
-            return Err(SettingsError::NoTasks);
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for t in &tasks {
-            if let Some(id) = &t.id
-                && !seen.insert(id.clone())
-            {
-                return Err(SettingsError::DuplicateTaskId(
-                    id.clone(),
-                    format!("{file_origin}: tasks"),
-                ));
-            }
-        }
-        let tasks =
-            order_by_dependencies(tasks, &file_origin).map_err(SettingsError::Dependencies)?;
-
+        let origin = file_name.display().to_string();
+        let tasks = resolve_tasks(file, &origin, flags)?;
         let models = if !flags.models.is_empty() {
             split_models(&flags.models, "--models")?
         } else {
-            split_models(&file.models, &format!("{file_origin}: models"))?
+            split_models(&file.models, &format!("{origin}: models"))?
         };
-
-        let workers = match flags.workers {
-            Some(w) if !(1..=MAX_WORKERS as u32).contains(&w) => {
-                return Err(SettingsError::Workers(w));
-            }
-            Some(w) => w,
-            None => file.parallel_runs.workers.0,
-        };
-
-        let budget_per_worker = match flags.budget_per_worker {
-            Some(v) if !(v.is_finite() && v >= 0.0) => {
-                return Err(SettingsError::Number {
-                    flag: "--budget-per-worker",
-                    value: v,
-                });
-            }
-            Some(v) => Some(v),
-            None => file.parallel_runs.budget_per_worker.map(|u| u.0),
-        };
-        let timeout_per_worker = match flags.timeout_per_worker {
-            Some(v) if !(v.is_finite() && v > 0.0) => {
-                return Err(SettingsError::Number {
-                    flag: "--timeout-per-worker",
-                    value: v,
-                });
-            }
-            Some(v) => Some(v),
-            None => file.parallel_runs.timeout_per_worker.map(|s| s.0),
-        }
-        .map(Duration::from_secs_f64);
-
-        let inactivity_timeout = match flags.inactivity_timeout {
-            Some(v) if !(v.is_finite() && v > 0.0) => {
-                return Err(SettingsError::Number {
-                    flag: "--inactivity-timeout",
-                    value: v,
-                });
-            }
-            Some(v) => Some(v),
-            None => file.parallel_runs.inactivity_timeout.map(|s| s.0),
-        }
-        .map(Duration::from_secs_f64);
-        let budget_total = match flags.budget_total {
-            Some(v) if !(v.is_finite() && v >= 0.0) => {
-                return Err(SettingsError::Number {
-                    flag: "--budget-total",
-                    value: v,
-                });
-            }
-            Some(v) => Some(v),
-            None => file.parallel_runs.budget_total.map(|u| u.0),
-        };
-
-        let checks: Result<Vec<Check>, SettingsError> = file
-            .checks
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let (run, name, timeout) = match c {
-                    crate::config::CheckDef::Command(r) => (r.clone(), None, None),
-                    crate::config::CheckDef::Detailed(d) => {
-                        (d.run.clone(), d.name.clone(), d.timeout.map(|s| s.0))
-                    }
-                };
-                if run.trim().is_empty() {
-                    return Err(SettingsError::Check(format!(
-                        "{file_origin}: checks[{i}]: empty command"
-                    )));
-                }
-                Ok(Check {
-                    name: name.unwrap_or_else(|| run.trim().to_owned()),
-                    run,
-                    timeout: timeout.unwrap_or(600.0),
-                })
-            })
-            .collect();
-
-        let branch_prefix = flags
-            .branch_prefix
-            .clone()
-            .or_else(|| file.branch_prefix.clone())
-            .unwrap_or_else(|| "fanout".to_owned());
-        let prefix_origin = if flags.branch_prefix.is_some() {
-            "--branch-prefix".to_owned()
-        } else {
-            format!("{file_origin}: branch_prefix")
-        };
-        let probe = format!("refs/heads/{branch_prefix}/x");
-        if branch_prefix.is_empty()
-            || branch_prefix.ends_with('/')
-            || !git2::Reference::is_valid_name(&probe)
-        {
-            return Err(SettingsError::BranchPrefix {
-                origin: prefix_origin,
-                prefix: branch_prefix,
-            });
-        }
-
-        let agent_name = flags
-            .agent
-            .clone()
-            .unwrap_or_else(|| file.parallel_runs.agent.clone());
-        let agent = AgentSpec::resolve(
-            &agent_name,
-            &file.agents,
-            &file_origin,
-            flags.agent.is_some(),
-        )
-        .map_err(SettingsError::Agent)?;
-        let mut agent = agent;
-        agent.prices = file.prices.clone();
-
-        let mut exclude: Vec<String> = vec![".architect/".into(), ".fanout/".into()];
-        for e in file.exclude.iter().chain(agent.exclude.iter()) {
-            let e = e.trim().to_owned();
-            if !e.is_empty() && !exclude.contains(&e) {
-                exclude.push(e);
-            }
-        }
-
-        let commit_identity = file.commit_identity();
-
+        let numbers = Numbers::resolve(file, flags)?;
+        let branch_prefix = branch_prefix(file, &origin, flags)?;
+        let agent = agent(file, &origin, flags)?;
+        let exclude = exclude(file, &agent);
         Ok(Settings {
             tasks,
             models,
-            workers,
+            workers: numbers.workers,
             cross: flags.cross || file.cross,
             agent,
             max_steps: flags.max_steps.unwrap_or(file.parallel_runs.max_steps),
-            budget_per_worker,
-            timeout_per_worker,
+            budget_per_worker: numbers.budget_per_worker,
+            timeout_per_worker: numbers.timeout_per_worker.map(Duration::from_secs_f64),
             kill_grace: Duration::from_secs_f64(file.kill_grace.map(|s| s.0).unwrap_or(10.0)),
-            inactivity_timeout,
-            budget_total,
-            checks: checks?,
-            setup: SetupPlan::resolve(file, &file_origin).map_err(SettingsError::Setup)?,
+            inactivity_timeout: numbers.inactivity_timeout.map(Duration::from_secs_f64),
+            budget_total: numbers.budget_total,
+            checks: checks(file, &origin)?,
+            setup: SetupPlan::resolve(file, &origin).map_err(SettingsError::Setup)?,
             select: Select {
                 mode: if flags.select_best {
                     crate::config::SelectMode::Best
@@ -440,9 +241,246 @@ impl Settings {
                 .clone()
                 .or_else(|| file.worktree_dir.clone()),
             exclude,
-            commit_identity,
+            commit_identity: file.commit_identity(),
         })
     }
+}
+
+/// The tasks: the flags' (which replace the file's) or the file's, checked, with
+/// unique ids, ordered so every task comes after those it depends on.
+fn resolve_tasks(
+    file: &ConfigFile,
+    origin: &str,
+    flags: &PlanFlags,
+) -> Result<Vec<Task>, SettingsError> {
+    let tasks = if !flags.tasks.is_empty() {
+        flag_tasks(&flags.tasks)?
+    } else {
+        file_tasks(&file.tasks, origin)?
+    };
+    if tasks.is_empty() && !flags.allow_empty {
+        return Err(SettingsError::NoTasks);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for t in &tasks {
+        if let Some(id) = &t.id
+            && !seen.insert(id.clone())
+        {
+            return Err(SettingsError::DuplicateTaskId(
+                id.clone(),
+                format!("{origin}: tasks"),
+            ));
+        }
+    }
+    order_by_dependencies(tasks, origin).map_err(SettingsError::Dependencies)
+}
+
+/// Tasks given as `TASK` / `--task`: prompts only.
+fn flag_tasks(given: &[String]) -> Result<Vec<Task>, SettingsError> {
+    given
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let prompt = t.trim();
+            if prompt.is_empty() {
+                Err(SettingsError::EmptyTask {
+                    origin: "--task".into(),
+                    index: i + 1,
+                })
+            } else {
+                Ok(Task {
+                    id: None,
+                    prompt: prompt.to_owned(),
+                    model: None,
+                    depends_on: Vec::new(),
+                })
+            }
+        })
+        .collect()
+}
+
+/// The file's `tasks:`, trimmed; an empty prompt or a bad id is an error.
+fn file_tasks(entries: &[TaskEntry], origin: &str) -> Result<Vec<Task>, SettingsError> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let task = match t {
+                TaskEntry::Prompt(p) => Task {
+                    id: None,
+                    prompt: p.trim().to_owned(),
+                    model: None,
+                    depends_on: Vec::new(),
+                },
+                TaskEntry::Detailed(d) => Task {
+                    id: d.id.as_ref().map(|s| s.trim().to_owned()),
+                    prompt: d.prompt.trim().to_owned(),
+                    model: d
+                        .model
+                        .as_ref()
+                        .map(|m| m.trim().to_owned())
+                        .filter(|m| !m.is_empty()),
+                    depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
+                },
+            };
+            if task.prompt.is_empty() {
+                return Err(SettingsError::EmptyTask {
+                    origin: format!("{origin}: tasks"),
+                    index: i + 1,
+                });
+            }
+            if let Some(id) = &task.id
+                && (id.is_empty()
+                    || !id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+            {
+                return Err(SettingsError::TaskId {
+                    origin: format!("{origin}: tasks[{i}].id"),
+                    id: id.clone(),
+                });
+            }
+            Ok(task)
+        })
+        .collect()
+}
+
+/// The numbers flags may override: worker count, budgets and timeouts (seconds).
+struct Numbers {
+    workers: u32,
+    budget_per_worker: Option<f64>,
+    timeout_per_worker: Option<f64>,
+    inactivity_timeout: Option<f64>,
+    budget_total: Option<f64>,
+}
+
+impl Numbers {
+    fn resolve(file: &ConfigFile, flags: &PlanFlags) -> Result<Numbers, SettingsError> {
+        let runs = &file.parallel_runs;
+        let workers = match flags.workers {
+            Some(w) if !(1..=MAX_WORKERS as u32).contains(&w) => {
+                return Err(SettingsError::Workers(w));
+            }
+            Some(w) => w,
+            None => runs.workers.0,
+        };
+        Ok(Numbers {
+            workers,
+            budget_per_worker: number(
+                ("--budget-per-worker", flags.budget_per_worker),
+                true,
+                runs.budget_per_worker.map(|u| u.0),
+            )?,
+            timeout_per_worker: number(
+                ("--timeout-per-worker", flags.timeout_per_worker),
+                false,
+                runs.timeout_per_worker.map(|s| s.0),
+            )?,
+            inactivity_timeout: number(
+                ("--inactivity-timeout", flags.inactivity_timeout),
+                false,
+                runs.inactivity_timeout.map(|s| s.0),
+            )?,
+            budget_total: number(
+                ("--budget-total", flags.budget_total),
+                true,
+                runs.budget_total.map(|u| u.0),
+            )?,
+        })
+    }
+}
+
+/// A flag's value when given (finite, positive; zero too with `zero_ok`), else the
+/// file's.
+fn number(
+    (flag, given): (&'static str, Option<f64>),
+    zero_ok: bool,
+    file: Option<f64>,
+) -> Result<Option<f64>, SettingsError> {
+    match given {
+        Some(v) if !(v.is_finite() && (v > 0.0 || zero_ok && v == 0.0)) => {
+            Err(SettingsError::Number { flag, value: v })
+        }
+        Some(v) => Ok(Some(v)),
+        None => Ok(file),
+    }
+}
+
+/// `checks:`, each with a name and a time limit.
+fn checks(file: &ConfigFile, origin: &str) -> Result<Vec<Check>, SettingsError> {
+    file.checks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let (run, name, timeout) = match c {
+                crate::config::CheckDef::Command(r) => (r.clone(), None, None),
+                crate::config::CheckDef::Detailed(d) => {
+                    (d.run.clone(), d.name.clone(), d.timeout.map(|s| s.0))
+                }
+            };
+            if run.trim().is_empty() {
+                return Err(SettingsError::Check(format!(
+                    "{origin}: checks[{i}]: empty command"
+                )));
+            }
+            Ok(Check {
+                name: name.unwrap_or_else(|| run.trim().to_owned()),
+                run,
+                timeout: timeout.unwrap_or(600.0),
+            })
+        })
+        .collect()
+}
+
+/// The branch prefix (`--branch-prefix`, `branch_prefix:`, else `fanout`), a valid
+/// component of a git branch name.
+fn branch_prefix(
+    file: &ConfigFile,
+    origin: &str,
+    flags: &PlanFlags,
+) -> Result<String, SettingsError> {
+    let prefix = flags
+        .branch_prefix
+        .clone()
+        .or_else(|| file.branch_prefix.clone())
+        .unwrap_or_else(|| "fanout".to_owned());
+    let probe = format!("refs/heads/{prefix}/x");
+    if prefix.is_empty() || prefix.ends_with('/') || !git2::Reference::is_valid_name(&probe) {
+        return Err(SettingsError::BranchPrefix {
+            origin: if flags.branch_prefix.is_some() {
+                "--branch-prefix".to_owned()
+            } else {
+                format!("{origin}: branch_prefix")
+            },
+            prefix,
+        });
+    }
+    Ok(prefix)
+}
+
+/// The agent (`--agent`, else `parallel_runs.agent`), resolved, with the file's prices.
+fn agent(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> Result<AgentSpec, SettingsError> {
+    let name = flags
+        .agent
+        .clone()
+        .unwrap_or_else(|| file.parallel_runs.agent.clone());
+    let mut agent = AgentSpec::resolve(&name, &file.agents, origin, flags.agent.is_some())
+        .map_err(SettingsError::Agent)?;
+    agent.prices = file.prices.clone();
+    Ok(agent)
+}
+
+/// Paths never committed: fanout's and architect's state, the file's `exclude:`, and
+/// what the agent's CLI writes.
+fn exclude(file: &ConfigFile, agent: &AgentSpec) -> Vec<String> {
+    let mut exclude: Vec<String> = vec![".architect/".into(), ".fanout/".into()];
+    for e in file.exclude.iter().chain(agent.exclude.iter()) {
+        let e = e.trim().to_owned();
+        if !e.is_empty() && !exclude.contains(&e) {
+            exclude.push(e);
+        }
+    }
+    exclude
 }
 
 /// Split `["a, b", "c"]` into `["a", "b", "c"]`; an empty item is an error.

@@ -2,6 +2,11 @@
 //! fanout (not the agent), created the first time, updated on every re-run, never
 //! duplicated. Failed, partial (unless included), timed-out and empty workers get no
 //! pull request and a reason. One worker's failure never stops the others.
+//!
+//! This stage takes a finished run's report (after fan-in, as the report stage wrote
+//! it): [`report::publish_report`] resolves where and how to publish and records each
+//! worker's outcome in `results.json`; [`publish`] does the pushing and the pull
+//! requests over the GitHub client ([`github`]); [`body`] renders them.
 
 pub mod body;
 pub mod github;
@@ -88,6 +93,45 @@ pub async fn publish(
         .base
         .clone()
         .or_else(|| report.plan.base.branch.clone());
+    let leases = leases(report, opts, base.is_some(), &mut out);
+    let Some(base) = base else { return out };
+    let pushed = match push_all(repo_dir, opts, push_token, &leases).await {
+        Ok(map) => map,
+        Err(why) => {
+            for (id, _) in &leases {
+                out.insert(*id, outcome(Operation::Failed, Some(why.clone())));
+            }
+            return out;
+        }
+    };
+    for (id, lease) in &leases {
+        let r = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == *id)
+            .expect("lease from a result");
+        let result = match pushed.get(&lease.branch) {
+            Some(PushResult::Pushed) | Some(PushResult::UpToDate) => {
+                let mut o = pull_request(report, r, &base, github, templates, opts).await;
+                o.pushed_commit = Some(lease.local.to_string());
+                o
+            }
+            Some(PushResult::Refused(why)) => outcome(Operation::Failed, Some(why.clone())),
+            None => outcome(Operation::Failed, Some("not pushed".into())),
+        };
+        out.insert(*id, result);
+    }
+    out
+}
+
+/// The push lease of each worker to publish (its commit, and the one fanout pushed
+/// before); the outcome of each that is not published goes into `out`.
+fn leases(
+    report: &RunReport,
+    opts: &PublishOptions,
+    has_base: bool,
+    out: &mut BTreeMap<u32, PublishOutcome>,
+) -> Vec<(u32, Lease)> {
     let mut leases = Vec::new();
     for r in &report.results {
         if let Some(why) = ineligible(r, opts.include_partial)
@@ -96,7 +140,7 @@ pub async fn publish(
             out.insert(r.worker_id, outcome(Operation::Skipped, Some(why)));
             continue;
         }
-        if base.is_none() {
+        if !has_base {
             out.insert(
                 r.worker_id,
                 outcome(
@@ -130,58 +174,30 @@ pub async fn publish(
             },
         ));
     }
-    let Some(base) = base else { return out };
+    leases
+}
 
-    // One push for every branch.
-    let pushed = {
-        let repo_dir = repo_dir.to_owned();
-        let remote = opts.remote.clone();
-        let token = push_token.map(str::to_owned);
-        let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
-        tokio::task::spawn_blocking(move || {
-            let repo = git2::Repository::open(&repo_dir)?;
-            push::push(&repo, &remote, token.as_deref(), &batch)
-        })
-        .await
-    };
-    let pushed = match pushed {
-        Ok(Ok(map)) => map,
-        Ok(Err(e)) => {
-            let why = format!("push to {} failed: {}", opts.remote, e.message());
-            for (id, _) in &leases {
-                out.insert(*id, outcome(Operation::Failed, Some(why.clone())));
-            }
-            return out;
-        }
-        Err(_) => {
-            for (id, _) in &leases {
-                out.insert(
-                    *id,
-                    outcome(Operation::Failed, Some("push task failed".into())),
-                );
-            }
-            return out;
-        }
-    };
-
-    for (id, lease) in &leases {
-        let r = report
-            .results
-            .iter()
-            .find(|r| r.worker_id == *id)
-            .expect("lease from a result");
-        let result = match pushed.get(&lease.branch) {
-            Some(PushResult::Pushed) | Some(PushResult::UpToDate) => {
-                let mut o = pull_request(report, r, &base, github, templates, opts).await;
-                o.pushed_commit = Some(lease.local.to_string());
-                o
-            }
-            Some(PushResult::Refused(why)) => outcome(Operation::Failed, Some(why.clone())),
-            None => outcome(Operation::Failed, Some("not pushed".into())),
-        };
-        out.insert(*id, result);
+/// One push for every branch; an error says why none was pushed.
+async fn push_all(
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    push_token: Option<&str>,
+    leases: &[(u32, Lease)],
+) -> Result<BTreeMap<String, PushResult>, String> {
+    let repo_dir = repo_dir.to_owned();
+    let remote = opts.remote.clone();
+    let token = push_token.map(str::to_owned);
+    let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
+    let pushed = tokio::task::spawn_blocking(move || {
+        let repo = git2::Repository::open(&repo_dir)?;
+        push::push(&repo, &remote, token.as_deref(), &batch)
+    })
+    .await;
+    match pushed {
+        Ok(Ok(map)) => Ok(map),
+        Ok(Err(e)) => Err(format!("push to {} failed: {}", opts.remote, e.message())),
+        Err(_) => Err("push task failed".into()),
     }
-    out
 }
 
 fn compare_url(opts: &PublishOptions, github: &GitHub, base: &str, branch: &str) -> String {
@@ -214,85 +230,120 @@ async fn pull_request(
         o
     };
     let mut notes: Vec<String> = Vec::new();
-
     let existing = match github.find_open_pull(&r.branch, base).await {
         Ok(p) => p,
         Err(e) => return failed(&e),
     };
-    let (op, pr) = match existing {
-        Some(pr) => match update_if_needed(github, pr, &title, &body).await {
-            Ok(x) => x,
-            Err(e) => return failed(&e),
-        },
-        None => {
-            let mut draft = opts.draft;
-            let mut attempts = 0;
-            loop {
-                attempts += 1;
-                let new = NewPull {
-                    title: &title,
-                    head: &r.branch,
-                    base,
-                    body: &body,
-                    draft,
-                    maintainer_can_modify: true,
+    let pull = Pull {
+        head: &r.branch,
+        base,
+        title: &title,
+        body: &body,
+    };
+    let made = match existing {
+        Some(pr) => update_if_needed(github, pr, &title, &body)
+            .await
+            .map_err(|e| failed(&e)),
+        None => create(github, &pull, opts.draft, &failed, &mut notes).await,
+    };
+    let (op, pr) = match made {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let op = extras(github, &pr, op, opts, &mut notes).await;
+    PublishOutcome {
+        operation: op,
+        number: Some(pr.number),
+        url: Some(pr.html_url),
+        reason: (!notes.is_empty()).then(|| notes.join("; ")),
+        pushed_commit: None,
+        compare_url: None,
+    }
+}
+
+/// A pull request to open: its branch, base, title and body.
+struct Pull<'a> {
+    head: &'a str,
+    base: &'a str,
+    title: &'a str,
+    body: &'a str,
+}
+
+/// Open `pull`: as a draft when asked and the repository allows it; when someone
+/// opened it meanwhile (a concurrent run, an earlier attempt), update theirs; after
+/// an unclear answer, look before sending again. An error is the worker's outcome.
+async fn create(
+    github: &GitHub,
+    pull: &Pull<'_>,
+    draft: bool,
+    failed: &dyn Fn(&ApiError) -> PublishOutcome,
+    notes: &mut Vec<String>,
+) -> Result<(Operation, PullRequest), PublishOutcome> {
+    let mut draft = draft;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let new = NewPull {
+            title: pull.title,
+            head: pull.head,
+            base: pull.base,
+            body: pull.body,
+            draft,
+            maintainer_can_modify: true,
+        };
+        match github.create_pull(&new).await {
+            Ok(pr) => return Ok((Operation::Created, pr)),
+            Err(e) if e.status() == Some(422) && e.message_lower().contains("already exists") => {
+                return match github.find_open_pull(pull.head, pull.base).await {
+                    Ok(Some(pr)) => update_if_needed(github, pr, pull.title, pull.body)
+                        .await
+                        .map_err(|e| failed(&e)),
+                    Ok(None) => Err(failed(&e)),
+                    Err(e) => Err(failed(&e)),
                 };
-                match github.create_pull(&new).await {
-                    Ok(pr) => break (Operation::Created, pr),
-                    Err(e)
-                        if e.status() == Some(422)
-                            && e.message_lower().contains("already exists") =>
-                    {
-                        // Someone (a concurrent run, a previous attempt) opened it: update.
-                        match github.find_open_pull(&r.branch, base).await {
-                            Ok(Some(pr)) => match update_if_needed(github, pr, &title, &body).await
-                            {
-                                Ok(x) => break x,
-                                Err(e) => return failed(&e),
-                            },
-                            Ok(None) => return failed(&e),
-                            Err(e) => return failed(&e),
-                        }
+            }
+            Err(e) if draft && e.status() == Some(422) && e.message_lower().contains("draft") => {
+                notes.push("draft pull requests are not supported in this repository; opened as ready for review".into());
+                draft = false;
+            }
+            Err(e)
+                if e.status() == Some(403)
+                    && e.message_lower().contains("not permitted to create") =>
+            {
+                let mut o = failed(&e);
+                o.reason = Some(format!(
+                    "{e}. Enable \"Allow GitHub Actions to create and approve pull requests\" (Settings → Actions → General), or use a GitHub App token; open it by hand from the compare link"
+                ));
+                return Err(o);
+            }
+            Err(ApiError::Ambiguous(why)) if attempts < 3 => {
+                // Never re-send blindly: did it take effect?
+                match github.find_open_pull(pull.head, pull.base).await {
+                    Ok(Some(pr)) => {
+                        notes.push(format!("confirmed after an unclear answer ({why})"));
+                        return match update_if_needed(github, pr, pull.title, pull.body).await {
+                            Ok((_, pr)) => Ok((Operation::Created, pr)),
+                            Err(e) => Err(failed(&e)),
+                        };
                     }
-                    Err(e)
-                        if draft
-                            && e.status() == Some(422)
-                            && e.message_lower().contains("draft") =>
-                    {
-                        notes.push("draft pull requests are not supported in this repository; opened as ready for review".into());
-                        draft = false;
-                    }
-                    Err(e)
-                        if e.status() == Some(403)
-                            && e.message_lower().contains("not permitted to create") =>
-                    {
-                        let mut o = failed(&e);
-                        o.reason = Some(format!(
-                            "{e}. Enable \"Allow GitHub Actions to create and approve pull requests\" (Settings → Actions → General), or use a GitHub App token; open it by hand from the compare link"
-                        ));
-                        return o;
-                    }
-                    Err(ApiError::Ambiguous(why)) if attempts < 3 => {
-                        // Never re-send blindly: did it take effect?
-                        match github.find_open_pull(&r.branch, base).await {
-                            Ok(Some(pr)) => {
-                                notes.push(format!("confirmed after an unclear answer ({why})"));
-                                match update_if_needed(github, pr, &title, &body).await {
-                                    Ok((_, pr)) => break (Operation::Created, pr),
-                                    Err(e) => return failed(&e),
-                                }
-                            }
-                            Ok(None) => continue,
-                            Err(e) => return failed(&e),
-                        }
-                    }
-                    Err(e) => return failed(&e),
+                    Ok(None) => continue,
+                    Err(e) => return Err(failed(&e)),
                 }
             }
+            Err(e) => return Err(failed(&e)),
         }
-    };
+    }
+}
 
-    // Labels and reviewers: extras, they never fail the worker.
+/// Labels and reviewers: extras, they never fail the worker (a problem is a note).
+/// Returns the operation, `updated` when labels were added to an unchanged one.
+async fn extras(
+    github: &GitHub,
+    pr: &PullRequest,
+    op: Operation,
+    opts: &PublishOptions,
+    notes: &mut Vec<String>,
+) -> Operation {
     let missing: Vec<String> = opts
         .labels
         .iter()
@@ -318,14 +369,7 @@ async fn pull_request(
     {
         notes.push(format!("reviewers not requested: {e}"));
     }
-    PublishOutcome {
-        operation: op,
-        number: Some(pr.number),
-        url: Some(pr.html_url),
-        reason: (!notes.is_empty()).then(|| notes.join("; ")),
-        pushed_commit: None,
-        compare_url: None,
-    }
+    op
 }
 
 async fn update_if_needed(

@@ -61,18 +61,50 @@ pub fn push(
         Ok(r) => r,
         Err(_) => repo.remote_anonymous(remote)?,
     };
-
     // Look: what does the remote have now?
-    let current: BTreeMap<String, Oid> = {
-        let conn = remote.connect_auth(Direction::Push, Some(callbacks(token)), None)?;
-        conn.list()?
-            .iter()
-            .filter(|h| h.name().starts_with("refs/heads/"))
-            .map(|h| (h.name().to_owned(), h.oid()))
-            .collect()
-    };
+    let current = remote_heads(&mut remote, token)?;
+    let to_push = to_push(leases, &current, &mut results);
+    if to_push.is_empty() {
+        return Ok(results);
+    }
+    let outcome = push_leased(&mut remote, token, &to_push);
+    for name in to_push.keys() {
+        let branch = name.trim_start_matches("refs/heads/").to_owned();
+        let r = match &outcome {
+            Err(why) => PushResult::Refused(why.clone()),
+            Ok(rejected) => match rejected.get(name) {
+                Some(msg) => PushResult::Refused(format!("the remote rejected it: {msg}")),
+                None => PushResult::Pushed,
+            },
+        };
+        results.insert(branch, r);
+    }
+    Ok(results)
+}
 
-    let mut to_push: BTreeMap<String, (Oid, Option<Oid>)> = BTreeMap::new();
+/// The branches the remote has, by ref name.
+fn remote_heads(
+    remote: &mut git2::Remote<'_>,
+    token: Option<&str>,
+) -> Result<BTreeMap<String, Oid>, git2::Error> {
+    let conn = remote.connect_auth(Direction::Push, Some(callbacks(token)), None)?;
+    Ok(conn
+        .list()?
+        .iter()
+        .filter(|h| h.name().starts_with("refs/heads/"))
+        .map(|h| (h.name().to_owned(), h.oid()))
+        .collect())
+}
+
+/// The refs to push, each with its commit and what the remote has now: a branch the
+/// remote already has at the commit is up to date, and one it has at a commit fanout
+/// did not push is refused (into `results`).
+fn to_push(
+    leases: &[Lease],
+    current: &BTreeMap<String, Oid>,
+    results: &mut BTreeMap<String, PushResult>,
+) -> BTreeMap<String, (Oid, Option<Oid>)> {
+    let mut to_push = BTreeMap::new();
     for lease in leases {
         let name = format!("refs/heads/{}", lease.branch);
         match current.get(&name) {
@@ -93,66 +125,55 @@ pub fn push(
             }
         }
     }
-    if to_push.is_empty() {
-        return Ok(results);
-    }
+    to_push
+}
 
+/// Push `to_push` in one push, refusing it whole when a branch moved on the remote
+/// since it was looked at. Returns the refs the remote rejected, with its message; an
+/// error says why nothing was pushed.
+fn push_leased(
+    remote: &mut git2::Remote<'_>,
+    token: Option<&str>,
+    to_push: &BTreeMap<String, (Oid, Option<Oid>)>,
+) -> Result<BTreeMap<String, String>, String> {
     let refspecs: Vec<String> = to_push
         .keys()
         .map(|name| format!("+{name}:{name}"))
         .collect();
     let rejected = std::cell::RefCell::new(BTreeMap::<String, String>::new());
     let lease_broken = std::cell::RefCell::new(None::<String>);
-    {
-        let mut cb = callbacks(token);
-        cb.push_negotiation(|updates| {
-            for u in updates {
-                let Ok(name) = u.dst_refname() else { continue };
-                if let Some((_, seen)) = to_push.get(name) {
-                    let now = (!u.src().is_zero()).then(|| u.src());
-                    if now != *seen {
-                        *lease_broken.borrow_mut() = Some(name.to_owned());
-                        return Err(git2::Error::from_str(&format!(
-                            "{name} changed on the remote while pushing"
-                        )));
-                    }
+    let mut cb = callbacks(token);
+    cb.push_negotiation(|updates| {
+        for u in updates {
+            let Ok(name) = u.dst_refname() else { continue };
+            if let Some((_, seen)) = to_push.get(name) {
+                let now = (!u.src().is_zero()).then(|| u.src());
+                if now != *seen {
+                    *lease_broken.borrow_mut() = Some(name.to_owned());
+                    return Err(git2::Error::from_str(&format!(
+                        "{name} changed on the remote while pushing"
+                    )));
                 }
             }
-            Ok(())
-        });
-        cb.push_update_reference(|name, status| {
-            if let Some(msg) = status {
-                rejected
-                    .borrow_mut()
-                    .insert(name.to_owned(), msg.to_owned());
-            }
-            Ok(())
-        });
-        let mut opts = PushOptions::new();
-        opts.remote_callbacks(cb);
-        let pushed = remote.push(&refspecs, Some(&mut opts));
-        if let Err(e) = pushed {
-            let why = match lease_broken.borrow().as_deref() {
-                Some(name) => {
-                    format!("{name} changed on the remote while pushing; not overwritten")
-                }
-                None => format!("push failed: {}", e.message()),
-            };
-            for name in to_push.keys() {
-                let branch = name.trim_start_matches("refs/heads/").to_owned();
-                results.insert(branch, PushResult::Refused(why.clone()));
-            }
-            return Ok(results);
         }
+        Ok(())
+    });
+    cb.push_update_reference(|name, status| {
+        if let Some(msg) = status {
+            rejected
+                .borrow_mut()
+                .insert(name.to_owned(), msg.to_owned());
+        }
+        Ok(())
+    });
+    let mut opts = PushOptions::new();
+    opts.remote_callbacks(cb);
+    if let Err(e) = remote.push(&refspecs, Some(&mut opts)) {
+        return Err(match lease_broken.borrow().as_deref() {
+            Some(name) => format!("{name} changed on the remote while pushing; not overwritten"),
+            None => format!("push failed: {}", e.message()),
+        });
     }
-    let rejected = rejected.into_inner();
-    for name in to_push.keys() {
-        let branch = name.trim_start_matches("refs/heads/").to_owned();
-        let r = match rejected.get(name) {
-            Some(msg) => PushResult::Refused(format!("the remote rejected it: {msg}")),
-            None => PushResult::Pushed,
-        };
-        results.insert(branch, r);
-    }
-    Ok(results)
+    drop(opts);
+    Ok(rejected.into_inner())
 }

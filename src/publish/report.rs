@@ -5,16 +5,19 @@
 //! report, and rewrite `results.json` and `summary.md` with them (plus the Actions
 //! step summary and the `pull-requests` output).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
 
 use super::body::Templates;
-use super::github::{Credentials, GitHub, RepoSlug, RetryPolicy};
+use super::github::auth::{Credentials, connect};
+use super::github::{GitHub, RepoSlug, RetryPolicy};
 use super::{PublishOptions, counts, publish, record};
 use crate::config::{ConfigFile, IncludeStatus};
 use crate::exit::{self, Failure};
+use crate::model::PublishOutcome;
 use crate::repo::UserRepo;
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
@@ -80,49 +83,107 @@ pub fn publish_report(
     report: &mut RunReport,
     results_path: &Path,
 ) -> Result<i32, Failure> {
-    let cfg = &file.publish;
     let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-
-    let remote = args
-        .remote
-        .clone()
-        .or_else(|| cfg.remote.clone())
-        .unwrap_or_else(|| "origin".into());
-    let slug = match args.repo.clone().or_else(|| env("GITHUB_REPOSITORY")) {
-        Some(s) => RepoSlug::parse(&s)
-            .ok_or_else(|| Failure::Usage(format!("--repo {s:?}: expected OWNER/NAME")))?,
-        None => {
-            let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
-            let url = git
-                .find_remote(&remote)
-                .ok()
-                .and_then(|r| r.url().ok().map(str::to_owned))
-                .unwrap_or_else(|| remote.clone());
-            RepoSlug::from_remote_url(&url).ok_or_else(|| {
-                Failure::Usage(format!(
-                    "cannot tell the GitHub repository from remote {remote:?}: pass --repo OWNER/NAME"
-                ))
-            })?
-        }
+    let target = Target::resolve(repo, file, args, in_actions)?;
+    let (policy, pace) = pacing(file, args);
+    let templates = templates(repo, file)?;
+    let opts = options(file, args, &target);
+    let gh = Api {
+        target: &target,
+        policy,
+        pace,
+        in_actions,
     };
-    let credentials = credentials(args)?;
-    if in_actions {
-        mask(&credentials);
+    let (outcomes, integrated) = gh.push_and_open(repo, report, &templates, &opts)?;
+    record(report, outcomes);
+    if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
+        it.publish = Some(o);
     }
-    let api = args
-        .api_url
-        .clone()
-        .or_else(|| env("GITHUB_API_URL"))
-        .unwrap_or_else(|| "https://api.github.com".into());
-    let server_url = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
-    let run_url = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
-        (Some(r), Some(id)) => Some(format!(
-            "{}/{r}/actions/runs/{id}",
-            server_url.trim_end_matches('/')
-        )),
-        _ => None,
-    };
+    write_outcomes(report, results_path)?;
+    Ok(exit_code(report))
+}
+
+/// Where to publish: the remote to push to, the GitHub repository and API, and the
+/// credentials.
+struct Target {
+    remote: String,
+    slug: RepoSlug,
+    credentials: Credentials,
+    api: String,
+    server_url: String,
+    run_url: Option<String>,
+}
+
+impl Target {
+    /// From the flags, the config's `publish:` block and the Actions environment;
+    /// in Actions every secret is masked at once.
+    fn resolve(
+        repo: &UserRepo,
+        file: &ConfigFile,
+        args: &PublishFlags,
+        in_actions: bool,
+    ) -> Result<Target, Failure> {
+        let remote = args
+            .remote
+            .clone()
+            .or_else(|| file.publish.remote.clone())
+            .unwrap_or_else(|| "origin".into());
+        let slug = match args.repo.clone().or_else(|| env("GITHUB_REPOSITORY")) {
+            Some(s) => RepoSlug::parse(&s)
+                .ok_or_else(|| Failure::Usage(format!("--repo {s:?}: expected OWNER/NAME")))?,
+            None => slug_of_remote(repo, &remote)?,
+        };
+        let credentials = credentials(args)?;
+        if in_actions {
+            mask(&credentials);
+        }
+        let api = args
+            .api_url
+            .clone()
+            .or_else(|| env("GITHUB_API_URL"))
+            .unwrap_or_else(|| "https://api.github.com".into());
+        let server_url = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
+        let run_url = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
+            (Some(r), Some(id)) => Some(format!(
+                "{}/{r}/actions/runs/{id}",
+                server_url.trim_end_matches('/')
+            )),
+            _ => None,
+        };
+        Ok(Target {
+            remote,
+            slug,
+            credentials,
+            api,
+            server_url,
+            run_url,
+        })
+    }
+}
+
+/// An environment variable that is set and not blank.
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// The GitHub repository `remote` points at.
+fn slug_of_remote(repo: &UserRepo, remote: &str) -> Result<RepoSlug, Failure> {
+    let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
+    let url = git
+        .find_remote(remote)
+        .ok()
+        .and_then(|r| r.url().ok().map(str::to_owned))
+        .unwrap_or_else(|| remote.to_owned());
+    RepoSlug::from_remote_url(&url).ok_or_else(|| {
+        Failure::Usage(format!(
+            "cannot tell the GitHub repository from remote {remote:?}: pass --repo OWNER/NAME"
+        ))
+    })
+}
+
+/// The API's retry policy and the least time between two mutations.
+fn pacing(file: &ConfigFile, args: &PublishFlags) -> (RetryPolicy, Duration) {
+    let cfg = &file.publish;
     let secs = |flag: Option<f64>, file: Option<crate::config::Seconds>, default: f64| {
         Duration::from_secs_f64(flag.or(file.map(|s| s.0)).unwrap_or(default).max(0.0))
     };
@@ -136,6 +197,12 @@ pub fn publish_report(
         Some(ms) => Duration::from_millis(ms),
         None => secs(None, cfg.pace, 1.0),
     };
+    (policy, pace)
+}
+
+/// The pull requests' title and body templates (the config's, else fanout's).
+fn templates(repo: &UserRepo, file: &ConfigFile) -> Result<Templates, Failure> {
+    let cfg = &file.publish;
     let body_template = match &cfg.body_template {
         Some(p) => {
             let path = repo.workdir.join(p);
@@ -145,86 +212,96 @@ pub fn publish_report(
         }
         None => None,
     };
-    let templates = Templates::new(cfg.title.clone(), body_template)
-        .map_err(|e| Failure::Usage(format!("publish: {e}")))?;
-    let include_partial = args
-        .include
-        .iter()
-        .chain(cfg.include.iter())
-        .any(|s| *s == IncludeStatus::Partial);
-    let opts = PublishOptions {
-        include_partial,
+    Templates::new(cfg.title.clone(), body_template)
+        .map_err(|e| Failure::Usage(format!("publish: {e}")))
+}
+
+/// What each pull request gets: the flags and the config's `publish:` block merged.
+fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOptions {
+    let cfg = &file.publish;
+    PublishOptions {
+        include_partial: args
+            .include
+            .iter()
+            .chain(cfg.include.iter())
+            .any(|s| *s == IncludeStatus::Partial),
         labels: merged(&args.labels, &cfg.labels),
         draft: args.draft || cfg.draft,
         reviewers: merged(&args.reviewers, &cfg.reviewers),
         team_reviewers: merged(&args.team_reviewers, &cfg.team_reviewers),
         base: args.pr_base.clone().or_else(|| cfg.base.clone()),
-        remote,
-        run_url,
-        server_url,
-    };
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
-    let outcomes = runtime.block_on(async {
-        let (crab, push_token) = super::github::connect(&api, &slug, &credentials)
-            .await
-            .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
-        if in_actions {
-            println!("::add-mask::{}", push_token.expose_secret());
-        }
-        let gh = GitHub::new(crab, slug.clone(), policy, pace);
-        // Rate-limit waits can be long: a signal stops publishing (it is idempotent,
-        // so running it again picks up where it stopped).
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| Failure::Fatal(format!("signal handler: {e}")))?;
-        // The integration branch (--integrate) is published like a worker's branch.
-        let integration = crate::fanin::conflicts::integration_result(report).map(|r| RunReport {
-            results: vec![r],
-            ..report.clone()
-        });
-        let all = async {
-            let workers = publish(
-                report,
-                &repo.workdir,
-                &gh,
-                Some(push_token.expose_secret()),
-                &templates,
-                &opts,
-            )
-            .await;
-            let integrated = match &integration {
-                Some(it) => {
-                    publish(
-                        it,
-                        &repo.workdir,
-                        &gh,
-                        Some(push_token.expose_secret()),
-                        &templates,
-                        &opts,
-                    )
-                    .await
-                }
-                None => Default::default(),
-            };
-            (workers, integrated)
-        };
-        tokio::select! {
-            outcomes = all => Ok(outcomes),
-            _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
-            _ = term.recv() => Err(Failure::Interrupted),
-        }
-    })?;
-    let (outcomes, integrated) = outcomes;
-    record(report, outcomes);
-    if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
-        it.publish = Some(o);
+        remote: target.remote.clone(),
+        run_url: target.run_url.clone(),
+        server_url: target.server_url.clone(),
     }
-    let mut json = serde_json::to_vec_pretty(&*report).expect("serializes");
-    json.push(b'\n');
-    crate::util::write_atomic(results_path, &json)
+}
+
+/// Talking to GitHub.
+struct Api<'a> {
+    target: &'a Target,
+    policy: RetryPolicy,
+    pace: Duration,
+    in_actions: bool,
+}
+
+/// Publish outcomes by worker id: the workers', and the integration branch's.
+type Outcomes = (BTreeMap<u32, PublishOutcome>, BTreeMap<u32, PublishOutcome>);
+
+impl Api<'_> {
+    /// Connect, then push and open or update each eligible worker's pull request, and
+    /// the integration branch's (`--integrate`) like a worker's. A signal stops
+    /// publishing (rate-limit waits can be long; it is idempotent, so running it again
+    /// picks up where it stopped).
+    fn push_and_open(
+        &self,
+        repo: &UserRepo,
+        report: &RunReport,
+        templates: &Templates,
+        opts: &PublishOptions,
+    ) -> Result<Outcomes, Failure> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+        runtime.block_on(async {
+            let t = self.target;
+            let (crab, push_token) = connect(&t.api, &t.slug, &t.credentials)
+                .await
+                .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
+            if self.in_actions {
+                println!("::add-mask::{}", push_token.expose_secret());
+            }
+            let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(|e| Failure::Fatal(format!("signal handler: {e}")))?;
+            let integration =
+                crate::fanin::conflicts::integration_result(report).map(|r| RunReport {
+                    results: vec![r],
+                    ..report.clone()
+                });
+            let token = Some(push_token.expose_secret());
+            let all = async {
+                let workers = publish(report, &repo.workdir, &gh, token, templates, opts).await;
+                let integrated = match &integration {
+                    Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
+                    None => Default::default(),
+                };
+                (workers, integrated)
+            };
+            tokio::select! {
+                outcomes = all => Ok(outcomes),
+                _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+                _ = term.recv() => Err(Failure::Interrupted),
+            }
+        })
+    }
+}
+
+/// Rewrite `results.json` and `summary.md` with what publishing did; in Actions, add
+/// the pull requests to the step summary and the `pull-requests` output.
+fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure> {
+    crate::util::write_atomic(results_path, &report.to_json())
         .map_err(|e| Failure::Fatal(format!("{}: {e}", results_path.display())))?;
     if let Some(dir) = results_path.parent() {
         let md = render_summary(report, None);
@@ -253,6 +330,12 @@ pub fn publish_report(
             &format!("pull-requests={}\n", serde_json::Value::Array(prs)),
         );
     }
+    Ok(())
+}
+
+/// Say what publishing did; the exit code: 0 nothing failed, 1 some failed, 3 all
+/// eligible failed.
+fn exit_code(report: &RunReport) -> i32 {
     let c = counts(report);
     let failed = c.get("failed").copied().unwrap_or(0);
     let eligible: usize = c
@@ -267,13 +350,13 @@ pub fn publish_report(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    Ok(if failed == 0 {
+    if failed == 0 {
         exit::SUCCESS
     } else if failed < eligible {
         exit::SOME_FAILED
     } else {
         exit::NONE_SUCCEEDED
-    })
+    }
 }
 
 fn merged(a: &[String], b: &[String]) -> Vec<String> {
@@ -288,7 +371,6 @@ fn merged(a: &[String], b: &[String]) -> Vec<String> {
 }
 
 fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let app_id =
         match args.app_id {
             Some(id) => Some(id),

@@ -117,114 +117,18 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
     env.add_template("summary.md", SUMMARY_TEMPLATE)
         .expect("summary template parses");
     let tmpl = env.get_template("summary.md").expect("template exists");
+    let picks = picks(report);
+    let pairs = pairs(report);
+    let counts: Vec<Count> = Status::ALL
+        .iter()
+        .map(|s| Count {
+            status: s.as_str(),
+            count: report.totals.count(*s),
+        })
+        .collect();
     let mut keep = report.results.len();
     loop {
-        let rows: Vec<Row> = report.results[..keep]
-            .iter()
-            .map(|r| Row {
-                id: r.worker_id,
-                icon: icon(r.status),
-                status: r.status.as_str(),
-                branch: md_escape(&r.branch),
-                model: md_escape(r.model.as_deref().unwrap_or("default")),
-                steps: r.steps.map_or("–".into(), |s| s.to_string()),
-                cost: format_worker_cost(r),
-                duration: format_duration(r.duration),
-                files: r.files_modified.len(),
-                pr: match &r.publish {
-                    Some(p) => match (&p.url, p.number) {
-                        (Some(url), Some(n)) => format!("[#{n}]({url}) {}", p.operation.as_str()),
-                        _ => p.operation.as_str().to_owned(),
-                    },
-                    None => "–".into(),
-                },
-            })
-            .collect();
-        let failures: Vec<Failure> = report.results[..keep]
-            .iter()
-            .filter(|r| r.status != Status::Success)
-            .map(|r| Failure {
-                id: r.worker_id,
-                branch: md_escape(&r.branch),
-                status: r.status.as_str(),
-                reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
-            })
-            .collect();
-        let setups: Vec<SetupLine> = report.results[..keep]
-            .iter()
-            .filter_map(|r| {
-                let s = r.setup.as_ref()?;
-                let did = s.copied > 0 || s.submodules.is_some() || !s.commands.is_empty();
-                did.then(|| SetupLine {
-                    id: r.worker_id,
-                    text: setup_text(s),
-                })
-            })
-            .collect();
-        let mut picks: Vec<Pick> = Vec::new();
-        let mut tasks: Vec<&str> = Vec::new();
-        for r in &report.results {
-            if let Some(sel) = &r.selection
-                && !tasks.contains(&sel.task.as_str())
-            {
-                tasks.push(&sel.task);
-            }
-        }
-        for task in tasks {
-            let mut group: Vec<&WorkerResult> = report
-                .results
-                .iter()
-                .filter(|r| r.selection.as_ref().is_some_and(|s| s.task == task))
-                .collect();
-            group.sort_by_key(|r| r.selection.as_ref().map_or(u32::MAX, |s| s.rank));
-            let ranking = group
-                .iter()
-                .map(|r| {
-                    let sel = r.selection.as_ref().expect("filtered");
-                    let mark = if sel.winner { " **winner**" } else { "" };
-                    format!(
-                        "#{} ({}, {}){mark}",
-                        r.worker_id,
-                        sel.score,
-                        r.status.as_str()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(" · ");
-            picks.push(Pick {
-                task: md_escape(&first_line(task, 80)),
-                ranking,
-            });
-        }
-        let pairs: Vec<Pair> = report
-            .conflicts
-            .iter()
-            .flat_map(|m| m.overlaps.iter())
-            .map(|o| Pair {
-                a: o.a,
-                b: o.b,
-                kind: if o.conflicting() {
-                    "conflict"
-                } else {
-                    "overlap"
-                },
-                files: md_escape(
-                    &if o.conflicting() {
-                        &o.conflicts
-                    } else {
-                        &o.files
-                    }
-                    .join(", "),
-                ),
-            })
-            .collect();
-        let counts: Vec<Count> = Status::ALL
-            .iter()
-            .map(|s| Count {
-                status: s.as_str(),
-                count: report.totals.count(*s),
-            })
-            .collect();
+        let shown = &report.results[..keep];
         let ctx = minijinja::context! {
             run_id => &report.run_id,
             interrupted => report.interrupted,
@@ -235,9 +139,9 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             agent => &report.plan.agent.name,
             duration => format_duration(report.duration),
             cost_total => total_cost(report),
-            rows => Value::from(Serde(&rows)),
-            failures => Value::from(Serde(&failures)),
-            setups => Value::from(Serde(&setups)),
+            rows => Value::from(Serde(&rows(shown))),
+            failures => Value::from(Serde(&failures(shown))),
+            setups => Value::from(Serde(&setups(shown))),
             truncated => report.results.len() - keep,
             has_prs => report.results.iter().any(|r| r.publish.is_some()),
             picks => Value::from(Serde(&picks)),
@@ -253,6 +157,126 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             _ => return out,
         }
     }
+}
+
+/// The table: one row per worker.
+fn rows(results: &[WorkerResult]) -> Vec<Row> {
+    results
+        .iter()
+        .map(|r| Row {
+            id: r.worker_id,
+            icon: icon(r.status),
+            status: r.status.as_str(),
+            branch: md_escape(&r.branch),
+            model: md_escape(r.model.as_deref().unwrap_or("default")),
+            steps: r.steps.map_or("–".into(), |s| s.to_string()),
+            cost: format_worker_cost(r),
+            duration: format_duration(r.duration),
+            files: r.files_modified.len(),
+            pr: match &r.publish {
+                Some(p) => match (&p.url, p.number) {
+                    (Some(url), Some(n)) => format!("[#{n}]({url}) {}", p.operation.as_str()),
+                    _ => p.operation.as_str().to_owned(),
+                },
+                None => "–".into(),
+            },
+        })
+        .collect()
+}
+
+/// The workers that did not succeed, and why.
+fn failures(results: &[WorkerResult]) -> Vec<Failure> {
+    results
+        .iter()
+        .filter(|r| r.status != Status::Success)
+        .map(|r| Failure {
+            id: r.worker_id,
+            branch: md_escape(&r.branch),
+            status: r.status.as_str(),
+            reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
+        })
+        .collect()
+}
+
+/// What worktree setup did, for the workers it did something for.
+fn setups(results: &[WorkerResult]) -> Vec<SetupLine> {
+    results
+        .iter()
+        .filter_map(|r| {
+            let s = r.setup.as_ref()?;
+            let did = s.copied > 0 || s.submodules.is_some() || !s.commands.is_empty();
+            did.then(|| SetupLine {
+                id: r.worker_id,
+                text: setup_text(s),
+            })
+        })
+        .collect()
+}
+
+/// Best-of-N: each shared task's workers, best first, the winner marked.
+fn picks(report: &RunReport) -> Vec<Pick> {
+    let mut tasks: Vec<&str> = Vec::new();
+    for r in &report.results {
+        if let Some(sel) = &r.selection
+            && !tasks.contains(&sel.task.as_str())
+        {
+            tasks.push(&sel.task);
+        }
+    }
+    let mut picks = Vec::new();
+    for task in tasks {
+        let mut group: Vec<&WorkerResult> = report
+            .results
+            .iter()
+            .filter(|r| r.selection.as_ref().is_some_and(|s| s.task == task))
+            .collect();
+        group.sort_by_key(|r| r.selection.as_ref().map_or(u32::MAX, |s| s.rank));
+        let ranking = group
+            .iter()
+            .map(|r| {
+                let sel = r.selection.as_ref().expect("filtered");
+                let mark = if sel.winner { " **winner**" } else { "" };
+                format!(
+                    "#{} ({}, {}){mark}",
+                    r.worker_id,
+                    sel.score,
+                    r.status.as_str()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · ");
+        picks.push(Pick {
+            task: md_escape(&first_line(task, 80)),
+            ranking,
+        });
+    }
+    picks
+}
+
+/// The conflict map's pairs: overlapping files, or the conflicting ones.
+fn pairs(report: &RunReport) -> Vec<Pair> {
+    report
+        .conflicts
+        .iter()
+        .flat_map(|m| m.overlaps.iter())
+        .map(|o| Pair {
+            a: o.a,
+            b: o.b,
+            kind: if o.conflicting() {
+                "conflict"
+            } else {
+                "overlap"
+            },
+            files: md_escape(
+                &if o.conflicting() {
+                    &o.conflicts
+                } else {
+                    &o.files
+                }
+                .join(", "),
+            ),
+        })
+        .collect()
 }
 
 /// One worker's setup in a line: files copied, each step and how it went, the ports.

@@ -17,11 +17,11 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
 use super::event::{Event, StopLevel};
-use super::harvest::{CommitSpec, commit_message, harvest};
+use super::harvest::{CommitSpec, Harvest, commit_message, harvest};
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
-use crate::agent::{AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
+use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::model::{Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
 
@@ -93,6 +93,35 @@ impl Spend {
     }
 }
 
+/// What every worker task of a run shares.
+#[derive(Clone)]
+struct Shared {
+    events: mpsc::UnboundedSender<Event>,
+    stop: watch::Receiver<StopLevel>,
+    spend: Arc<Spend>,
+    permits: Arc<Semaphore>,
+    done: Arc<Done>,
+}
+
+impl Shared {
+    /// Receivers of the results of `w`'s dependencies.
+    fn subscribe(&self, w: &PlannedWorker) -> Vec<watch::Receiver<Option<WorkerResult>>> {
+        w.depends_on
+            .iter()
+            .filter_map(|d| self.done.get(d).map(watch::Sender::subscribe))
+            .collect()
+    }
+
+    /// `result` is final: post it for dependents and report it.
+    fn finished(&self, id: u32, result: WorkerResult) -> (u32, WorkerResult) {
+        post(&self.done, &result);
+        let _ = self
+            .events
+            .send(Event::WorkerFinished(Box::new(result.clone())));
+        (id, result)
+    }
+}
+
 /// Everything the executor needs besides the plan.
 #[derive(Debug)]
 pub struct Executor {
@@ -134,117 +163,133 @@ impl Executor {
         events: mpsc::UnboundedSender<Event>,
         stop: watch::Receiver<StopLevel>,
     ) -> Vec<WorkerResult> {
-        for dir in ["logs", "agent-results"] {
-            let _ = std::fs::create_dir_all(self.run_dir.join(dir));
-        }
-        // libgit2 makes `<git dir>/worktrees` on first use and fails when two workers
-        // race to make it: make it once, up front.
-        if let Ok(repo) = git2::Repository::open(&self.repo_dir) {
-            let _ = std::fs::create_dir_all(repo.commondir().join("worktrees"));
-        }
+        self.make_dirs();
         // Workers start in plan order: the dispatcher hands out slots one by one and
         // stops handing them out once a stop is requested.
-        let permits = Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize));
-        let spend = Arc::new(Spend::default());
+        let shared = Shared {
+            events,
+            stop: stop.clone(),
+            spend: Arc::new(Spend::default()),
+            permits: Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize)),
+            // Each worker's result, as soon as it is final, for the workers that
+            // depend on it.
+            done: Arc::new(
+                self.plan
+                    .workers
+                    .iter()
+                    .map(|w| (w.id, watch::channel(None).0))
+                    .collect(),
+            ),
+        };
+        for r in self.kept.values() {
+            shared.spend.finish(r.worker_id, r.cost);
+            post(&shared.done, r);
+        }
         let mut set = JoinSet::new();
         let mut not_started = Vec::new();
         let mut over_budget = Vec::new();
-        let mut dispatch_stop = stop.clone();
-        // Each worker's result, as soon as it is final, for the workers that depend on it.
-        let done: Arc<Done> = Arc::new(
-            self.plan
-                .workers
-                .iter()
-                .map(|w| (w.id, watch::channel(None).0))
-                .collect(),
-        );
-        for r in self.kept.values() {
-            spend.finish(r.worker_id, r.cost);
-            post(&done, r);
-        }
+        let mut dispatch_stop = stop;
         for w in self.plan.workers.iter().cloned() {
             if let Some(r) = self.kept.get(&w.id).cloned() {
                 set.spawn(async move { (w.id, r) });
                 continue;
             }
             if !w.depends_on.is_empty() {
-                // A dependent waits for its dependencies without holding a slot, then
-                // queues for one like everyone else.
-                let deps: Vec<watch::Receiver<Option<WorkerResult>>> = w
-                    .depends_on
-                    .iter()
-                    .filter_map(|d| done.get(d).map(watch::Sender::subscribe))
-                    .collect();
-                let (ex, events, stop, spend, permits, done) = (
-                    Arc::clone(&self),
-                    events.clone(),
-                    stop.clone(),
-                    Arc::clone(&spend),
-                    Arc::clone(&permits),
-                    Arc::clone(&done),
-                );
-                set.spawn(async move {
-                    let id = w.id;
-                    let mut finished = Vec::new();
-                    for mut rx in deps {
-                        if let Ok(v) = rx.wait_for(Option::is_some).await {
-                            finished.extend(v.clone());
-                        }
-                    }
-                    let result = match ex.dependency_base(&w, &finished) {
-                        Err((status, reason)) => ex.skeleton(&w, status, &reason),
-                        Ok(base) => match slot(&permits, &mut stop.clone()).await {
-                            None => ex.skeleton(&w, Status::Failed, "interrupted"),
-                            Some(permit) => {
-                                let r = ex
-                                    .run_one_from(
-                                        w.clone(),
-                                        events.clone(),
-                                        stop,
-                                        Arc::clone(&spend),
-                                        Some(base),
-                                    )
-                                    .await;
-                                spend.finish(id, r.cost);
-                                drop(permit);
-                                r
-                            }
-                        },
-                    };
-                    post(&done, &result);
-                    let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
-                    (id, result)
-                });
+                let deps = shared.subscribe(&w);
+                set.spawn(Arc::clone(&self).dependent(w, deps, shared.clone()));
                 continue;
             }
-            let Some(permit) = slot(&permits, &mut dispatch_stop).await else {
+            let Some(permit) = slot(&shared.permits, &mut dispatch_stop).await else {
                 not_started.push(w);
                 continue;
             };
             if let Some(total) = self.plan.limits.budget_total {
-                let spent = spend.total();
+                let spent = shared.spend.total();
                 if spent >= total {
                     over_budget.push((w, spent, total));
                     continue;
                 }
             }
-            let ex = Arc::clone(&self);
-            let events = events.clone();
-            let stop = stop.clone();
-            let spend = Arc::clone(&spend);
-            let done = Arc::clone(&done);
-            set.spawn(async move {
-                let id = w.id;
-                let result = ex
-                    .run_one(w, events.clone(), stop, Arc::clone(&spend))
-                    .await;
-                spend.finish(id, result.cost);
-                drop(permit);
-                post(&done, &result);
-                let _ = events.send(Event::WorkerFinished(Box::new(result.clone())));
-                (id, result)
-            });
+            set.spawn(Arc::clone(&self).started(w, permit, shared.clone()));
         }
+        self.never_started(&mut set, &shared, over_budget, not_started);
+        self.collect(set, &shared.events).await
+    }
+
+    /// The run's folders for logs and agent results; and `<git dir>/worktrees`, which
+    /// libgit2 makes on first use and fails to when two workers race to make it.
+    fn make_dirs(&self) {
+        for dir in ["logs", "agent-results"] {
+            let _ = std::fs::create_dir_all(self.run_dir.join(dir));
+        }
+        if let Ok(repo) = git2::Repository::open(&self.repo_dir) {
+            let _ = std::fs::create_dir_all(repo.commondir().join("worktrees"));
+        }
+    }
+
+    /// A worker that got a slot: run it.
+    async fn started(
+        self: Arc<Self>,
+        w: PlannedWorker,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        sh: Shared,
+    ) -> (u32, WorkerResult) {
+        let id = w.id;
+        let result = self
+            .run_one(w, sh.events.clone(), sh.stop.clone(), Arc::clone(&sh.spend))
+            .await;
+        sh.spend.finish(id, result.cost);
+        drop(permit);
+        sh.finished(id, result)
+    }
+
+    /// A dependent waits for its dependencies without holding a slot, then queues for
+    /// one like everyone else (or is skipped when a dependency did not succeed).
+    async fn dependent(
+        self: Arc<Self>,
+        w: PlannedWorker,
+        deps: Vec<watch::Receiver<Option<WorkerResult>>>,
+        sh: Shared,
+    ) -> (u32, WorkerResult) {
+        let id = w.id;
+        let mut finished = Vec::new();
+        for mut rx in deps {
+            if let Ok(v) = rx.wait_for(Option::is_some).await {
+                finished.extend(v.clone());
+            }
+        }
+        let result = match self.dependency_base(&w, &finished) {
+            Err((status, reason)) => self.skeleton(&w, status, &reason),
+            Ok(base) => match slot(&sh.permits, &mut sh.stop.clone()).await {
+                None => self.skeleton(&w, Status::Failed, "interrupted"),
+                Some(permit) => {
+                    let r = self
+                        .run_one_from(
+                            w.clone(),
+                            sh.events.clone(),
+                            sh.stop.clone(),
+                            Arc::clone(&sh.spend),
+                            Some(base),
+                        )
+                        .await;
+                    sh.spend.finish(id, r.cost);
+                    drop(permit);
+                    r
+                }
+            },
+        };
+        sh.finished(id, result)
+    }
+
+    /// Results for the workers the run's budget kept from starting, and for those a
+    /// stop request did.
+    fn never_started(
+        &self,
+        set: &mut JoinSet<(u32, WorkerResult)>,
+        sh: &Shared,
+        over_budget: Vec<(PlannedWorker, f64, f64)>,
+        not_started: Vec<PlannedWorker>,
+    ) {
         for (w, spent, total) in over_budget {
             let r = self.skeleton(
                 &w,
@@ -254,23 +299,26 @@ impl Executor {
                     NOT_STARTED_BUDGET
                 ),
             );
-            post(&done, &r);
-            let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
-            set.spawn(async move { (w.id, r) });
+            set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
         for w in not_started {
             let r = self.skeleton(&w, Status::Failed, "interrupted");
-            post(&done, &r);
-            let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
-            set.spawn(async move { (w.id, r) });
+            set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
+    }
+
+    /// Every worker's result, in id order; a worker task that panicked still gets a row.
+    async fn collect(
+        &self,
+        mut set: JoinSet<(u32, WorkerResult)>,
+        events: &mpsc::UnboundedSender<Event>,
+    ) -> Vec<WorkerResult> {
         let mut results: Vec<WorkerResult> = Vec::with_capacity(self.plan.workers.len());
         while let Some(joined) = set.join_next().await {
             if let Ok((_, r)) = joined {
                 results.push(r);
             }
         }
-        // A worker task that panicked still gets a row.
         for w in &self.plan.workers {
             if !results.iter().any(|r| r.worker_id == w.id) {
                 let r = self.skeleton(
@@ -341,37 +389,7 @@ impl Executor {
         {
             return Err((Status::Failed, "interrupted".into()));
         }
-        let mut picked: Vec<&WorkerResult> = Vec::new();
-        for task in &w.task.depends_on {
-            let mut of_task: Vec<&WorkerResult> = finished
-                .iter()
-                .filter(|r| r.task_id.as_deref() == Some(task.as_str()))
-                .collect();
-            of_task.sort_by_key(|r| r.worker_id);
-            match of_task.iter().find(|r| r.status == Status::Success) {
-                Some(r) => picked.push(r),
-                None => {
-                    let why = of_task
-                        .first()
-                        .map(|r| {
-                            format!(
-                                " (#{}: {}{})",
-                                r.worker_id,
-                                r.status,
-                                r.reason
-                                    .as_deref()
-                                    .map(|x| format!(": {x}"))
-                                    .unwrap_or_default()
-                            )
-                        })
-                        .unwrap_or_default();
-                    return Err((
-                        Status::Skipped,
-                        format!("dependency {task} did not succeed{why}"),
-                    ));
-                }
-            }
-        }
+        let picked = successful_dependencies(w, finished)?;
         let commits: Vec<Oid> = picked
             .iter()
             .filter_map(|r| r.commit.as_deref()?.parse().ok())
@@ -383,56 +401,67 @@ impl Executor {
             .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
         let mut acc = *first;
         for (k, next) in rest.iter().enumerate() {
-            let git = |e: git2::Error| {
-                (
-                    Status::Failed,
-                    format!("merging dependencies: {}", e.message()),
-                )
-            };
-            if repo.graph_descendant_of(acc, *next).map_err(git)? || acc == *next {
-                continue;
-            }
-            if repo.graph_descendant_of(*next, acc).map_err(git)? {
-                acc = *next;
-                continue;
-            }
-            let ours = repo.find_commit(acc).map_err(git)?;
-            let theirs = repo.find_commit(*next).map_err(git)?;
-            let mut index = repo.merge_commits(&ours, &theirs, None).map_err(git)?;
-            if index.has_conflicts() {
-                let paths: Vec<String> = index
-                    .conflicts()
-                    .map_err(git)?
-                    .flatten()
-                    .filter_map(|c| c.our.or(c.their))
-                    .map(|e| String::from_utf8_lossy(&e.path).into_owned())
-                    .collect();
-                return Err((
-                    Status::Failed,
-                    format!(
-                        "dependencies #{} and #{} conflict in {}",
-                        picked[0].worker_id,
-                        picked[k + 1].worker_id,
-                        paths.join(", ")
-                    ),
-                ));
-            }
-            let tree = repo
-                .find_tree(index.write_tree_to(&repo).map_err(git)?)
-                .map_err(git)?;
-            let sig = git2::Signature::now(&self.identity.0, &self.identity.1).map_err(git)?;
-            acc = repo
-                .commit(
-                    None,
-                    &sig,
-                    &sig,
-                    &format!("fanout: merge the dependencies of worker {}", w.id),
-                    &tree,
-                    &[&ours, &theirs],
-                )
-                .map_err(git)?;
+            acc = self.merge_dependency(&repo, w, acc, *next, (&picked, k + 1))?;
         }
         Ok(acc)
+    }
+
+    /// `acc` (the dependencies merged so far) merged with `next` (the commit of
+    /// `picked.0[picked.1]`): the one that contains the other, or a merge commit.
+    fn merge_dependency(
+        &self,
+        repo: &git2::Repository,
+        w: &PlannedWorker,
+        acc: Oid,
+        next: Oid,
+        (picked, k): (&[&WorkerResult], usize),
+    ) -> Result<Oid, (Status, String)> {
+        let git = |e: git2::Error| {
+            (
+                Status::Failed,
+                format!("merging dependencies: {}", e.message()),
+            )
+        };
+        if repo.graph_descendant_of(acc, next).map_err(git)? || acc == next {
+            return Ok(acc);
+        }
+        if repo.graph_descendant_of(next, acc).map_err(git)? {
+            return Ok(next);
+        }
+        let ours = repo.find_commit(acc).map_err(git)?;
+        let theirs = repo.find_commit(next).map_err(git)?;
+        let mut index = repo.merge_commits(&ours, &theirs, None).map_err(git)?;
+        if index.has_conflicts() {
+            let paths: Vec<String> = index
+                .conflicts()
+                .map_err(git)?
+                .flatten()
+                .filter_map(|c| c.our.or(c.their))
+                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                .collect();
+            return Err((
+                Status::Failed,
+                format!(
+                    "dependencies #{} and #{} conflict in {}",
+                    picked[0].worker_id,
+                    picked[k].worker_id,
+                    paths.join(", ")
+                ),
+            ));
+        }
+        let tree = repo
+            .find_tree(index.write_tree_to(repo).map_err(git)?)
+            .map_err(git)?;
+        let sig = git2::Signature::now(&self.identity.0, &self.identity.1).map_err(git)?;
+        repo.commit(
+            None,
+            &sig,
+            &sig,
+            &format!("fanout: merge the dependencies of worker {}", w.id),
+            &tree,
+            &[&ours, &theirs],
+        )
+        .map_err(git)
     }
 
     async fn run_one_from(
@@ -446,11 +475,74 @@ impl Executor {
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }
+        let (base, path) = match self.make_worktree(&w, base_override).await {
+            Ok(made) => made,
+            Err(failed) => return failed,
+        };
+        let mut result = self.skeleton(&w, Status::Failed, "interrupted");
+        result.worktree_path = Some(path.clone());
+        result.base_commit = base_override.map(|b| b.to_string());
+        if *stop.borrow() != StopLevel::Run {
+            result.commit = Some(base.to_string());
+            return result;
+        }
 
-        // Make the worktree.
+        // Run the agent.
+        let at = Paths {
+            log: Self::log_path(&self.run_dir, w.id),
+            result_file: Self::result_file_path(&self.run_dir, w.id),
+            worktree: path,
+        };
+        let _ = std::fs::remove_file(&at.result_file);
+        result.log_path = Some(at.log.clone());
+
+        // Prepare the worktree: a port block (held until this worker is done), copied
+        // files, submodules, setup commands. A failure there fails the worker, and the
+        // agent never starts.
+        let prepared = self.prepare(&w, &at, &events, &stop).await;
+        result.setup = Some(prepared.record);
+        let _ports = prepared.lease;
+        if let Some(why) = prepared.failure {
+            result.reason = Some(why);
+            result.commit = Some(base.to_string());
+            return result;
+        }
+
+        let adapter = self.plan.agent.adapter();
+        let live = Live {
+            events: &events,
+            stop: &stop,
+            spend,
+        };
+        match self
+            .run_agent(&w, adapter.as_ref(), &at, prepared.env, live)
+            .await
+        {
+            Err(why) => {
+                result.reason = Some(why);
+                self.finish_harvest(result, &w, base, None, &stop).await
+            }
+            Ok(sup) => {
+                let outcome = read_outcome(&mut result, adapter.as_ref(), &sup, &at, &w);
+                self.finish_harvest(result, &w, base, Some((sup, outcome)), &stop)
+                    .await
+            }
+        }
+    }
+
+    /// Make `w`'s worktree on its branch, from the plan's base (or `base_override`,
+    /// a dependent's merged dependencies), and note it in the journal; a failure is
+    /// the worker's final result.
+    async fn make_worktree(
+        &self,
+        w: &PlannedWorker,
+        base_override: Option<Oid>,
+    ) -> Result<(Oid, PathBuf), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
-            Err(_) => return self.skeleton(&w, Status::Failed, "plan has an invalid base commit"),
+            Err(_) => {
+                return Err(self.skeleton(w, Status::Failed, "plan has an invalid base commit"));
+            }
         };
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let path = worktree::worktree_path(&self.worktree_root, &self.plan.run_id, w.id);
@@ -472,38 +564,30 @@ impl Executor {
                     e.branch_created = true;
                     e.worktree_created = true;
                 });
+                Ok((base, path))
             }
-            Ok(Err(e)) => {
-                return self.skeleton(
-                    &w,
-                    Status::Failed,
-                    &format!("could not create worktree: {e}"),
-                );
-            }
+            Ok(Err(e)) => Err(self.skeleton(
+                w,
+                Status::Failed,
+                &format!("could not create worktree: {e}"),
+            )),
             Err(_) => {
-                return self.skeleton(&w, Status::Failed, "could not create worktree: task failed");
+                Err(self.skeleton(w, Status::Failed, "could not create worktree: task failed"))
             }
         }
-        let mut result = self.skeleton(&w, Status::Failed, "interrupted");
-        result.worktree_path = Some(path.clone());
-        result.base_commit = base_override.map(|b| b.to_string());
-        if *stop.borrow() != StopLevel::Run {
-            result.commit = Some(base.to_string());
-            return result;
-        }
+    }
 
-        // Run the agent.
-        let log = Self::log_path(&self.run_dir, w.id);
-        let result_file = Self::result_file_path(&self.run_dir, w.id);
-        let _ = std::fs::remove_file(&result_file);
-        result.log_path = Some(log.clone());
-
-        // Prepare the worktree: a port block (held until this worker is done), copied
-        // files, submodules, setup commands. A failure there fails the worker, and the
-        // agent never starts.
+    /// Worktree setup for `w` ([`super::setup::prepare`]), its output shown live.
+    async fn prepare(
+        &self,
+        w: &PlannedWorker,
+        at: &Paths,
+        events: &mpsc::UnboundedSender<Event>,
+        stop: &watch::Receiver<StopLevel>,
+    ) -> super::setup::Prepared {
         let setup_events = events.clone();
         let id = w.id;
-        let prepared = super::setup::prepare(
+        super::setup::prepare(
             &self.plan.setup,
             &super::setup::Worker {
                 run_id: &self.plan.run_id,
@@ -511,8 +595,8 @@ impl Executor {
                 branch: &w.branch,
                 checkout: &self.repo_dir,
                 worktree_root: &self.worktree_root,
-                worktree: &path,
-                log: &log,
+                worktree: &at.worktree,
+                log: &at.log,
                 base_env: &self.base_env,
                 grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
             },
@@ -524,15 +608,25 @@ impl Executor {
                 });
             },
         )
-        .await;
-        result.setup = Some(prepared.record);
-        let _ports = prepared.lease;
-        if let Some(why) = prepared.failure {
-            result.reason = Some(why);
-            result.commit = Some(base.to_string());
-            return result;
-        }
+        .await
+    }
 
+    /// Run `w`'s agent as a supervised process group in its worktree, within the
+    /// plan's limits, its output shown live and its live cost counted for the run's
+    /// budget. An error is why it could not run.
+    async fn run_agent(
+        &self,
+        w: &PlannedWorker,
+        adapter: &dyn Adapter,
+        at: &Paths,
+        setup_env: Vec<(String, String)>,
+        live: Live<'_>,
+    ) -> Result<Supervised, String> {
+        let Live {
+            events,
+            stop,
+            spend,
+        } = live;
         let limits = &self.plan.limits;
         let timeout = limits.timeout_per_worker.map(Duration::from_secs_f64);
         let ctx = WorkerContext {
@@ -541,28 +635,23 @@ impl Executor {
             task: &w.task.prompt,
             model: w.model.as_deref(),
             branch: &w.branch,
-            worktree: &path,
+            worktree: &at.worktree,
             max_steps: limits.max_steps,
             budget: limits.budget_per_worker,
             timeout,
-            result_file: &result_file,
+            result_file: &at.result_file,
         };
-        let adapter = self.plan.agent.adapter();
-        let cmd = match adapter.command(&ctx) {
-            Ok(c) => c,
-            Err(e) => {
-                result.reason = Some(format!("could not build the agent's command: {e}"));
-                return self.finish_harvest(result, &w, base, None, &stop).await;
-            }
-        };
+        let cmd = adapter
+            .command(&ctx)
+            .map_err(|e| format!("could not build the agent's command: {e}"))?;
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
-            worktree: path.clone(),
-            log: log.clone(),
+            worktree: at.worktree.clone(),
+            log: at.log.clone(),
         });
         let env = agent_env_with(
             self.base_env.iter().cloned(),
-            &[cmd.env.clone(), prepared.env].concat(),
+            &[cmd.env.clone(), setup_env].concat(),
             self.plan.agent.allow_github_token,
         );
         let line_events = events.clone();
@@ -570,9 +659,9 @@ impl Executor {
         let spec = ProcessSpec {
             program: &cmd.program,
             args: &cmd.args,
-            cwd: &path,
+            cwd: &at.worktree,
             env,
-            log: &log,
+            log: &at.log,
             timeout,
             grace: Duration::from_secs_f64(limits.kill_grace),
             inactivity: limits.inactivity_timeout.map(Duration::from_secs_f64),
@@ -585,44 +674,18 @@ impl Executor {
                 }
             })),
         };
-        let supervised = supervise(spec, stop.clone(), move |line| {
+        let sup = supervise(spec, stop.clone(), move |line| {
             let _ = line_events.send(Event::WorkerOutput {
                 id,
                 line: line.to_owned(),
             });
         })
-        .await;
-        let sup = match supervised {
-            Ok(s) => s,
-            Err(e) => {
-                result.reason = Some(format!("could not start `{}`: {e}", cmd.program));
-                return self.finish_harvest(result, &w, base, None, &stop).await;
-            }
-        };
+        .await
+        .map_err(|e| format!("could not start `{}`: {e}", cmd.program))?;
         if sup.ending == Ending::TimedOut {
             let _ = events.send(Event::WorkerTimedOut { id: w.id });
         }
-        let file = std::fs::read(&result_file).ok();
-        let observed = Observed {
-            exit_code: sup.exit_code,
-            signal: sup.signal,
-            stdout_tail: &sup.stdout_tail,
-            result_file: file.as_deref(),
-            model: w.model.as_deref(),
-        };
-        let outcome = adapter.outcome(&observed);
-        result.exit_code = sup.exit_code;
-        result.signal = sup.signal;
-        result.duration = sup.duration.as_secs_f64();
-        // The final report wins; what the live output said fills what it lacks (an
-        // agent stopped mid-run prints no final report).
-        result.steps = outcome.steps.or(sup.progress.steps);
-        (result.cost, result.cost_source) = match outcome.cost {
-            Some(c) => (Some(c), adapter.cost_source(&outcome, &observed)),
-            None => (sup.progress.cost, sup.progress_source),
-        };
-        self.finish_harvest(result, &w, base, Some((sup, outcome)), &stop)
-            .await
+        Ok(sup)
     }
 
     /// Commit leftovers, diff, and decide the final status.
@@ -637,35 +700,11 @@ impl Executor {
         let Some(path) = result.worktree_path.clone() else {
             return result;
         };
-        let message = commit_message(
-            &w.task.prompt,
-            &w.agent,
-            w.model.as_deref(),
-            w.id,
-            &self.plan.run_id,
-        );
-        let exclude = self.plan.exclude.clone();
-        let identity = self.identity.clone();
-        let branch = w.branch.clone();
-        let harvested = tokio::task::spawn_blocking(move || {
-            let spec = CommitSpec {
-                identity: (&identity.0, &identity.1),
-                message,
-                exclude: &exclude,
-            };
-            harvest(&path, &branch, base, &spec)
-        })
-        .await;
-        let harvested = match harvested {
-            Ok(Ok(h)) => h,
-            Ok(Err(e)) => {
+        let harvested = match self.commit(w, path, base).await {
+            Ok(h) => h,
+            Err(why) => {
                 result.status = Status::Failed;
-                result.reason = Some(format!("harvest failed: {}", e.message()));
-                return result;
-            }
-            Err(_) => {
-                result.status = Status::Failed;
-                result.reason = Some("harvest failed: task panicked".into());
+                result.reason = Some(why);
                 return result;
             }
         };
@@ -689,38 +728,8 @@ impl Executor {
         let mut notes: Vec<String> = reason.into_iter().collect();
         // Checks decide success: run them on the committed result of any worker that
         // could still count (success or partial); a failed check fails the worker.
-        if !self.plan.checks.is_empty()
-            && matches!(status, Status::Success | Status::Partial)
-            && let Some(dir) = result.worktree_path.clone()
-        {
-            let env = agent_env_with(
-                self.base_env.iter().cloned(),
-                &super::setup::worker_vars(
-                    &self.plan.run_id,
-                    w.id,
-                    &w.branch,
-                    &dir,
-                    result.setup.as_ref().and_then(|s| s.ports),
-                ),
-                false,
-            );
-            result.checks = super::checks::run(
-                &self.plan.checks,
-                &dir,
-                &env,
-                &self.run_dir.join("logs"),
-                w.id,
-                Duration::from_secs_f64(self.plan.limits.kill_grace),
-                stop.clone(),
-            )
-            .await;
-            if let Some(why) = super::checks::failure(&result.checks, self.plan.checks.len()) {
-                result.status = Status::Failed;
-                notes.insert(0, why);
-            } else if result.checks.len() < self.plan.checks.len() {
-                result.status = Status::Failed;
-                notes.insert(0, "interrupted during checks".to_owned());
-            }
+        if !self.plan.checks.is_empty() && matches!(status, Status::Success | Status::Partial) {
+            self.check(&mut result, w, stop, &mut notes).await;
         }
         if let Some(n) = harvested.note {
             notes.push(n);
@@ -734,6 +743,165 @@ impl Executor {
         result.reason = (!notes.is_empty()).then(|| notes.join("; "));
         result
     }
+
+    /// Commit what the agent left in the worktree at `path` on `w`'s branch, and what
+    /// changed since `base`; an error says why harvest failed.
+    async fn commit(&self, w: &PlannedWorker, path: PathBuf, base: Oid) -> Result<Harvest, String> {
+        let message = commit_message(
+            &w.task.prompt,
+            &w.agent,
+            w.model.as_deref(),
+            w.id,
+            &self.plan.run_id,
+        );
+        let exclude = self.plan.exclude.clone();
+        let identity = self.identity.clone();
+        let branch = w.branch.clone();
+        let harvested = tokio::task::spawn_blocking(move || {
+            let spec = CommitSpec {
+                identity: (&identity.0, &identity.1),
+                message,
+                exclude: &exclude,
+            };
+            harvest(&path, &branch, base, &spec)
+        })
+        .await;
+        match harvested {
+            Ok(Ok(h)) => Ok(h),
+            Ok(Err(e)) => Err(format!("harvest failed: {}", e.message())),
+            Err(_) => Err("harvest failed: task panicked".into()),
+        }
+    }
+
+    /// Run the plan's checks on `w`'s committed result; a failed (or interrupted)
+    /// check fails the worker, its reason first among the `notes`.
+    async fn check(
+        &self,
+        result: &mut WorkerResult,
+        w: &PlannedWorker,
+        stop: &watch::Receiver<StopLevel>,
+        notes: &mut Vec<String>,
+    ) {
+        let Some(dir) = result.worktree_path.clone() else {
+            return;
+        };
+        let env = agent_env_with(
+            self.base_env.iter().cloned(),
+            &super::setup::worker_vars(
+                &self.plan.run_id,
+                w.id,
+                &w.branch,
+                &dir,
+                result.setup.as_ref().and_then(|s| s.ports),
+            ),
+            false,
+        );
+        result.checks = super::checks::run(
+            &self.plan.checks,
+            &dir,
+            &env,
+            &self.run_dir.join("logs"),
+            w.id,
+            Duration::from_secs_f64(self.plan.limits.kill_grace),
+            stop.clone(),
+        )
+        .await;
+        if let Some(why) = super::checks::failure(&result.checks, self.plan.checks.len()) {
+            result.status = Status::Failed;
+            notes.insert(0, why);
+        } else if result.checks.len() < self.plan.checks.len() {
+            result.status = Status::Failed;
+            notes.insert(0, "interrupted during checks".to_owned());
+        }
+    }
+}
+
+/// How a running agent is followed: events for the reporter, the stop channel, and
+/// the run's spend (its live cost counts for the run's budget).
+struct Live<'a> {
+    events: &'a mpsc::UnboundedSender<Event>,
+    stop: &'a watch::Receiver<StopLevel>,
+    spend: Arc<Spend>,
+}
+
+/// Where a worker's things are.
+struct Paths {
+    /// Its worktree.
+    worktree: PathBuf,
+    /// Its log.
+    log: PathBuf,
+    /// `$FANOUT_RESULT`.
+    result_file: PathBuf,
+}
+
+/// What the agent reported (its result file, else its output), into `result`: exit,
+/// signal, duration, steps and cost. The final report wins; what the live output said
+/// fills what it lacks (an agent stopped mid-run prints no final report).
+fn read_outcome(
+    result: &mut WorkerResult,
+    adapter: &dyn Adapter,
+    sup: &Supervised,
+    at: &Paths,
+    w: &PlannedWorker,
+) -> AgentOutcome {
+    let file = std::fs::read(&at.result_file).ok();
+    let observed = Observed {
+        exit_code: sup.exit_code,
+        signal: sup.signal,
+        stdout_tail: &sup.stdout_tail,
+        result_file: file.as_deref(),
+        model: w.model.as_deref(),
+    };
+    let outcome = adapter.outcome(&observed);
+    result.exit_code = sup.exit_code;
+    result.signal = sup.signal;
+    result.duration = sup.duration.as_secs_f64();
+    result.steps = outcome.steps.or(sup.progress.steps);
+    (result.cost, result.cost_source) = match outcome.cost {
+        Some(c) => (Some(c), adapter.cost_source(&outcome, &observed)),
+        None => (sup.progress.cost, sup.progress_source),
+    };
+    outcome
+}
+
+/// The first success of each task `w` depends on, among the `finished` results; a
+/// task with none skips `w`, saying why.
+fn successful_dependencies<'a>(
+    w: &PlannedWorker,
+    finished: &'a [WorkerResult],
+) -> Result<Vec<&'a WorkerResult>, (Status, String)> {
+    let mut picked: Vec<&WorkerResult> = Vec::new();
+    for task in &w.task.depends_on {
+        let mut of_task: Vec<&WorkerResult> = finished
+            .iter()
+            .filter(|r| r.task_id.as_deref() == Some(task.as_str()))
+            .collect();
+        of_task.sort_by_key(|r| r.worker_id);
+        match of_task.iter().find(|r| r.status == Status::Success) {
+            Some(r) => picked.push(r),
+            None => {
+                let why = of_task
+                    .first()
+                    .map(|r| {
+                        format!(
+                            " (#{}: {}{})",
+                            r.worker_id,
+                            r.status,
+                            r.reason
+                                .as_deref()
+                                .map(|x| format!(": {x}"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                return Err((
+                    Status::Skipped,
+                    format!("dependency {task} did not succeed{why}"),
+                ));
+            }
+        }
+    }
+    Ok(picked)
 }
 
 /// The final status from what was observed and what the agent reported.
@@ -852,118 +1020,104 @@ mod tests {
     #[test]
     fn status_rules() {
         let s = sup(Ending::Exited);
-        assert_eq!(
-            decide(
-                &s,
-                &out(AgentStatus::Success, None),
-                false,
-                None,
-                None,
-                None
-            )
-            .0,
-            Status::Success
-        );
-        assert_eq!(
-            decide(&s, &out(AgentStatus::Success, None), true, None, None, None),
-            (
-                Status::Failed,
-                Some("agent finished but changed no files".into())
-            )
-        );
+        let ok = out(AgentStatus::Success, None);
+        assert_eq!(decide(&s, &ok, false, None, None, None).0, Status::Success);
         // Claude Code denied the write: the reason says so.
         let denied = AgentOutcome {
             reason: Some("permission denied: Write".into()),
             ..out(AgentStatus::Success, Some(0.01))
         };
-        assert_eq!(
-            decide(&s, &denied, true, None, None, None),
+        let mut over = sup(Ending::OverBudget);
+        over.progress.cost = Some(1.25);
+        let mut steps = sup(Ending::MaxSteps);
+        steps.progress.steps = Some(4);
+        let cases: [Case<'_>; 8] = [
             (
+                &s,
+                &ok,
+                true,
+                [None, None, None],
                 Status::Failed,
-                Some("agent finished but changed no files; permission denied: Write".into())
-            )
-        );
-        assert_eq!(
-            decide(
+                "agent finished but changed no files",
+            ),
+            (
+                &s,
+                &denied,
+                true,
+                [None, None, None],
+                Status::Failed,
+                "agent finished but changed no files; permission denied: Write",
+            ),
+            (
                 &s,
                 &out(AgentStatus::Success, Some(2.0)),
                 false,
-                Some(1.0),
-                None,
-                None
+                [Some(1.0), None, None],
+                Status::Partial,
+                "budget exceeded: $2.0000 of $1.0000",
             ),
             (
-                Status::Partial,
-                Some("budget exceeded: $2.0000 of $1.0000".into())
-            )
-        );
-        assert_eq!(
-            decide(
                 &sup(Ending::TimedOut),
-                &out(AgentStatus::Success, None),
+                &ok,
                 false,
-                None,
-                Some(5.0),
-                None
-            ),
-            (Status::Timeout, Some("timed out after 5s".into()))
-        );
-        assert_eq!(
-            decide(
-                &sup(Ending::Interrupted),
-                &out(AgentStatus::Success, None),
-                false,
-                None,
-                None,
-                None
-            ),
-            (Status::Failed, Some("interrupted".into()))
-        );
-        let mut over = sup(Ending::OverBudget);
-        over.progress.cost = Some(1.25);
-        assert_eq!(
-            decide(
-                &over,
-                &out(AgentStatus::Success, None),
-                false,
-                Some(1.0),
-                None,
-                None
+                [None, Some(5.0), None],
+                Status::Timeout,
+                "timed out after 5s",
             ),
             (
+                &sup(Ending::Interrupted),
+                &ok,
+                false,
+                [None, None, None],
+                Status::Failed,
+                "interrupted",
+            ),
+            (
+                &over,
+                &ok,
+                false,
+                [Some(1.0), None, None],
                 Status::Partial,
-                Some("budget exceeded ($1.2500 of $1.0000); stopped".into())
-            )
-        );
-        let mut steps = sup(Ending::MaxSteps);
-        steps.progress.steps = Some(4);
-        assert_eq!(
-            decide(
+                "budget exceeded ($1.2500 of $1.0000); stopped",
+            ),
+            (
                 &steps,
                 &out(AgentStatus::Failed, None),
                 false,
-                None,
-                None,
-                None
-            ),
-            (
+                [None, None, None],
                 Status::Partial,
-                Some("max steps reached (4 steps); stopped".into())
-            )
-        );
-        assert_eq!(
-            decide(
-                &sup(Ending::Inactive),
-                &out(AgentStatus::Success, None),
-                false,
-                None,
-                None,
-                Some(30.0)
+                "max steps reached (4 steps); stopped",
             ),
             (
+                &sup(Ending::Inactive),
+                &ok,
+                false,
+                [None, None, Some(30.0)],
                 Status::Timeout,
-                Some("no output for 30s (inactivity timeout); stopped".into())
-            )
+                "no output for 30s (inactivity timeout); stopped",
+            ),
+        ];
+        for case in cases {
+            assert_decides(case);
+        }
+    }
+
+    /// What the agent was seen doing, what it said, whether it changed nothing, the
+    /// limits (budget, timeout, inactivity); the status and reason expected.
+    type Case<'a> = (
+        &'a Supervised,
+        &'a AgentOutcome,
+        bool,
+        [Option<f64>; 3],
+        Status,
+        &'a str,
+    );
+
+    fn assert_decides((seen, said, empty, [budget, timeout, idle], status, reason): Case<'_>) {
+        assert_eq!(
+            decide(seen, said, empty, budget, timeout, idle),
+            (status, Some(reason.to_owned())),
+            "{reason}"
         );
     }
 }

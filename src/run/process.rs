@@ -124,16 +124,7 @@ pub async fn supervise(
         .append(true)
         .open(spec.log)
         .await?;
-    let mut cmd = tokio::process::Command::new(spec.program);
-    cmd.args(spec.args)
-        .current_dir(spec.cwd)
-        .env_clear()
-        .envs(spec.env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
+    let mut cmd = command(&mut spec);
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
@@ -142,7 +133,7 @@ pub async fn supervise(
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let last_output = Arc::new(AtomicU64::new(0));
-    let (limit_tx, mut limit_rx) = tokio::sync::mpsc::unbounded_channel::<Ending>();
+    let (limit_tx, limit_rx) = tokio::sync::mpsc::unbounded_channel::<Ending>();
     let watching = Watching {
         watch: spec.watch.take(),
         limits: LineLimits {
@@ -155,71 +146,152 @@ pub async fn supervise(
         started,
     };
     let drain = tokio::spawn(drain(stdout, stderr, log, on_line, watching));
-    let mut idle_check = spec.inactivity.map(|limit| {
+    let mut st = Stopping {
+        pgid,
+        grace: spec.grace,
+        ending: Ending::Exited,
+        kill_at: None,
+        killed: false,
+    };
+    let limits = Limits {
+        deadline: spec.timeout.map(|t| tokio::time::Instant::now() + t),
+        inactivity: spec.inactivity,
+        last_output,
+        started,
+        reached: limit_rx,
+    };
+    let status = wait_for_exit(&mut child, &mut st, limits, &mut stop).await?;
+    let duration = started.elapsed();
+    let stragglers = stop_stragglers(&mut st, &stop).await;
+    // The group is gone: nothing left for a later `fanout resume` to worry about.
+    let _ = std::fs::remove_file(&group_record);
+    let (stdout_tail, progress, progress_source, pipes_leaked) = finish_drain(drain).await;
+    Ok(Supervised {
+        exit_code: status.code(),
+        signal: status.signal(),
+        ending: st.ending,
+        duration,
+        stdout_tail,
+        stragglers,
+        killed: st.killed,
+        pipes_leaked,
+        progress,
+        progress_source,
+    })
+}
+
+/// The command for `spec`: its own process group, a clean environment, output piped.
+fn command(spec: &mut ProcessSpec<'_>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(spec.program);
+    cmd.args(spec.args)
+        .current_dir(spec.cwd)
+        .env_clear()
+        .envs(std::mem::take(&mut spec.env))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    cmd
+}
+
+/// How fanout is stopping a process group, if it is: why, when SIGKILL follows the
+/// SIGTERM, and whether it was sent.
+struct Stopping {
+    pgid: Pid,
+    grace: Duration,
+    ending: Ending,
+    kill_at: Option<tokio::time::Instant>,
+    killed: bool,
+}
+
+impl Stopping {
+    /// Nothing has stopped it yet: a limit may.
+    fn running(&self) -> bool {
+        self.ending == Ending::Exited && !self.killed
+    }
+
+    /// SIGTERM the group for `why`; SIGKILL follows after the grace.
+    fn term(&mut self, why: Ending) {
+        self.ending = why;
+        signal_group(self.pgid, Signal::SIGTERM);
+        self.kill_at = Some(tokio::time::Instant::now() + self.grace);
+    }
+
+    /// SIGKILL the group.
+    fn kill(&mut self) {
+        signal_group(self.pgid, Signal::SIGKILL);
+        self.killed = true;
+        self.kill_at = None;
+    }
+
+    /// fanout was asked to stop, at `level`.
+    fn requested(&mut self, level: StopLevel) {
+        match level {
+            StopLevel::Run => {}
+            StopLevel::Graceful => {
+                if self.kill_at.is_none() && !self.killed {
+                    self.term(Ending::Interrupted);
+                }
+            }
+            StopLevel::Kill => {
+                if self.ending == Ending::Exited {
+                    self.ending = Ending::Interrupted;
+                }
+                self.kill();
+            }
+        }
+    }
+}
+
+/// What may stop the process besides a stop request: the timeout, the drain's line
+/// limits (budget, steps), and inactivity.
+struct Limits {
+    deadline: Option<tokio::time::Instant>,
+    inactivity: Option<Duration>,
+    last_output: Arc<AtomicU64>,
+    started: Instant,
+    reached: tokio::sync::mpsc::UnboundedReceiver<Ending>,
+}
+
+/// Wait for the group's leader to exit, stopping the group at a limit or when fanout
+/// is asked to stop (a stop requested before it started counts too).
+async fn wait_for_exit(
+    child: &mut tokio::process::Child,
+    st: &mut Stopping,
+    mut limits: Limits,
+    stop: &mut watch::Receiver<StopLevel>,
+) -> std::io::Result<std::process::ExitStatus> {
+    let mut idle_check = limits.inactivity.map(|limit| {
         let every = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         tokio::time::interval(every)
     });
     let mut limits_open = true;
-
-    let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    let mut ending = Ending::Exited;
-    let mut killed = false;
     let mut stop_open = true;
-    // A stop requested before we started counts too.
     let mut pending = Some(*stop.borrow());
-    let status = loop {
+    loop {
         if let Some(level) = pending.take() {
-            match level {
-                StopLevel::Run => {}
-                StopLevel::Graceful => {
-                    if kill_at.is_none() && !killed {
-                        ending = Ending::Interrupted;
-                        signal_group(pgid, Signal::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + spec.grace);
-                    }
-                }
-                StopLevel::Kill => {
-                    if ending == Ending::Exited {
-                        ending = Ending::Interrupted;
-                    }
-                    signal_group(pgid, Signal::SIGKILL);
-                    killed = true;
-                    kill_at = None;
-                }
-            }
+            st.requested(level);
         }
         tokio::select! {
-            st = child.wait() => break st?,
-            _ = sleep_until(deadline), if deadline.is_some() && ending == Ending::Exited && !killed => {
-                ending = Ending::TimedOut;
-                signal_group(pgid, Signal::SIGTERM);
-                kill_at = Some(tokio::time::Instant::now() + spec.grace);
+            status = child.wait() => return status,
+            _ = sleep_until(limits.deadline), if limits.deadline.is_some() && st.running() => {
+                st.term(Ending::TimedOut);
             }
-            limit = limit_rx.recv(), if limits_open && ending == Ending::Exited && !killed => {
+            limit = limits.reached.recv(), if limits_open && st.running() => {
                 match limit {
-                    Some(why) => {
-                        ending = why;
-                        signal_group(pgid, Signal::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + spec.grace);
-                    }
+                    Some(why) => st.term(why),
                     None => limits_open = false,
                 }
             }
-            _ = tick(&mut idle_check), if idle_check.is_some() && ending == Ending::Exited && !killed => {
-                let limit = spec.inactivity.expect("checked");
-                let last = Duration::from_millis(last_output.load(Ordering::Relaxed));
-                if started.elapsed().saturating_sub(last) >= limit {
-                    ending = Ending::Inactive;
-                    signal_group(pgid, Signal::SIGTERM);
-                    kill_at = Some(tokio::time::Instant::now() + spec.grace);
+            _ = tick(&mut idle_check), if idle_check.is_some() && st.running() => {
+                let limit = limits.inactivity.expect("checked");
+                let last = Duration::from_millis(limits.last_output.load(Ordering::Relaxed));
+                if limits.started.elapsed().saturating_sub(last) >= limit {
+                    st.term(Ending::Inactive);
                 }
             }
-            _ = sleep_until(kill_at), if kill_at.is_some() => {
-                signal_group(pgid, Signal::SIGKILL);
-                killed = true;
-                kill_at = None;
-            }
+            _ = sleep_until(st.kill_at), if st.kill_at.is_some() => st.kill(),
             changed = stop.changed(), if stop_open => {
                 match changed {
                     Ok(()) => pending = Some(*stop.borrow_and_update()),
@@ -227,56 +299,47 @@ pub async fn supervise(
                 }
             }
         }
-    };
-    let duration = started.elapsed();
+    }
+}
 
-    // The leader is gone; stop whatever it left in its group. (When fanout signalled
-    // the group itself, members may simply still be dying: not the agent's fault.)
-    let lingering = group_alive(pgid);
-    let stragglers = lingering && ending == Ending::Exited;
+/// The leader is gone; stop whatever it left in its group. Returns whether the agent
+/// left processes running (when fanout signalled the group itself, members may simply
+/// still be dying: not the agent's fault).
+async fn stop_stragglers(st: &mut Stopping, stop: &watch::Receiver<StopLevel>) -> bool {
+    let lingering = group_alive(st.pgid);
+    let stragglers = lingering && st.ending == Ending::Exited;
     if lingering {
         let grace = if *stop.borrow() == StopLevel::Kill {
             Duration::ZERO
         } else {
-            spec.grace.min(Duration::from_secs(5))
+            st.grace.min(Duration::from_secs(5))
         };
-        signal_group(pgid, Signal::SIGTERM);
+        signal_group(st.pgid, Signal::SIGTERM);
         let until = Instant::now() + grace;
-        while group_alive(pgid) && Instant::now() < until {
+        while group_alive(st.pgid) && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if group_alive(pgid) {
-            signal_group(pgid, Signal::SIGKILL);
-            killed = true;
+        if group_alive(st.pgid) {
+            signal_group(st.pgid, Signal::SIGKILL);
+            st.killed = true;
         }
     }
+    stragglers
+}
 
-    // The group is gone: nothing left for a later `fanout resume` to worry about.
-    let _ = std::fs::remove_file(&group_record);
-
-    let mut drain = drain;
-    let (stdout_tail, progress, progress_source, pipes_leaked) =
-        match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await {
-            Ok(Ok((tail, progress, source))) => (tail, progress, source, false),
-            Ok(Err(_)) => (Vec::new(), Progress::default(), None, false),
-            Err(_) => {
-                drain.abort();
-                (Vec::new(), Progress::default(), None, true)
-            }
-        };
-
-    Ok(Supervised {
-        exit_code: status.code(),
-        signal: status.signal(),
-        ending,
-        duration,
-        stdout_tail,
-        stragglers,
-        killed,
-        pipes_leaked,
-        progress,
-        progress_source,
-    })
+/// What the drain read: the stdout tail and the live progress; and whether the output
+/// pipes were still held open (by a process outside the group) after a short wait.
+async fn finish_drain(
+    mut drain: tokio::task::JoinHandle<(Vec<u8>, Progress, Option<CostSource>)>,
+) -> (Vec<u8>, Progress, Option<CostSource>, bool) {
+    match tokio::time::timeout(PIPE_CLOSE_WAIT, &mut drain).await {
+        Ok(Ok((tail, progress, source))) => (tail, progress, source, false),
+        Ok(Err(_)) => (Vec::new(), Progress::default(), None, false),
+        Err(_) => {
+            drain.abort();
+            (Vec::new(), Progress::default(), None, true)
+        }
+    }
 }
 
 /// Where [`supervise`] records a process group while it lives: next to its log,

@@ -20,7 +20,6 @@ use octocrab::Octocrab;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use auth::{Credentials, connect};
 pub use retry::RetryPolicy;
 
 /// `owner/name` of a repository.
@@ -191,6 +190,41 @@ pub struct GitHub {
     mutation_gate: tokio::sync::Mutex<Option<Instant>>,
 }
 
+/// An answer from the API: its status, the headers that say when to retry, its body.
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    remaining: Option<String>,
+    reset: Option<String>,
+    text: String,
+}
+
+impl Answer {
+    fn info(&self) -> retry::ResponseInfo<'_> {
+        retry::ResponseInfo {
+            status: self.status,
+            retry_after: self.retry_after.as_deref(),
+            remaining: self.remaining.as_deref(),
+            reset: self.reset.as_deref(),
+            body: &self.text,
+        }
+    }
+}
+
+/// A request that got no (whole) answer: why, and whether a retry is worth a warning.
+struct Unanswered {
+    what: String,
+    warn: bool,
+}
+
+/// Seconds since the epoch (rate-limit resets are given in them).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 enum Verb {
     Get,
     Post,
@@ -231,30 +265,21 @@ impl GitHub {
         loop {
             attempt += 1;
             if let Some(gate) = gate.as_mut() {
-                if let Some(last) = **gate {
-                    let next = last + self.pace;
-                    let now = Instant::now();
-                    if next > now {
-                        tokio::time::sleep(next - now).await;
-                    }
-                }
-                **gate = Some(Instant::now());
+                self.keep_pace(gate).await;
             }
-            let sent = match verb {
-                Verb::Get => self.crab._get(path).await,
-                Verb::Post => self.crab._post(path, body).await,
-                Verb::Patch => self.crab._patch(path, body).await,
-            };
-            let response = match sent {
-                Ok(r) => r,
-                Err(e) => {
-                    let what = transport_message(&e);
+            let answer = match self.exchange(&verb, path, body).await {
+                Ok(a) => a,
+                Err(Unanswered { what, warn }) => {
                     if !idempotent {
                         return Err(ApiError::Ambiguous(what));
                     }
                     match self.policy.wait_after_transport_error(attempt) {
                         Some(wait) => {
-                            tracing::warn!("GitHub request failed ({what}); retrying in {wait:?}");
+                            if warn {
+                                tracing::warn!(
+                                    "GitHub request failed ({what}); retrying in {wait:?}"
+                                );
+                            }
                             tokio::time::sleep(wait).await;
                             continue;
                         }
@@ -262,58 +287,18 @@ impl GitHub {
                     }
                 }
             };
-            let status = response.status().as_u16();
-            let header = |name: &str| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned)
-            };
-            let (retry_after, remaining, reset) = (
-                header("retry-after"),
-                header("x-ratelimit-remaining"),
-                header("x-ratelimit-reset"),
-            );
-            let bytes = match response.into_body().collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) => {
-                    let what = format!("reading the response: {e}");
-                    if !idempotent {
-                        return Err(ApiError::Ambiguous(what));
-                    }
-                    match self.policy.wait_after_transport_error(attempt) {
-                        Some(wait) => {
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                        None => return Err(ApiError::Transport(what)),
-                    }
-                }
-            };
-            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let status = answer.status;
             if (200..300).contains(&status) {
-                if text.trim().is_empty() {
+                if answer.text.trim().is_empty() {
                     return Ok(Value::Null);
                 }
-                return serde_json::from_str(&text)
+                return serde_json::from_str(&answer.text)
                     .map_err(|e| ApiError::Decode(format!("{path}: {e}")));
             }
             if !idempotent && status >= 500 {
                 return Err(ApiError::Ambiguous(format!("HTTP {status}")));
             }
-            let info = retry::ResponseInfo {
-                status,
-                retry_after: retry_after.as_deref(),
-                remaining: remaining.as_deref(),
-                reset: reset.as_deref(),
-                body: &text,
-            };
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            match self.policy.wait_after(&info, attempt, now) {
+            match self.policy.wait_after(&answer.info(), attempt, now_secs()) {
                 Some(wait) => {
                     tracing::warn!("GitHub answered {status}; retrying in {wait:?}");
                     tokio::time::sleep(wait).await;
@@ -321,11 +306,70 @@ impl GitHub {
                 None => {
                     return Err(ApiError::Status {
                         status,
-                        message: error_message(&text),
+                        message: error_message(&answer.text),
                     });
                 }
             }
         }
+    }
+
+    /// Wait until `pace` after the last mutation, and note this one.
+    async fn keep_pace(&self, last: &mut Option<Instant>) {
+        if let Some(last) = *last {
+            let next = last + self.pace;
+            let now = Instant::now();
+            if next > now {
+                tokio::time::sleep(next - now).await;
+            }
+        }
+        *last = Some(Instant::now());
+    }
+
+    /// Send one request and read its whole answer.
+    async fn exchange(
+        &self,
+        verb: &Verb,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Answer, Unanswered> {
+        let sent = match verb {
+            Verb::Get => self.crab._get(path).await,
+            Verb::Post => self.crab._post(path, body).await,
+            Verb::Patch => self.crab._patch(path, body).await,
+        };
+        let response = sent.map_err(|e| Unanswered {
+            what: transport_message(&e),
+            warn: true,
+        })?;
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let (retry_after, remaining, reset) = (
+            header("retry-after"),
+            header("x-ratelimit-remaining"),
+            header("x-ratelimit-reset"),
+        );
+        let bytes = match response.into_body().collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return Err(Unanswered {
+                    what: format!("reading the response: {e}"),
+                    warn: false,
+                });
+            }
+        };
+        Ok(Answer {
+            status,
+            retry_after,
+            remaining,
+            reset,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
     }
 
     fn repo_path(&self, rest: &str) -> String {

@@ -114,60 +114,10 @@ async fn prepare_steps(
     out: &mut Prepared,
     log: &mut Log,
 ) -> Result<(), String> {
-    let failed = |e: String| format!("setup failed: {e}");
-
     // Ports first: setup commands may already start servers on them.
-    let alloc = ports::PortAllocator::new(
-        ports::PortAllocator::default_dir(),
-        plan.ports.base,
-        plan.ports.block,
-    );
-    let lease = tokio::task::spawn_blocking(move || alloc.claim())
-        .await
-        .map_err(|_| failed("no port block: task panicked".into()))?
-        .map_err(|e| failed(format!("no port block: {e}")))?;
-    let block = PortRange {
-        first: lease.first,
-        last: lease.last,
-    };
-    out.env = port_vars(block).to_vec();
-    out.record.ports = Some(block);
-    out.lease = Some(lease);
-
-    // Copy what git leaves out.
-    let include = match std::fs::read_to_string(w.checkout.join(glob::INCLUDE_FILE)) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(failed(format!("{}: {e}", glob::INCLUDE_FILE))),
-    };
-    let patterns = glob::Patterns::new(&plan.copy, include.as_deref()).map_err(failed)?;
-    let mut copied = Vec::new();
-    if !patterns.is_empty() {
-        let (checkout, root, wt) = (
-            w.checkout.to_owned(),
-            w.worktree_root.to_owned(),
-            w.worktree.to_owned(),
-        );
-        copied = tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
-            .await
-            .map_err(|_| failed("copying: task panicked".into()))?
-            .map_err(failed)?;
-        out.record.copied = copied.len();
-        log.line(&copied_line(&copied));
-    }
+    claim_ports(plan, out).await?;
+    let copied = copy_left_out(plan, w, out, log).await?;
     let mut ran_anything = !copied.is_empty();
-
-    let env = crate::agent::agent_env_with(
-        w.base_env.iter().cloned(),
-        &worker_vars(
-            w.run_id,
-            w.worker_id,
-            w.branch,
-            w.worktree,
-            out.record.ports,
-        ),
-        false,
-    );
 
     // Submodules.
     let has_gitmodules = w.worktree.join(".gitmodules").is_file();
@@ -192,9 +142,94 @@ async fn prepare_steps(
     }
 
     // Setup commands.
+    ran_anything |= !plan.commands.is_empty();
+    run_commands(plan, w, stop, on_line, out, log).await?;
+
+    // What setup left behind is not the agent's work.
+    if ran_anything {
+        record_baseline(w, copied).await?;
+    }
+    Ok(())
+}
+
+fn failed(e: String) -> String {
+    format!("setup failed: {e}")
+}
+
+/// Claim the worker's block of ports (held until the worker is done).
+async fn claim_ports(plan: &SetupPlan, out: &mut Prepared) -> Result<(), String> {
+    let alloc = ports::PortAllocator::new(
+        ports::PortAllocator::default_dir(),
+        plan.ports.base,
+        plan.ports.block,
+    );
+    let lease = tokio::task::spawn_blocking(move || alloc.claim())
+        .await
+        .map_err(|_| failed("no port block: task panicked".into()))?
+        .map_err(|e| failed(format!("no port block: {e}")))?;
+    let block = PortRange {
+        first: lease.first,
+        last: lease.last,
+    };
+    out.env = port_vars(block).to_vec();
+    out.record.ports = Some(block);
+    out.lease = Some(lease);
+    Ok(())
+}
+
+/// Copy what git leaves out (`copy:` and `.worktreeinclude`); the paths copied.
+async fn copy_left_out(
+    plan: &SetupPlan,
+    w: &Worker<'_>,
+    out: &mut Prepared,
+    log: &mut Log,
+) -> Result<Vec<String>, String> {
+    let include = match std::fs::read_to_string(w.checkout.join(glob::INCLUDE_FILE)) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(failed(format!("{}: {e}", glob::INCLUDE_FILE))),
+    };
+    let patterns = glob::Patterns::new(&plan.copy, include.as_deref()).map_err(failed)?;
+    if patterns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (checkout, root, wt) = (
+        w.checkout.to_owned(),
+        w.worktree_root.to_owned(),
+        w.worktree.to_owned(),
+    );
+    let copied = tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
+        .await
+        .map_err(|_| failed("copying: task panicked".into()))?
+        .map_err(failed)?;
+    out.record.copied = copied.len();
+    log.line(&copied_line(&copied));
+    Ok(copied)
+}
+
+/// The `setup:` commands, in order, each with `sh -c` and the worker's environment,
+/// up to the first that fails.
+async fn run_commands(
+    plan: &SetupPlan,
+    w: &Worker<'_>,
+    stop: &watch::Receiver<StopLevel>,
+    on_line: impl FnMut(&str) + Send + Clone + 'static,
+    out: &mut Prepared,
+    log: &mut Log,
+) -> Result<(), String> {
+    let env = crate::agent::agent_env_with(
+        w.base_env.iter().cloned(),
+        &worker_vars(
+            w.run_id,
+            w.worker_id,
+            w.branch,
+            w.worktree,
+            out.record.ports,
+        ),
+        false,
+    );
     let total = plan.commands.len();
     for (i, c) in plan.commands.iter().enumerate() {
-        ran_anything = true;
         let step = Step {
             label: short(&c.run),
             header: format!("{}/{total}: {}", i + 1, short(&c.run)),
@@ -212,22 +247,22 @@ async fn prepare_steps(
             return Err(why);
         }
     }
-
-    // What setup left behind is not the agent's work.
-    if ran_anything {
-        let wt = w.worktree.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let baseline = Baseline::capture(&wt, copied)?;
-            let repo = git2::Repository::open(&wt)?;
-            baseline
-                .save(repo.path())
-                .map_err(|e| git2::Error::from_str(&e.to_string()))
-        })
-        .await
-        .map_err(|_| failed("recording what setup changed: task panicked".into()))?
-        .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))?;
-    }
     Ok(())
+}
+
+/// Record what setup changed in the worktree ([`Baseline`]): harvest leaves it out.
+async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), String> {
+    let wt = w.worktree.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let baseline = Baseline::capture(&wt, copied)?;
+        let repo = git2::Repository::open(&wt)?;
+        baseline
+            .save(repo.path())
+            .map_err(|e| git2::Error::from_str(&e.to_string()))
+    })
+    .await
+    .map_err(|_| failed("recording what setup changed: task panicked".into()))?
+    .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))
 }
 
 /// Select and copy; the copied paths.
