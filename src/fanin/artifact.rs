@@ -1,6 +1,6 @@
 //! Matrix mode's hand-over between jobs: each worker job leaves
 //! `fanout-result-<id>/` ([`WorkerArtifact`] in `result.json`, its branch as a git
-//! bundle, the agent's log; [`write`]), and the aggregate job — or a dependent
+//! bundle, the agent's log; [`write()`]), and the aggregate job — or a dependent
 //! worker's job — verifies and imports it ([`collect`]): only the expected branch,
 //! based on the plan's base commit, with what changed recomputed from git rather than
 //! taken from the job's word. A job that left nothing is a failed result, never a
