@@ -17,17 +17,21 @@
 //! | [`ops`] | what each command does, chaining the stages: run a plan end to end, integrate and publish, matrix worker and aggregate, the demo | |
 //! | [`cli`] | raw flags (clap) and one thin file per subcommand: flags → library call → printed outcome | an exit code |
 //!
-//! Leaves, shared by every stage and importing none: [`exit`] (exit codes, the
-//! library's [`exit::Failure`]), [`model`] (the results model), [`repo`] (the user's
-//! repository, run directories), [`util`] (atomic writes, timestamps, path patterns).
+//! Leaves, shared by every stage and importing no stage: [`exit`] (exit codes, the
+//! library's [`exit::Failure`]), [`git`] (the hardened git command line every git
+//! command fanout starts goes through), [`model`] (the results model), [`repo`] (the
+//! user's repository, run directories), [`secret`] (which variables and git settings
+//! carry credentials), [`util`] (atomic writes, timestamps, path patterns).
 
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]
 
 // Leaves: import no stage.
 pub mod exit;
+pub mod git;
 pub mod model;
 pub mod repo;
+pub mod secret;
 pub mod util;
 
 // Stages, in the order data flows (one per line so rustfmt keeps the order); each

@@ -20,8 +20,10 @@ use std::path::{Path, PathBuf};
 /// Leaves first (they import no stage), then the stages in the order data flows.
 const ORDER: &[(&str, u32)] = &[
     ("exit", 0),
+    ("git", 0),
     ("model", 0),
     ("repo", 0),
+    ("secret", 0),
     ("util", 0),
     ("config", 1),
     ("agent", 2),

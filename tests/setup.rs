@@ -495,6 +495,94 @@ fn submodules_are_initialized_unless_turned_off() {
     assert!(!first_worktree.exists());
 }
 
+/// What an agent (or anyone) planted in the shared repository's configuration — an
+/// fsmonitor, a `!command` submodule update, a filter for every file, a credential
+/// helper, hooks — never runs when fanout's own git initializes the submodules, and
+/// the token in fanout's environment reaches no git command.
+#[test]
+fn submodule_setup_runs_nothing_planted_in_the_shared_config() {
+    let mut t = TestEnv::new();
+    for (k, v) in [
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "protocol.file.allow"),
+        ("GIT_CONFIG_VALUE_0", "always"),
+    ] {
+        t.env.insert(k.into(), v.into());
+    }
+    let lib = t.root().join("lib-repo");
+    std::fs::create_dir(&lib).unwrap();
+    t.git_in(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("lib.txt"), "from the submodule\n").unwrap();
+    t.git_in(&lib, &["add", "-A"]);
+    t.git_in(&lib, &["commit", "-q", "-m", "lib"]);
+    let lib_s = lib.to_str().unwrap();
+    t.git(&["submodule", "add", "-q", lib_s, "vendor/lib"]);
+    t.git(&["commit", "-q", "-m", "add the submodule"]);
+
+    let markers = t.root().join("markers");
+    std::fs::create_dir(&markers).unwrap();
+    let plant = t.root().join("plant.sh");
+    std::fs::write(
+        &plant,
+        format!(
+            "#!/bin/sh\nenv > '{}'/\"$1.$$\"\ncase \"$1\" in filter) cat ;; esac\nexit 0\n",
+            markers.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plant, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = plant.display();
+    for (k, v) in [
+        ("core.fsmonitor", format!("{p} fsmonitor")),
+        ("submodule.vendor/lib.update", format!("!{p} update")),
+        ("submodule.vendor/lib.url", lib_s.to_owned()),
+        ("credential.helper", format!("!{p} credential")),
+        ("filter.evil.clean", format!("{p} filter")),
+        ("filter.evil.smudge", format!("{p} filter")),
+    ] {
+        t.git(&["config", k, &v]);
+    }
+    std::fs::write(t.repo.join(".git/info/attributes"), "* filter=evil\n").unwrap();
+    for hook in ["post-checkout", "reference-transaction", "pre-commit"] {
+        let h = t.repo.join(".git/hooks").join(hook);
+        std::fs::write(&h, format!("#!/bin/sh\n'{p}' hook-{hook}\n")).unwrap();
+        std::fs::set_permissions(&h, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+
+    let cfg = t.fake_config(&[], "setup:\n  - cat vendor/lib/lib.txt\n");
+    let token = "ghs_setupsubmoduletoken0123456789abcdefgh";
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "1",
+            "x",
+        ])
+        .env("GITHUB_TOKEN", token)
+        .output()
+        .unwrap();
+    let report = json(&out);
+    let r = &report["results"][0];
+    assert_eq!(r["status"], "success", "{r:#}");
+    assert_eq!(r["setup"]["submodules"]["exit_code"], 0, "{r:#}");
+    assert_eq!(
+        std::fs::read_to_string(worktree(r).join("vendor/lib/lib.txt")).unwrap(),
+        "from the submodule\n"
+    );
+    let ran: Vec<String> = std::fs::read_dir(&markers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ran, Vec::<String>::new(), "planted programs ran");
+    // the plants are real: the user's own git runs them
+    t.git(&["status"]);
+    assert!(std::fs::read_dir(&markers).unwrap().next().is_some());
+}
+
 #[test]
 fn bad_setup_entries_name_file_line_and_column() {
     let t = TestEnv::new();

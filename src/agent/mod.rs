@@ -8,7 +8,8 @@
 //! 2. a built-in: `claude`, `codex`, `aider`, `architect` (architect's `build` agent);
 //! 3. otherwise architect's own agent of that name (the seed's `agent: build`).
 //!
-//! Environment: an agent gets fanout's own environment less [`is_scrubbed`] names, plus
+//! Environment: an agent gets fanout's own environment less
+//! [`is_scrubbed`](crate::secret::is_scrubbed) names, plus
 //! the `FANOUT_*` variables and its definition's `env:`. Model provider keys and
 //! endpoints (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`,
 //! `OPENAI_BASE_URL`, `CODEX_HOME`, `HOME`, …) pass, so a CLI is pointed at a provider
@@ -49,6 +50,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::config::AdapterKind;
 use crate::config::{AgentDef, Price, ResultSpec};
 pub use crate::model::CostSource;
+use crate::secret::is_scrubbed;
 pub use template::{PLACEHOLDERS, check as check_template, expand};
 
 /// A resolved agent definition; serializable so a plan carries it.
@@ -339,43 +341,6 @@ pub trait Adapter: Send + Sync {
     fn watch(&self, _model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
         None
     }
-}
-
-/// Variables that never reach an agent: GitHub and Actions credentials, and git
-/// variables that would point the agent's git at the user's repository.
-pub fn is_scrubbed(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const EXACT: &[&str] = &[
-        "GITHUB_TOKEN",
-        "GH_TOKEN",
-        "GH_ENTERPRISE_TOKEN",
-        "GITHUB_ENTERPRISE_TOKEN",
-        "GITHUB_PAT",
-        "ACTIONS_RUNTIME_TOKEN",
-        "ACTIONS_RUNTIME_URL",
-        "ACTIONS_RESULTS_URL",
-        "ACTIONS_CACHE_URL",
-        "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
-        "ACTIONS_ID_TOKEN_REQUEST_URL",
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_PREFIX",
-        "GIT_NAMESPACE",
-        "GIT_ASKPASS",
-        "SSH_AUTH_SOCK",
-    ];
-    EXACT.contains(&upper.as_str())
-        || upper.contains("GITHUB_TOKEN")
-        || upper.starts_with("GH_") && upper.ends_with("TOKEN")
-        || upper.starts_with("FANOUT_")
-            && (upper.contains("TOKEN") || upper.contains("PRIVATE_KEY"))
-        || upper.starts_with("GITHUB_APP_")
-        || upper.starts_with("INPUT_")
-            && (upper.contains("TOKEN") || upper.contains("KEY") || upper.contains("SECRET"))
 }
 
 /// The environment an agent gets: fanout's own, less [`is_scrubbed`] names, plus `extra`.

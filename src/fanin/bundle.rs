@@ -1,10 +1,9 @@
 //! Git bundles carry a worker's branch from its matrix job to the aggregate job.
-//! libgit2 cannot write or read bundles, so the `git` CLI (on every runner) makes and
-//! fetches them; fanout itself parses and checks the header before trusting one:
+//! libgit2 cannot write or read bundles, so the `git` CLI (on every runner, run
+//! through the hardened [`crate::git::Git`]) makes and fetches them; fanout itself parses and checks the header before trusting one:
 //! exactly the expected branch, and nothing but the plan's base commit as prerequisite.
 
 use std::path::Path;
-use std::process::Command;
 
 /// A bundle's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,20 +51,10 @@ pub fn read_header(path: &Path) -> Result<BundleHeader, String> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .current_dir(dir)
+    crate::git::Git::new(dir)
         .args(args)
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "git {}: {}",
-            args.first().copied().unwrap_or(""),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+        .map_err(|e| e.to_string())
 }
 
 /// Bundle `branch` (its commits since `base`) from the repository at `repo` into `out`.

@@ -3,7 +3,9 @@
 //! In order: the worker claims a block of ports ([`ports`]); files the agent needs but
 //! git leaves out are copied from the user's checkout ([`copy`]: `copy:` globs and
 //! `.worktreeinclude`); submodules are initialized (`git submodule update --init
-//! --recursive`, by default when the base has a `.gitmodules`); then the `setup:`
+//! --recursive`, by default when the base has a `.gitmodules`, through the hardened
+//! [`crate::git::Git`]: nothing an agent planted in the shared configuration runs,
+//! and no credential is in its environment); then the `setup:`
 //! commands run, each with `sh -c` as its own supervised process group, their output
 //! appended to the worker's log. Any failure fails the worker with a reason saying
 //! what failed, and the agent is not started.
@@ -123,15 +125,23 @@ async fn prepare_steps(
     let has_gitmodules = w.worktree.join(".gitmodules").is_file();
     if plan.submodules.unwrap_or(has_gitmodules) && has_gitmodules {
         ran_anything = true;
-        let args: Vec<String> = ["submodule", "update", "--init", "--recursive"]
-            .map(str::to_owned)
-            .to_vec();
+        let git = crate::git::Git::new(w.worktree)
+            .parent_env(w.base_env.iter().cloned())
+            .args(["submodule", "update", "--init", "--recursive"]);
+        let inv = tokio::task::spawn_blocking(move || git.invocation())
+            .await
+            .map_err(|_| failed("submodules: task panicked".into()))?
+            .map_err(|e| failed(format!("submodules: {e}")))?;
         let step = Step {
             label: SUBMODULE_COMMAND.to_owned(),
             header: format!("submodules: {SUBMODULE_COMMAND}"),
-            program: "git",
-            args,
-            env: git_env(w.base_env),
+            program: inv.program,
+            args: inv
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            env: inv.env,
             timeout: SUBMODULE_TIMEOUT,
         };
         let (rec, why) = run_step(&step, w, stop, on_line.clone(), log).await;
@@ -296,29 +306,6 @@ fn copied_line(copied: &[String]) -> String {
         1 => format!("fanout: setup: copied 1 file: {names}"),
         n => format!("fanout: setup: copied {n} files: {names}"),
     }
-}
-
-/// fanout's own environment for git: credentials pass (SSH agent, askpass), the
-/// variables that would point git at another repository do not, and git never waits
-/// for a password on a terminal.
-fn git_env(base: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
-    const REPO_VARS: &[&str] = &[
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-        "GIT_COMMON_DIR",
-        "GIT_PREFIX",
-        "GIT_NAMESPACE",
-    ];
-    let mut env: BTreeMap<OsString, OsString> = base
-        .iter()
-        .filter(|(k, _)| !k.to_str().is_some_and(|k| REPO_VARS.contains(&k)))
-        .cloned()
-        .collect();
-    env.insert("GIT_TERMINAL_PROMPT".into(), "0".into());
-    env.into_iter().collect()
 }
 
 /// A command's first line, bounded, for logs, reasons and the summary.

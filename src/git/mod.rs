@@ -1,0 +1,427 @@
+//! The one way fanout runs the git CLI: every `git` command fanout starts (submodules
+//! in setup, bundles, and any added later) is built by [`Git`], hardened against a
+//! repository whose configuration an agent wrote.
+//!
+//! Agents share the user's `.git` (and, without the sandbox, everything the user can
+//! write), so a git command fanout runs after an agent may meet a planted
+//! `core.fsmonitor`, hook, clean/smudge filter, textconv, `!command` submodule update,
+//! askpass or credential helper, or a worktree `.git` file pointing somewhere else.
+//! A command built here runs none of them:
+//! - **environment** ([`harden::env`]): fanout's own, less every credential
+//!   ([`crate::secret::is_credential`]), askpass programs and every `GIT_*` variable
+//!   but identity, global config, ssh/TLS settings and LFS switches; plus
+//!   `GIT_CONFIG_NOSYSTEM=1`, `GIT_TERMINAL_PROMPT=0`, `GIT_NO_REPLACE_OBJECTS=1`, no
+//!   editor or pager. Configuration fanout was given in `GIT_CONFIG_COUNT`/`_KEY_n`/
+//!   `_VALUE_n` becomes `-c` options, less credentials
+//!   ([`crate::secret::git_config_from_env`]);
+//! - **fixed options** ([`harden::FIXED`]): `--no-pager -c core.hooksPath=/dev/null -c
+//!   core.fsmonitor=false -c credential.helper= -c core.askPass= -c
+//!   protocol.ext.allow=never`, no signing, no templates, no auto-maintenance;
+//! - **overrides for what the repository names** ([`harden::neutralise`]): before each
+//!   command, the configuration git would read is listed (`git config --list
+//!   --show-scope`, the config of every submodule repository, `.gitmodules`) and every
+//!   filter, textconv, diff and merge driver, config hook, URL-scoped credential helper
+//!   or extra header found is overridden; `submodule.<name>.update` is pinned (never a
+//!   `!command`); keys git reads first-wins (`remote.<name>.uploadpack`, …) set by the
+//!   repository make the command fail instead ([`GitError::Refused`]).
+//!
+//! **Trusted configuration**: a caller that must let the user's own drivers run (Git
+//! LFS during checkouts) reads them when nothing has run yet — the run's start — into a
+//! [`TrustedConfig`] ([`TrustedConfig::capture`]) and passes it with
+//! [`Git::trusting`]: those values are passed last as `-c` options, from memory, so
+//! they hold whatever an agent wrote to disk since.
+//!
+//! Limits: a key added to the configuration between the listing and the command
+//! (an unsandboxed agent running at the same time) can still count for that one
+//! command — it never sees a credential, and the sandbox keeps agents from writing
+//! any configuration but their own worktree's. `url.<x>.insteadOf` rewrites are left
+//! alone (nothing is sent that an agent could not read).
+
+pub mod harden;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use harden::{Entry, Scope};
+
+/// Why a git command did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// `git` could not be started.
+    #[error("cannot run git: {0}")]
+    Spawn(#[from] std::io::Error),
+    /// git ran and failed.
+    #[error("git {what}: {stderr}")]
+    Failed {
+        /// The subcommand.
+        what: String,
+        /// What git printed on stderr (trimmed).
+        stderr: String,
+    },
+    /// The repository's configuration names a program that no option can override.
+    #[error("git {what}: {why}")]
+    Refused {
+        /// The subcommand.
+        what: String,
+        /// What was found.
+        why: String,
+    },
+}
+
+/// Configuration the caller vouches for (see the module docs): read when nothing had
+/// run yet, kept in memory, passed last.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedConfig {
+    entries: Vec<(String, String)>,
+}
+
+impl TrustedConfig {
+    /// Nothing trusted.
+    pub fn new() -> TrustedConfig {
+        TrustedConfig::default()
+    }
+
+    /// Also trust `key = value`.
+    pub fn with(mut self, key: &str, value: &str) -> TrustedConfig {
+        self.entries.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Every entry whose key starts with one of `prefixes` (`filter.lfs.`, any case)
+    /// in the configuration git sees in `dir` now. Call it before any agent runs.
+    pub fn capture(dir: &Path, prefixes: &[&str]) -> Result<TrustedConfig, GitError> {
+        let git = Git::new(dir);
+        let env = git.env();
+        let entries = git.list_config(&env)?;
+        let wanted = |k: &str| {
+            prefixes.iter().any(|p| {
+                k.len() >= p.len() && k.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
+            })
+        };
+        Ok(TrustedConfig {
+            entries: entries
+                .into_iter()
+                .filter(|e| wanted(&e.key))
+                .map(|e| (e.key, e.value))
+                .collect(),
+        })
+    }
+
+    /// The trusted `(key, value)` pairs, in order.
+    pub fn entries(&self) -> &[(String, String)] {
+        &self.entries
+    }
+}
+
+/// A git command as it will run: for callers that start it themselves (supervised).
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// `git`.
+    pub program: &'static str,
+    /// Every argument: the hardening options, then the caller's.
+    pub args: Vec<OsString>,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The working directory.
+    pub dir: PathBuf,
+}
+
+impl Invocation {
+    /// A `std::process::Command` for it (stdin closed).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(self.program);
+        c.args(&self.args)
+            .current_dir(&self.dir)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+/// A hardened git command (see the module docs). Build it, then [`Git::output`] (run
+/// and capture) or [`Git::invocation`] (run it yourself).
+#[derive(Debug, Clone)]
+pub struct Git {
+    dir: PathBuf,
+    git_dir: Option<PathBuf>,
+    work_tree: Option<PathBuf>,
+    args: Vec<OsString>,
+    parent_env: Option<Vec<(OsString, OsString)>>,
+    extra_env: Vec<(OsString, OsString)>,
+    trusted: TrustedConfig,
+}
+
+impl Git {
+    /// `git` run in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Git {
+        Git {
+            dir: dir.into(),
+            git_dir: None,
+            work_tree: None,
+            args: Vec::new(),
+            parent_env: None,
+            extra_env: Vec::new(),
+            trusted: TrustedConfig::default(),
+        }
+    }
+
+    /// `--git-dir DIR`: name the repository instead of finding it from the directory
+    /// (a worktree's `.git` file is the agent's to rewrite).
+    pub fn git_dir(mut self, dir: impl Into<PathBuf>) -> Git {
+        self.git_dir = Some(dir.into());
+        self
+    }
+
+    /// `--work-tree DIR`.
+    pub fn work_tree(mut self, dir: impl Into<PathBuf>) -> Git {
+        self.work_tree = Some(dir.into());
+        self
+    }
+
+    /// One more argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Git {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// More arguments.
+    pub fn args<I, S>(mut self, args: I) -> Git
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Build the environment from `parent` instead of fanout's own (it is filtered
+    /// the same way).
+    pub fn parent_env(mut self, parent: impl IntoIterator<Item = (OsString, OsString)>) -> Git {
+        self.parent_env = Some(parent.into_iter().collect());
+        self
+    }
+
+    /// The environment the command gets (see [`harden::env`]).
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        let parent = match &self.parent_env {
+            Some(p) => p.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let mut env = parent;
+        env.extend(self.extra_env.iter().cloned());
+        harden::env(&env)
+    }
+
+    /// Add `key=value` to the command's environment (filtered like the rest: no
+    /// credential, no repository pointer).
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Git {
+        self.extra_env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Let `trusted` count (see [`TrustedConfig`]).
+    pub fn trusting(mut self, trusted: &TrustedConfig) -> Git {
+        self.trusted = trusted.clone();
+        self
+    }
+
+    fn what(&self) -> String {
+        self.args
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// `--no-pager`, where the repository is, the configuration from fanout's
+    /// environment, then [`harden::FIXED`].
+    fn base_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec!["--no-pager".into()];
+        if let Some(d) = &self.git_dir {
+            args.extend(["--git-dir".into(), d.into()]);
+        }
+        if let Some(d) = &self.work_tree {
+            args.extend(["--work-tree".into(), d.into()]);
+        }
+        let parent = match &self.parent_env {
+            Some(p) => p.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        let from_env = crate::secret::git_config_from_env(&parent);
+        let fixed = harden::FIXED.iter().map(|(k, v)| (*k, *v));
+        for (k, v) in from_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(fixed)
+        {
+            args.extend(["-c".into(), format!("{k}={v}").into()]);
+        }
+        args
+    }
+
+    /// Everything git would read here, with scopes.
+    fn list_config(&self, env: &[(OsString, OsString)]) -> Result<Vec<Entry>, GitError> {
+        let mut args = self.base_args();
+        args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
+        let out = run(&args, &self.dir, env)?;
+        if !out.status.success() {
+            return Err(GitError::Failed {
+                what: format!("config --list (before {})", self.what()),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(harden::parse_list(&out.stdout, true, Scope::Repository))
+    }
+
+    /// The command, ready to run: every option, the environment.
+    pub fn invocation(&self) -> Result<Invocation, GitError> {
+        let env = self.env();
+        let mut entries = self.list_config(&env)?;
+        let places = Places::find(self);
+        for f in &places.submodule_configs {
+            entries.extend(read_config_file(f));
+        }
+        let gitmodules = places
+            .gitmodules
+            .as_deref()
+            .map(read_config_file)
+            .unwrap_or_default();
+        let overrides =
+            harden::neutralise(&entries, &gitmodules, self.trusted.entries()).map_err(|why| {
+                GitError::Refused {
+                    what: self.what(),
+                    why,
+                }
+            })?;
+        let mut args = self.base_args();
+        for (k, v) in overrides.iter().chain(self.trusted.entries()) {
+            args.extend(["-c".into(), format!("{k}={v}").into()]);
+        }
+        args.extend(self.args.iter().cloned());
+        Ok(Invocation {
+            program: "git",
+            args,
+            env,
+            dir: self.dir.clone(),
+        })
+    }
+
+    /// Run it; its stdout when it succeeds.
+    pub fn output(&self) -> Result<String, GitError> {
+        let inv = self.invocation()?;
+        let out = run(&inv.args, &inv.dir, &inv.env)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(GitError::Failed {
+                what: self.what(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+}
+
+fn run(
+    args: &[OsString],
+    dir: &Path,
+    env: &[(OsString, OsString)],
+) -> std::io::Result<std::process::Output> {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .output()
+}
+
+/// Configuration git reads besides what `git config --list` shows: the submodule
+/// repositories' config files, and `.gitmodules` of the checkout.
+struct Places {
+    submodule_configs: Vec<PathBuf>,
+    gitmodules: Option<PathBuf>,
+}
+
+impl Places {
+    fn find(git: &Git) -> Places {
+        let repo = match &git.git_dir {
+            Some(d) => git2::Repository::open_bare(d),
+            None => git2::Repository::open_ext(
+                &git.dir,
+                git2::RepositoryOpenFlags::empty(),
+                std::iter::empty::<&OsStr>(),
+            ),
+        };
+        let Ok(repo) = repo else {
+            return Places {
+                submodule_configs: Vec::new(),
+                gitmodules: None,
+            };
+        };
+        let mut submodule_configs = Vec::new();
+        let mut roots = vec![repo.path().join("modules")];
+        let common = repo.commondir().join("modules");
+        if !roots.contains(&common) {
+            roots.push(common);
+        }
+        for root in roots {
+            find_configs(&root, 0, &mut submodule_configs);
+        }
+        let workdir = git
+            .work_tree
+            .clone()
+            .or_else(|| repo.workdir().map(Path::to_owned));
+        Places {
+            submodule_configs,
+            gitmodules: workdir
+                .map(|w| w.join(".gitmodules"))
+                .filter(|p| p.is_file()),
+        }
+    }
+}
+
+/// Every `config` file of a git directory under `dir` (submodules nest theirs in
+/// `modules/` again). Symlinks are not followed.
+fn find_configs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 16 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_dir() {
+            let sub = e.path();
+            let config = sub.join("config");
+            if config.is_file() && sub.join("HEAD").exists() {
+                out.push(config);
+            }
+            find_configs(&sub, depth + 1, out);
+        }
+    }
+}
+
+/// A config file's entries (includes followed), as the repository's.
+fn read_config_file(path: &Path) -> Vec<Entry> {
+    let Ok(cfg) = git2::Config::open(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Ok(mut entries) = cfg.entries(None) {
+        while let Some(Ok(e)) = entries.next() {
+            if let Ok(key) = e.name() {
+                out.push(Entry {
+                    scope: Scope::Repository,
+                    key: key.to_owned(),
+                    value: e.value().unwrap_or("true").to_owned(),
+                });
+            }
+        }
+    }
+    out
+}
