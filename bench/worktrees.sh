@@ -1,93 +1,62 @@
 #!/usr/bin/env bash
-# bench/worktrees.sh — how much does fanout cost over a plain bash fan-out?
+# bench/worktrees.sh — how much does fanout cost over a plain bash fan-out? (P1)
 #
 # What is measured: the wall-clock time to fan one task out to 10 isolated git
-# worktrees of a ~5,000-file repository and run a trivial agent in each.
+# worktrees of a ~5,000-file repository and run an agent in each that sleeps
+# BENCH_AGENT_SECONDS (default 1) and writes one file.
 #
-#   baseline  the seed's hand-written approach ("seed 002's script"): ten
+#   git       the seed's hand-written approach ("seed 002's script"): ten
 #             sequential `git worktree add -b`, then the ten agents in the
 #             background with `&`, then `wait`. It commits nothing.
 #   fanout    `fanout run --workers 10` with the same agent: it creates the
 #             ten worktrees and branches, runs the agents, commits each
 #             worker's change on its branch and writes results.json/summary.
+#   before    the same with FANOUT_BEFORE_BIN, when it is set.
 #
-# The agent does (almost) nothing, so the numbers are pure orchestration
-# overhead: worktree checkout, process spawning and fanout's bookkeeping.
-# The target is fanout/baseline <= 1.05 (median over median).
+# Also printed: the worktree phase, from the start until the last agent has
+# started (each agent writes $EPOCHREALTIME first thing).
+# Target (issue #14): whole run fanout/git <= 0.7 with the 1-second agent.
 #
 # This is a benchmark, not a test: it prints numbers and never asserts a
 # timing. It exits non-zero only when something actually breaks (the build,
 # a worker that did not succeed, a clean-up that leaves worktrees behind).
 #
 # Usage:   bench/worktrees.sh
-# Env:     BENCH_RUNS  timed runs per side (default 5; one extra warm-up each)
-#          TMPDIR      where the scratch repository and worktrees go (see README:
-#                      on ext4 without a journal, mass deletes between runs skew it)
-#          CARGO_TARGET_DIR is honoured when locating the release binary.
+# Env:     BENCH_RUNS           timed runs per side (default 5; one extra warm-up each)
+#          BENCH_AGENT_SECONDS  how long the agent sleeps (default 1; 0 for pure overhead)
+#          FANOUT_BIN, FANOUT_BEFORE_BIN, BENCH_TMP: see bench/lib.sh (the scratch
+#          space goes on /dev/shm when it has room; see README)
 set -euo pipefail
-shopt -s inherit_errexit  # let errors inside $(run_...) abort the script too
+shopt -s inherit_errexit
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUNS=${BENCH_RUNS:-5}
+SLEEP=${BENCH_AGENT_SECONDS:-1}
 WORKERS=10
-DIRS=50            # DIRS x FILES_PER_DIR files in the generated repository
-FILES_PER_DIR=100
 TASK="bench task"
+positive_int BENCH_RUNS "$RUNS"
+case $SLEEP in '' | *[!0-9.]*) echo "BENCH_AGENT_SECONDS must be a number of seconds, got '$SLEEP'" >&2; exit 2 ;; esac
+resolve_binaries
+make_scratch 1000
 
-case $RUNS in
-    '' | *[!0-9]* | 0) echo "BENCH_RUNS must be a positive integer, got '$RUNS'" >&2; exit 2 ;;
-esac
-command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 2; }
-
-# --- build -----------------------------------------------------------------
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-(cd "$ROOT" && cargo build --release --quiet)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-case $TARGET_DIR in /*) ;; *) TARGET_DIR=$ROOT/$TARGET_DIR ;; esac
-FANOUT=$TARGET_DIR/release/fanout
-[[ -x $FANOUT ]] || { echo "no binary at $FANOUT" >&2; exit 1; }
-
-# --- hermetic scratch space ------------------------------------------------
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/fanout-bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-REPO=$WORK/repo      # the repository both sides fan out from
-WT=$WORK/wt          # worktrees: $WT/base-N (baseline), $WT/fanout/... (fanout)
+REPO=$WORK/repo      # the repository every side fans out from
+WT=$WORK/wt          # worktrees: $WT/base-N (git), $WT/fanout/... (fanout)
+STAMPS=$WORK/stamps  # agent start times
 CFG=$WORK/fanout.yml # outside the repo, so the repo stays clean
 AGENT=$WORK/agent.sh
-mkdir -p "$WORK/home" "$WT"
-
-export HOME=$WORK/home
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@example.invalid
-export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@example.invalid
-# Nothing from the caller's environment should steer git or fanout.
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY \
-      XDG_DATA_HOME FANOUT_WORKTREE_DIR GITHUB_ACTIONS GITHUB_STEP_SUMMARY
-
-# --- the repository: DIRS x FILES_PER_DIR small text files, one commit -----
-git init -q -b main "$REPO"
-python3 - "$REPO" "$DIRS" "$FILES_PER_DIR" <<'PY'
-import os, sys
-root, dirs, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for d in range(dirs):
-    path = os.path.join(root, f"dir{d:02d}")
-    os.mkdir(path)
-    for f in range(per):
-        line = f"dir {d} file {f}: the quick brown fox jumps over the lazy dog\n"
-        with open(os.path.join(path, f"file{f:03d}.txt"), "w") as fh:
-            fh.write(line * 5)  # ~350 bytes
-PY
-git -C "$REPO" add -A
-git -C "$REPO" commit -q -m "bench: generated tree"
+mkdir -p "$WT" "$STAMPS"
+make_small_repo "$REPO" 50 100
 NFILES=$(git -C "$REPO" ls-files | wc -l)
 
-# --- the trivial agent and fanout's config ----------------------------------
-cat >"$AGENT" <<'SH'
-#!/bin/sh
-# Trivial agent: leave one file in the working directory and succeed.
-echo "$1" > "result-$FANOUT_WORKER_ID.txt"
+cat >"$AGENT" <<SH
+#!/usr/bin/env bash
+# Note the start (outside the worktree), sleep, leave one file, succeed.
+echo "\$EPOCHREALTIME" > "$STAMPS/\$FANOUT_WORKER_ID"
+sleep $SLEEP
+echo "\$1" > "result-\$FANOUT_WORKER_ID.txt"
 SH
 chmod +x "$AGENT"
-
 cat >"$CFG" <<YAML
 parallel_runs:
   workers: $WORKERS
@@ -97,28 +66,17 @@ agents:
     command: ["$AGENT", "{task}"]
 YAML
 
-# --- helpers -----------------------------------------------------------------
-die() { echo "bench: $*" >&2; exit 1; }
-
-# Wall clock in seconds; $EPOCHREALTIME (bash >= 5) needs no fork.
-now() {
-    if [[ -n ${EPOCHREALTIME:-} ]]; then echo "${EPOCHREALTIME/,/.}"; else date +%s.%N; fi
-}
-elapsed() { python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.3f}")' "$1" "$2"; }
-
-# The repository must hold only its main checkout and branch between runs.
-assert_clean() {
+last_start() {
     local n
-    n=$(git -C "$REPO" worktree list --porcelain | grep -c '^worktree ')
-    [[ $n -eq 1 ]] || die "$1: $((n - 1)) worktree(s) left behind: $(git -C "$REPO" worktree list)"
-    n=$(git -C "$REPO" for-each-ref --format='%(refname)' refs/heads | grep -vcx refs/heads/main || true)
-    [[ $n -eq 0 ]] || die "$1: branches left behind: $(git -C "$REPO" for-each-ref --format='%(refname:short)' refs/heads)"
-    [[ -z $(git -C "$REPO" status --porcelain) ]] || die "$1: the repository is not clean"
+    n=$(find "$STAMPS" -type f | wc -l)
+    [[ $n -eq $WORKERS ]] || die "$WORKERS agents should have started, $n did"
+    sort -n "$STAMPS"/* | tail -n 1
 }
 
-# --- one run of each side; each prints its duration on stdout ---------------
-run_baseline() {
-    local i t0 t1 pids=() failed=0
+# --- one run of each side -------------------------------------------------------
+git_side() {
+    local round=$1 i t0 t1 pids=() failed=0
+    rm -f "$STAMPS"/*
     t0=$(now)
     for ((i = 1; i <= WORKERS; i++)); do
         git -C "$REPO" worktree add -q -b "base/$i" "$WT/base-$i" HEAD
@@ -130,78 +88,72 @@ run_baseline() {
     for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
     t1=$(now)
 
-    ((failed == 0)) || die "baseline: $failed agent(s) failed"
+    ((failed == 0)) || die "git: $failed agent(s) failed"
     for ((i = 1; i <= WORKERS; i++)); do
-        [[ -f $WT/base-$i/result-$i.txt ]] || die "baseline: worker $i left no result"
+        [[ -f $WT/base-$i/result-$i.txt ]] || die "git: worker $i left no result"
     done
+    if [[ $round != warm-up ]]; then
+        record "whole run, $WORKERS workers, ${SLEEP}-second agent [s]" git "$round" "$(elapsed "$t0" "$t1")"
+        record "worktree phase (until the last agent starts) [s]" git "$round" "$(elapsed "$t0" "$(last_start)")"
+    fi
     # Clean-up, not timed.
     for ((i = 1; i <= WORKERS; i++)); do
         git -C "$REPO" worktree remove --force "$WT/base-$i"
         git -C "$REPO" branch -q -D "base/$i"
     done
-    assert_clean baseline
-    elapsed "$t0" "$t1"
+    assert_clean "$REPO" "git worktree remove"
 }
 
-run_fanout() {
-    local t0 t1 rc=0 out=$WORK/out.json
+fanout_side() {
+    local side=$1 bin=$2 round=$3 t0 t1 rc=0 out=$WORK/out.json
+    rm -f "$STAMPS"/*
     t0=$(now)
-    "$FANOUT" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
+    "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
 
     if ((rc != 0)); then
         cat "$WORK/fanout.log" >&2
-        die "fanout run exited $rc"
+        die "$side: fanout run exited $rc"
     fi
-    python3 - "$out" "$WORKERS" <<'PY' || die "fanout: not every worker succeeded (see $out)"
-import json, sys
-totals = json.load(open(sys.argv[1]))["totals"]
-sys.exit(0 if totals.get("success") == int(sys.argv[2]) else 1)
-PY
+    fanout_succeeded "$out" "$WORKERS" || die "$side: not every worker succeeded (see $out)"
+    if [[ $round != warm-up ]]; then
+        record "whole run, $WORKERS workers, ${SLEEP}-second agent [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
+        record "worktree phase (until the last agent starts) [s]" "$side" "$round" "$(elapsed "$t0" "$(last_start)")"
+    fi
     # Clean-up, not timed: must leave no worktrees and no fanout/* branches.
-    "$FANOUT" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
-    [[ -z $(git -C "$REPO" for-each-ref refs/heads/fanout) ]] || die "fanout cleanup --all left fanout/* branches"
-    assert_clean "fanout cleanup --all"
-    elapsed "$t0" "$t1"
+    "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
+    [[ -z $(git -C "$REPO" for-each-ref refs/heads/fanout) ]] || die "$side: fanout cleanup --all left fanout/* branches"
+    assert_clean "$REPO" "$side: fanout cleanup --all"
 }
 
-# --- the benchmark -----------------------------------------------------------
-echo "fanout worktree benchmark"
-echo "  fanout:  $FANOUT ($("$FANOUT" --version))"
-echo "  repo:    $NFILES files ($DIRS dirs x $FILES_PER_DIR), $WORKERS workers"
-echo "  cpus:    $(nproc)"
-echo "  workdir: $(stat -f -c %T "$WORK") filesystem (TMPDIR=$(dirname "$WORK"))"
-echo "  runs:    $RUNS per side, after one warm-up each (not counted)"
+run_side() {
+    case $1 in
+        git) git_side "$2" ;;
+        fanout) fanout_side fanout "$FANOUT" "$2" ;;
+        before) fanout_side before "$FANOUT_BEFORE" "$2" ;;
+    esac
+}
+
+# --- the benchmark -----------------------------------------------------------------
+SIDES=(git fanout)
+if [[ -n $FANOUT_BEFORE ]]; then SIDES+=(before); fi
+echo "fanout worktree benchmark (P1)"
+describe_binaries
+echo "  repo:    $NFILES files (50 dirs x 100), $WORKERS workers, ${SLEEP}-second agent"
+echo "  cpus:    $(nproc), load now: $(load1)"
+describe_scratch
+echo "  runs:    $RUNS per side, after one warm-up each (not counted); sides: ${SIDES[*]}"
 echo
 
 # Warm-up: page cache, git's first-time work, the binary itself.
-run_baseline >/dev/null
-run_fanout >/dev/null
-
-# Alternate the sides and flip the order every round (B F, F B, ...), so that
-# neither side systematically runs first on a freshly cleaned repository.
-base_times=()
-fan_times=()
+for side in "${SIDES[@]}"; do run_side "$side" warm-up; done
+# The order of the sides rotates every round (git fanout, fanout git, ...), so
+# that no side systematically runs first on a freshly cleaned repository.
 for ((r = 1; r <= RUNS; r++)); do
-    if ((r % 2)); then
-        b=$(run_baseline); f=$(run_fanout)
-    else
-        f=$(run_fanout); b=$(run_baseline)
-    fi
-    base_times+=("$b")
-    fan_times+=("$f")
-    printf '  run %2d   baseline %7.3f s   fanout %7.3f s\n' "$r" "$b" "$f"
+    mapfile -t order < <(rotate "$r" "${SIDES[@]}")
+    for side in "${order[@]}"; do run_side "$side" "$r"; done
 done
+summarize --order git,fanout,before --ratio fanout/git --ratio before/git --ratio fanout/before
 echo
-
-python3 - "${#base_times[@]}" "${base_times[@]}" "${fan_times[@]}" <<'PY'
-import statistics, sys
-n = int(sys.argv[1])
-vals = [float(v) for v in sys.argv[2:]]
-base, fan = vals[:n], vals[n:]
-mb, mf = statistics.median(base), statistics.median(fan)
-print(f"  median   baseline {mb:7.3f} s   fanout {mf:7.3f} s")
-print(f"  ratio fanout/baseline = {mf / mb:.2f}")
-print("  target: <= 1.05")
-PY
+echo "  target (issue #14): whole run fanout/git <= 0.7 with the 1-second agent"
