@@ -177,11 +177,11 @@ last_start() {
 
 # --- (a)+(b): 8 worktrees, the bash pattern ----------------------------------------
 git_side() {
-    local round=$1 i t0 t1 pids=() failed=0 rss=0 r
+    local round=$1 i t0 t1 pids=() failed=0 rss=0 r cpu=0 u s
     rm -f "$STAMPS"/*
     t0=$(now)
     for ((i = 1; i <= WORKERS; i++)); do
-        /usr/bin/time -f %M -o "$WORK/rss.$i" git -C "$REPO" worktree add -q -b "base/$i" "$WT/base-$i" HEAD
+        /usr/bin/time -f '%M %U %S' -o "$WORK/rss.$i" git -C "$REPO" worktree add -q -b "base/$i" "$WT/base-$i" HEAD
     done
     for ((i = 1; i <= WORKERS; i++)); do
         (cd "$WT/base-$i" && FANOUT_WORKER_ID=$i exec "$AGENT" "$TASK") &
@@ -192,13 +192,15 @@ git_side() {
     ((failed == 0)) || die "git: $failed agent(s) failed"
     for ((i = 1; i <= WORKERS; i++)); do
         [[ -f $WT/base-$i/result-$i.txt ]] || die "git: worker $i left no result"
-        r=$(<"$WORK/rss.$i")
+        read -r r u s <"$WORK/rss.$i"
         if ((r > rss)); then rss=$r; fi
+        cpu=$(python3 -c 'import sys; print(sum(map(float, sys.argv[1:])))' "$cpu" "$u" "$s")
     done
     if [[ $round != warm-up ]]; then
         record "(a) worktree phase, $WORKERS worktrees [s]" git "$round" "$(elapsed "$t0" "$(last_start "$WORKERS")")"
         record "(b) whole run, 0-second agent [s]" git "$round" "$(elapsed "$t0" "$t1")"
         record "(a) peak RSS of the $WORKERS-worktree run [MB]" git "$round" "$(kb_to_mb "$rss")"
+        record "(a) CPU time (user+sys) of the $WORKERS-worktree run [s]" git "$round" "$cpu"
     fi
     for ((i = 1; i <= WORKERS; i++)); do
         git -C "$REPO" worktree remove --force "$WT/base-$i"
@@ -212,7 +214,7 @@ fanout_side() {
     local side=$1 bin=$2 round=$3 t0 t1 rc=0 out=$WORK/out.json
     rm -f "$STAMPS"/*
     t0=$(now)
-    /usr/bin/time -f %M -o "$WORK/rss.fanout" \
+    /usr/bin/time -f '%M %U %S' -o "$WORK/rss.fanout" \
         "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
@@ -224,7 +226,11 @@ fanout_side() {
     if [[ $round != warm-up ]]; then
         record "(a) worktree phase, $WORKERS worktrees [s]" "$side" "$round" "$(elapsed "$t0" "$(last_start "$WORKERS")")"
         record "(b) whole run, 0-second agent [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
-        record "(a) peak RSS of the $WORKERS-worktree run [MB]" "$side" "$round" "$(kb_to_mb "$(<"$WORK/rss.fanout")")"
+        local rss u s
+        read -r rss u s <"$WORK/rss.fanout"
+        record "(a) peak RSS of the $WORKERS-worktree run [MB]" "$side" "$round" "$(kb_to_mb "$rss")"
+        record "(a) CPU time (user+sys) of the $WORKERS-worktree run [s]" "$side" "$round" \
+            "$(python3 -c 'import sys; print(sum(map(float, sys.argv[1:])))' "$u" "$s")"
     fi
     "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
     assert_clean "$REPO" "$side: fanout cleanup --all"
@@ -238,6 +244,7 @@ git_one() {
     t1=$(now)
     record "(c) one checkout: peak RSS [MB]" git "$round" "$(kb_to_mb "$(peak_rss_kb "$WORK/time.git")")"
     record "(c) one checkout: wall time [s]" git "$round" "$(elapsed "$t0" "$t1")"
+    record "(c) one checkout: CPU time (user+sys) [s]" git "$round" "$(cpu_seconds "$WORK/time.git")"
     git -C "$REPO" worktree remove --force "$WT/one"
     git -C "$REPO" branch -q -D base/one
     assert_clean "$REPO" "git worktree remove"
@@ -255,6 +262,7 @@ fanout_one() {
     fanout_succeeded "$out" 1 || die "$side: the worker did not succeed (see $out)"
     record "(c) one checkout: peak RSS [MB]" "$side" "$round" "$(kb_to_mb "$(peak_rss_kb "$WORK/time.fanout")")"
     record "(c) one checkout: wall time [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
+    record "(c) one checkout: CPU time (user+sys) [s]" "$side" "$round" "$(cpu_seconds "$WORK/time.fanout")"
     "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
     assert_clean "$REPO" "$side: fanout cleanup --all"
 }

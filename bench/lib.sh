@@ -125,6 +125,11 @@ peak_rss_kb() {
     awk -F': ' '/Maximum resident set size/ { print $2 }' "$1"
 }
 
+# cpu_seconds FILE: user + system seconds from what /usr/bin/time -v wrote to FILE.
+cpu_seconds() {
+    awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { t += $2 } END { printf "%.2f\n", t }' "$1"
+}
+
 # kb_to_mb KB
 kb_to_mb() { python3 -c 'import sys; print(f"{int(sys.argv[1]) / 1024:.1f}")' "$1"; }
 
