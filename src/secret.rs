@@ -12,8 +12,18 @@
 //!   `http.extraheader`, a credential helper, a URL with a password in it), as found in
 //!   `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`;
 //!   [`git_config_from_env`] reads those variables less such entries.
+//!
+//! At start, before anything else (and before any thread exists), `main` takes every
+//! credential out of the process ([`Secrets::take_from_env`]: the bytes of the
+//! original environment block overwritten, then the variables removed, so neither
+//! `/proc/<pid>/environ` nor any child ever shows them) and makes the process
+//! non-dumpable ([`make_undumpable`]: same-uid processes can no longer read its
+//! memory or environment, nor ptrace it). The values live on only in [`Secrets`]
+//! ([`SecretString`], zeroed when dropped), handed to the commands that publish.
 
 use std::ffi::OsString;
+
+use secrecy::SecretString;
 
 /// A variable holding a GitHub or Actions credential.
 pub fn is_credential(name: &str) -> bool {
@@ -114,6 +124,191 @@ pub fn is_git_config_var(name: &str) -> bool {
         || name.starts_with("GIT_CONFIG_VALUE_")
 }
 
+/// The credentials fanout was started with, taken out of its environment
+/// ([`Secrets::take_from_env`]). Only commands that publish (or run an agent whose
+/// definition says `allow_github_token: true`) are handed them.
+#[derive(Default)]
+pub struct Secrets {
+    vars: Vec<(String, SecretString)>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.vars.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
+impl Secrets {
+    /// Take every [`is_credential`] variable out of the process environment: its
+    /// value is copied into the result, its bytes in the environment block are
+    /// overwritten with zeros, then the variable is removed.
+    ///
+    /// Call it first thing in `main`, while the process has one thread: the
+    /// environment is not thread-safe.
+    pub fn take_from_env() -> Secrets {
+        let mut vars = Vec::new();
+        // SAFETY (every call below): one thread, see above.
+        unsafe {
+            scrub_environ(|name, value| {
+                if is_credential(name) {
+                    let value = String::from_utf8_lossy(value).into_owned();
+                    vars.push((name.to_owned(), SecretString::from(value)));
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+        for (name, _) in &vars {
+            unsafe { std::env::remove_var(name) };
+        }
+        // Whatever could not be overwritten (names that are not UTF-8).
+        let left: Vec<OsString> = std::env::vars_os()
+            .map(|(k, _)| k)
+            .filter(|k| is_credential(&k.to_string_lossy()))
+            .collect();
+        for name in left {
+            unsafe { std::env::remove_var(&name) };
+        }
+        unsafe { scrub_git_config_env() };
+        Secrets { vars }
+    }
+
+    /// Secrets holding `vars` (tests).
+    pub fn from_pairs(vars: &[(&str, &str)]) -> Secrets {
+        Secrets {
+            vars: vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), SecretString::from((*v).to_owned())))
+                .collect(),
+        }
+    }
+
+    /// The value of `name`, when it was set and not blank.
+    pub fn get(&self, name: &str) -> Option<&SecretString> {
+        use secrecy::ExposeSecret;
+        self.vars
+            .iter()
+            .find(|(k, v)| k == name && !v.expose_secret().trim().is_empty())
+            .map(|(_, v)| v)
+    }
+
+    /// The GitHub token: `GITHUB_TOKEN`, else `GH_TOKEN` (trimmed).
+    pub fn github_token(&self) -> Option<SecretString> {
+        use secrecy::ExposeSecret;
+        self.get("GITHUB_TOKEN")
+            .or_else(|| self.get("GH_TOKEN"))
+            .map(|t| SecretString::from(t.expose_secret().trim().to_owned()))
+    }
+
+    /// The names taken.
+    pub fn names(&self) -> Vec<&str> {
+        self.vars.iter().map(|(k, _)| k.as_str()).collect()
+    }
+}
+
+/// Overwrite with zeros, in the process's environment block itself, the value of
+/// every variable for which `take(name, value)` says so (it sees the value first).
+///
+/// # Safety
+/// The process must have one thread (the environment is not thread-safe).
+#[cfg(unix)]
+unsafe fn scrub_environ(mut take: impl FnMut(&str, &[u8]) -> bool) {
+    unsafe extern "C" {
+        static mut environ: *mut *mut std::ffi::c_char;
+    }
+    // SAFETY: `environ` is the C library's NULL-terminated array of NUL-terminated
+    // "NAME=value" strings, in writable memory of this process; only bytes before
+    // each string's terminating NUL are written, and no Rust reference to them lives
+    // across the write.
+    unsafe {
+        let mut entry = environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let ptr = *entry;
+            let bytes = std::ffi::CStr::from_ptr(ptr).to_bytes();
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
+                let name = String::from_utf8_lossy(&bytes[..eq]).into_owned();
+                let len = bytes.len() - eq - 1;
+                if take(&name, &bytes[eq + 1..]) {
+                    std::ptr::write_bytes(ptr.add(eq + 1), 0, len);
+                }
+            }
+            entry = entry.add(1);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+unsafe fn scrub_environ(_take: impl FnMut(&str, &[u8]) -> bool) {}
+
+/// Git configuration in the environment (`GIT_CONFIG_COUNT`/`_KEY_n`/`_VALUE_n`,
+/// `GIT_CONFIG_PARAMETERS`) that carries a credential ([`is_credential_config`]): its
+/// values overwritten in place, then the set rewritten without it.
+///
+/// # Safety
+/// The process must have one thread (the environment is not thread-safe).
+unsafe fn scrub_git_config_env() {
+    let keys: std::collections::BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let n = k.to_str()?.strip_prefix("GIT_CONFIG_KEY_")?.to_owned();
+            Some((n, v.to_string_lossy().into_owned()))
+        })
+        .collect();
+    let mut dropped = false;
+    // SAFETY: one thread (the caller's promise).
+    unsafe {
+        scrub_environ(|name, value| {
+            let value = String::from_utf8_lossy(value);
+            let credential = match name.strip_prefix("GIT_CONFIG_VALUE_") {
+                Some(n) => keys.get(n).is_some_and(|k| is_credential_config(k, &value)),
+                None if name == "GIT_CONFIG_PARAMETERS" => {
+                    let lower = value.to_ascii_lowercase();
+                    lower.contains("extraheader")
+                        || lower.contains("'credential.")
+                        || has_url_password(&value)
+                }
+                None => false,
+            };
+            dropped |= credential;
+            credential
+        });
+    }
+    if !dropped {
+        return;
+    }
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let kept = git_config_from_env(&env);
+    for (name, _) in env {
+        if name.to_str().is_some_and(is_git_config_var) {
+            // SAFETY: one thread (the caller's promise).
+            unsafe { std::env::remove_var(&name) };
+        }
+    }
+    if kept.is_empty() {
+        return;
+    }
+    // SAFETY: one thread (the caller's promise).
+    unsafe {
+        std::env::set_var("GIT_CONFIG_COUNT", kept.len().to_string());
+        for (i, (k, v)) in kept.iter().enumerate() {
+            std::env::set_var(format!("GIT_CONFIG_KEY_{i}"), k);
+            std::env::set_var(format!("GIT_CONFIG_VALUE_{i}"), v);
+        }
+    }
+}
+
+/// Make this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`, Linux): processes of
+/// the same user can no longer read `/proc/<pid>/environ` or `mem`, nor ptrace it.
+/// (Root still can; children get the default back when they exec.) A no-op elsewhere.
+pub fn make_undumpable() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("fanout: warning: could not make the process non-dumpable: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +348,23 @@ mod tests {
         ] {
             assert!(!is_scrubbed(name), "{name} passes");
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_becomes_non_dumpable() {
+        make_undumpable();
+        assert!(!nix::sys::prctl::get_dumpable().unwrap());
+    }
+
+    #[test]
+    fn secrets_hand_out_the_github_token_and_hide_values() {
+        let s = Secrets::from_pairs(&[("GH_TOKEN", " gho_x \n"), ("GITHUB_TOKEN", "  ")]);
+        use secrecy::ExposeSecret;
+        assert_eq!(s.github_token().unwrap().expose_secret(), "gho_x");
+        assert!(s.get("GITHUB_TOKEN").is_none(), "blank is unset");
+        assert_eq!(format!("{s:?}"), r#"["GH_TOKEN", "GITHUB_TOKEN"]"#);
+        assert!(Secrets::default().github_token().is_none());
     }
 
     #[test]

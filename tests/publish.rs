@@ -158,6 +158,36 @@ impl Setup {
     }
 }
 
+/// `--token` still works, with a warning: a command line is readable by every process
+/// of the machine.
+#[test]
+fn a_token_on_the_command_line_is_deprecated() {
+    let s = setup("a");
+    let url = s.gh.url();
+    let out =
+        s.t.fanout(&[
+            "publish",
+            "--json",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "--token",
+            TOKEN,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("--token is deprecated"), "{stderr}");
+    assert!(stderr.contains("GITHUB_TOKEN"), "{stderr}");
+    assert_eq!(s.gh.pulls().len(), 1);
+}
+
 #[test]
 fn one_pr_per_successful_branch_pushed_with_exact_commits() {
     let s = setup("good,bad,fine");

@@ -50,7 +50,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::config::AdapterKind;
 use crate::config::{AgentDef, Price, ResultSpec};
 pub use crate::model::CostSource;
-use crate::secret::is_scrubbed;
+use crate::secret::{is_git_config_var, is_scrubbed};
 pub use template::{PLACEHOLDERS, check as check_template, expand};
 
 /// A resolved agent definition; serializable so a plan carries it.
@@ -352,9 +352,11 @@ pub fn agent_env(
     agent_env_with(parent, extra, false)
 }
 
-/// [`agent_env`], letting `GITHUB_TOKEN` and `GH_TOKEN` through when `allow_github_token`
-/// (an agent definition's explicit `allow_github_token: true`). Actions runtime and
-/// OIDC tokens never pass.
+/// [`agent_env`], letting `GITHUB_TOKEN` and `GH_TOKEN` of `extra` through when
+/// `allow_github_token` (an agent definition's explicit `allow_github_token: true`;
+/// fanout passes the token it took at start). `parent`'s credentials never pass, nor do
+/// Actions runtime and OIDC tokens; git configuration in `GIT_CONFIG_COUNT`/`_KEY_n`/
+/// `_VALUE_n` passes less credential entries, renumbered; `GIT_CONFIG_PARAMETERS` never.
 pub fn agent_env_with(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     extra: &[(String, String)],
@@ -362,10 +364,25 @@ pub fn agent_env_with(
 ) -> Vec<(OsString, OsString)> {
     let allowed =
         |k: &str| !is_scrubbed(k) || allow_github_token && matches!(k, "GITHUB_TOKEN" | "GH_TOKEN");
+    let parent: Vec<(OsString, OsString)> = parent.into_iter().collect();
     let mut env: BTreeMap<OsString, OsString> = parent
-        .into_iter()
-        .filter(|(k, _)| k.to_str().is_some_and(allowed))
+        .iter()
+        .filter(|(k, _)| {
+            k.to_str()
+                .is_some_and(|k| !is_scrubbed(k) && !is_git_config_var(k))
+        })
+        .cloned()
         .collect();
+    // Git configuration given in the environment passes, less credentials (an
+    // `http.extraheader` with a token, a credential helper, a URL with a password).
+    let config = crate::secret::git_config_from_env(&parent);
+    if !config.is_empty() {
+        env.insert("GIT_CONFIG_COUNT".into(), config.len().to_string().into());
+        for (i, (k, v)) in config.into_iter().enumerate() {
+            env.insert(format!("GIT_CONFIG_KEY_{i}").into(), k.into());
+            env.insert(format!("GIT_CONFIG_VALUE_{i}").into(), v.into());
+        }
+    }
     for (k, v) in extra {
         if allowed(k) {
             env.insert(k.into(), v.into());
@@ -549,6 +566,50 @@ mod tests {
                 (OsString::from("FOO"), OsString::from("bar")),
                 (OsString::from("PATH"), OsString::from("/bin"))
             ]
+        );
+    }
+
+    #[test]
+    fn git_config_in_the_environment_loses_credentials_and_the_token_comes_only_from_fanout() {
+        let pairs = |v: Vec<(OsString, OsString)>| -> Vec<String> {
+            v.iter()
+                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                .collect()
+        };
+        let parent: Vec<(OsString, OsString)> = [
+            ("GIT_CONFIG_COUNT", "3"),
+            ("GIT_CONFIG_KEY_0", "http.https://github.com/.extraheader"),
+            (
+                "GIT_CONFIG_VALUE_0",
+                "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzXw==",
+            ),
+            ("GIT_CONFIG_KEY_1", "user.name"),
+            ("GIT_CONFIG_VALUE_1", "me"),
+            ("GIT_CONFIG_KEY_2", "credential.helper"),
+            ("GIT_CONFIG_VALUE_2", "store"),
+            ("GIT_CONFIG_PARAMETERS", "'http.extraheader'='x'"),
+            ("GITHUB_TOKEN", "ghs_from_the_parent"),
+        ]
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+        assert_eq!(
+            pairs(agent_env_with(parent.clone(), &[], true)),
+            [
+                "GIT_CONFIG_COUNT=1",
+                "GIT_CONFIG_KEY_0=user.name",
+                "GIT_CONFIG_VALUE_0=me"
+            ]
+        );
+        let given = [("GITHUB_TOKEN".to_owned(), "ghs_given".to_owned())];
+        assert!(
+            pairs(agent_env_with(parent.clone(), &given, true))
+                .contains(&"GITHUB_TOKEN=ghs_given".to_owned())
+        );
+        assert!(
+            !pairs(agent_env_with(parent, &given, false))
+                .iter()
+                .any(|p| p.contains("ghs_"))
         );
     }
 

@@ -11,6 +11,7 @@ use clap::Args;
 use super::common::{CliError, Context, PublishArgs};
 use crate::ops::matrix::{AggregateAfter, aggregate as run_aggregate};
 use crate::report::table::{pr_table, table};
+use crate::secret::Secrets;
 
 /// `fanout aggregate`.
 #[derive(Debug, Args, Clone)]
@@ -36,14 +37,14 @@ pub struct AggregateArgs {
 }
 
 /// Entry point of `fanout aggregate`.
-pub fn aggregate(ctx: &Context, args: &AggregateArgs) -> Result<i32, CliError> {
+pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
     let plan = ctx.plan_file(&args.plan)?;
-    let flags = args.publish_args.flags();
+    let flags = args.publish.then(|| args.publish_args.flags(secrets));
     let after = AggregateAfter {
         integrate: args.integrate,
-        publish: args.publish.then_some(&flags),
+        publish: flags.as_ref(),
     };
     let (report, _, code) = run_aggregate(&repo, &file, &plan, &ctx.path(&args.from), after)?;
     if args.json {

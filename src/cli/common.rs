@@ -7,12 +7,14 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use secrecy::SecretString;
 
 use crate::config::{ConfigFile, IncludeStatus};
 use crate::plan::Plan;
 use crate::plan::settings::{PlanFlags, Settings};
 use crate::publish::report::PublishFlags;
 use crate::repo::UserRepo;
+use crate::secret::Secrets;
 
 /// Flags that shape the plan (shared by `run` and `plan`).
 #[derive(Debug, Args, Clone, Default)]
@@ -139,8 +141,9 @@ pub struct PublishArgs {
     /// API base URL (default: `$GITHUB_API_URL`, else https://api.github.com).
     #[arg(long, value_name = "URL")]
     pub api_url: Option<String>,
-    /// Token (default: `$GITHUB_TOKEN`, else `$GH_TOKEN`).
-    #[arg(long, value_name = "TOKEN", hide_env_values = true)]
+    /// Deprecated: any process on the machine can read a command line; set
+    /// `$GITHUB_TOKEN` (or `$GH_TOKEN`) instead.
+    #[arg(long, value_name = "TOKEN", hide = true)]
     pub token: Option<String>,
     /// GitHub App id (default: `$FANOUT_APP_ID`); with a private key, used instead of a token.
     #[arg(long, value_name = "ID")]
@@ -166,8 +169,18 @@ pub struct PublishArgs {
 }
 
 impl PublishArgs {
-    /// The publishing flags as library input.
-    pub fn flags(&self) -> PublishFlags {
+    /// The publishing flags as library input, with the credentials fanout was started
+    /// with (`--token`, deprecated, wins, with a warning).
+    pub fn flags(&self, secrets: &Secrets) -> PublishFlags {
+        let token = match &self.token {
+            Some(t) => {
+                eprintln!(
+                    "fanout: warning: --token is deprecated: every process on this machine can read a command line (/proc/<pid>/cmdline); set GITHUB_TOKEN instead"
+                );
+                Some(SecretString::from(t.trim().to_owned()))
+            }
+            None => secrets.github_token(),
+        };
         PublishFlags {
             include: self.include.clone(),
             labels: self.labels.clone(),
@@ -178,9 +191,10 @@ impl PublishArgs {
             remote: self.remote.clone(),
             repo: self.repo.clone(),
             api_url: self.api_url.clone(),
-            token: self.token.clone(),
+            token,
             app_id: self.app_id,
             app_private_key: self.app_private_key.clone(),
+            app_private_key_pem: secrets.get("FANOUT_APP_PRIVATE_KEY").cloned(),
             pace_ms: self.pace_ms,
             rate_limit_wait: self.rate_limit_wait,
             max_wait: self.max_wait,
@@ -188,6 +202,29 @@ impl PublishArgs {
             server_error_backoff: self.server_error_backoff,
         }
     }
+}
+
+/// `GITHUB_TOKEN` and `GH_TOKEN` for `agent` when its definition says
+/// `allow_github_token: true` (said on stderr); none otherwise — nothing else fanout
+/// starts ever gets them.
+pub fn agent_tokens(
+    agent: &crate::agent::AgentSpec,
+    secrets: &Secrets,
+) -> Vec<(String, SecretString)> {
+    if !agent.allow_github_token {
+        return Vec::new();
+    }
+    let tokens: Vec<(String, SecretString)> = ["GITHUB_TOKEN", "GH_TOKEN"]
+        .into_iter()
+        .filter_map(|k| Some((k.to_owned(), secrets.get(k)?.clone())))
+        .collect();
+    if !tokens.is_empty() {
+        eprintln!(
+            "fanout: warning: agent {:?} gets the GitHub token (allow_github_token: true): it can do whatever the token allows",
+            agent.name
+        );
+    }
+    tokens
 }
 
 /// A command's failure, with the exit code it maps to: the library's

@@ -84,6 +84,10 @@ pub enum Command {
 
 /// What `main` calls.
 pub fn main() -> ExitCode {
+    // First, while this is the only thread: credentials out of the environment (and
+    // out of /proc/<pid>/environ), and the process closed to same-user readers.
+    let secrets = crate::secret::Secrets::take_from_env();
+    crate::secret::make_undumpable();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -92,7 +96,7 @@ pub fn main() -> ExitCode {
         }
     };
     init_tracing();
-    let code = match dispatch(cli) {
+    let code = match dispatch(cli, secrets) {
         Ok(code) => code,
         Err(e) => {
             match &e {
@@ -116,7 +120,20 @@ fn init_tracing() {
         .try_init();
 }
 
-fn dispatch(cli: Cli) -> Result<i32, CliError> {
+/// Run the command. Only commands that may publish, or run agents (one whose
+/// definition says `allow_github_token: true` gets the token), keep `secrets`.
+fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> {
+    let secrets = match &cli.command {
+        Command::Run(_)
+        | Command::Resume(_)
+        | Command::Publish(_)
+        | Command::Aggregate(_)
+        | Command::Worker(_) => secrets,
+        _ => {
+            drop(secrets);
+            crate::secret::Secrets::default()
+        }
+    };
     let cwd = match &cli.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()
@@ -127,15 +144,15 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         config: cli.config,
     };
     match cli.command {
-        Command::Run(args) => run::run(&ctx, &args),
+        Command::Run(args) => run::run(&ctx, &args, secrets),
         Command::Plan(args) => plan::plan(&ctx, &args),
-        Command::Worker(args) => worker::worker(&ctx, &args),
-        Command::Aggregate(args) => aggregate::aggregate(&ctx, &args),
-        Command::Publish(args) => publish::publish_command(&ctx, &args),
+        Command::Worker(args) => worker::worker(&ctx, &args, secrets),
+        Command::Aggregate(args) => aggregate::aggregate(&ctx, &args, &secrets),
+        Command::Publish(args) => publish::publish_command(&ctx, &args, &secrets),
         Command::Schema => schema::schema(),
         Command::Init(args) => init::init(&ctx, &args),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
-        Command::Resume(args) => resume::resume(&ctx, &args),
+        Command::Resume(args) => resume::resume(&ctx, &args, secrets),
         Command::Status(args) => status::status(&ctx, &args),
         Command::Demo(args) => demo::demo(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),

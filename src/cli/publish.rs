@@ -9,6 +9,7 @@ use super::common::{CliError, Context, PublishArgs};
 use crate::publish::report::{load_report, publish_report};
 use crate::report::table::pr_table;
 use crate::run::runs::newest_with_results;
+use crate::secret::Secrets;
 
 /// `fanout publish`.
 #[derive(Debug, Args, Clone)]
@@ -28,7 +29,11 @@ pub struct PublishCommand {
 }
 
 /// Entry point of `fanout publish`.
-pub fn publish_command(ctx: &Context, args: &PublishCommand) -> Result<i32, CliError> {
+pub fn publish_command(
+    ctx: &Context,
+    args: &PublishCommand,
+    secrets: &Secrets,
+) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
     let path = match &args.results {
@@ -50,7 +55,13 @@ pub fn publish_command(ctx: &Context, args: &PublishCommand) -> Result<i32, CliE
         }
     };
     let mut report = load_report(&path)?;
-    let code = publish_report(&repo, &file, &args.publish.flags(), &mut report, &path)?;
+    let code = publish_report(
+        &repo,
+        &file,
+        &args.publish.flags(secrets),
+        &mut report,
+        &path,
+    )?;
     if args.json {
         println!(
             "{}",

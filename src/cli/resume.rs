@@ -16,12 +16,13 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::common::{CliError, Context, PublishArgs};
+use super::common::{CliError, Context, PublishArgs, agent_tokens};
 use crate::ops::run::{AfterRun, after_run, run_attempt};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
 use crate::run::resumable::{Found, prepare};
+use crate::secret::Secrets;
 
 /// `fanout resume`.
 #[derive(Debug, Args, Clone)]
@@ -57,7 +58,7 @@ pub struct ResumeArgs {
 }
 
 /// Entry point of `fanout resume`.
-pub fn resume(ctx: &Context, args: &ResumeArgs) -> Result<i32, CliError> {
+pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let say = |msg: &str| {
         if args.json {
@@ -91,18 +92,21 @@ pub fn resume(ctx: &Context, args: &ResumeArgs) -> Result<i32, CliError> {
         }
         Found::Ready(ready) => *ready,
     };
+    let mut ready = ready;
+    ready.attempt.agent_tokens = agent_tokens(&ready.plan.agent, &secrets);
+    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
+    drop(secrets);
     let (file, _) = ctx.load_config(&repo)?;
     let identity = file.commit_identity();
     let style = Style::detect(args.quiet);
     let mut report = run_attempt(&repo, &identity, ready.plan, style, ready.attempt)?;
     let results_path = ready.run_dir.join("results.json");
-    let flags = args.publish_args.flags();
     let code = after_run(
         &repo,
         &mut report,
         AfterRun {
             integrate: args.integrate.then_some(&identity),
-            publish: args.publish.then_some((&file, &flags)),
+            publish: flags.as_ref().map(|f| (&file, f)),
             results_path: &results_path,
         },
     )?;

@@ -3,11 +3,12 @@
 
 use clap::Args;
 
-use super::common::{CliError, Context, PlanArgs, PublishArgs};
+use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
 use crate::ops::run::{AfterRun, after_run, execute_plan};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::ExecOptions;
+use crate::secret::Secrets;
 
 /// `fanout run`.
 #[derive(Debug, Args, Clone)]
@@ -35,12 +36,16 @@ pub struct RunArgs {
 }
 
 /// Entry point of `fanout run`.
-pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
+pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
     let (repo, settings) = ctx.settings(&args.plan)?;
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::assign::build(&settings, base, &run_id);
-    let opts = ExecOptions::from_settings(&settings);
+    let mut opts = ExecOptions::from_settings(&settings);
+    opts.agent_tokens = agent_tokens(&plan.agent, &secrets);
+    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
+    // Nothing else needs them: gone before any agent starts.
+    drop(secrets);
     let mut report = execute_plan(&repo, &opts, plan, Style::detect(args.quiet))?;
     let run_dir = repo.run_dir(&report.run_id);
     let results_path = run_dir.join("results.json");
@@ -49,13 +54,12 @@ pub fn run(ctx: &Context, args: &RunArgs) -> Result<i32, CliError> {
     } else {
         None
     };
-    let flags = args.publish_args.flags();
     let code = after_run(
         &repo,
         &mut report,
         AfterRun {
             integrate: args.integrate.then_some(&settings.commit_identity),
-            publish: file.as_ref().map(|f| (f, &flags)),
+            publish: file.as_ref().zip(flags.as_ref()),
             results_path: &results_path,
         },
     )?;

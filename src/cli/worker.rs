@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{CliError, Context};
+use super::common::{CliError, Context, agent_tokens};
 use crate::ops::matrix::{WorkerJob, worker as run_worker};
 use crate::report::progress::Style;
+use crate::secret::Secrets;
 
 /// `fanout worker`.
 #[derive(Debug, Args, Clone)]
@@ -33,7 +34,7 @@ pub struct WorkerArgs {
 }
 
 /// Entry point of `fanout worker`.
-pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
+pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
     let plan = ctx.plan_file(&args.plan)?;
@@ -42,7 +43,9 @@ pub fn worker(ctx: &Context, args: &WorkerArgs) -> Result<i32, CliError> {
         out: ctx.path(&args.out),
         deps_from: args.deps_from.as_deref().map(|d| ctx.path(d)),
         style: Style::detect(args.quiet),
+        agent_tokens: agent_tokens(&plan.agent, &secrets),
     };
+    drop(secrets);
     let (dir, code) = run_worker(&repo, &file, &plan, &job)?;
     println!("{}", dir.display());
     Ok(code)

@@ -325,6 +325,36 @@ impl Git {
     }
 }
 
+/// Every configuration entry git sees in `dir` (every scope, includes followed), read
+/// by a hardened `git config --list`.
+pub fn list_config(dir: &Path) -> Result<Vec<Entry>, GitError> {
+    let git = Git::new(dir);
+    let env = git.env();
+    git.list_config(&env)
+}
+
+/// Configuration entries in `dir` that hold a credential any process of the user can
+/// read — an `http.<url>.extraheader` carrying an `Authorization` header (what
+/// `actions/checkout` leaves with `persist-credentials: true`), a URL with a password —
+/// as `key` names.
+pub fn readable_credentials(dir: &Path) -> Result<Vec<String>, GitError> {
+    let mut keys: Vec<String> = list_config(dir)?
+        .into_iter()
+        .filter(|e| {
+            let header = e.key.starts_with("http.")
+                && e.key.ends_with(".extraheader")
+                && e.value.to_ascii_lowercase().contains("authorization");
+            header
+                || (!e.key.starts_with("credential.")
+                    && crate::secret::is_credential_config(&e.key, &e.value)
+                    && !e.key.ends_with(".extraheader"))
+        })
+        .map(|e| e.key)
+        .collect();
+    keys.dedup();
+    Ok(keys)
+}
+
 fn run(
     args: &[OsString],
     dir: &Path,

@@ -35,6 +35,9 @@ pub struct WorkerJob {
     pub deps_from: Option<PathBuf>,
     /// How progress is shown.
     pub style: Style,
+    /// The GitHub token, for an agent allowed it (see
+    /// [`crate::run::attempt::ExecOptions::agent_tokens`]).
+    pub agent_tokens: Vec<(String, secrecy::SecretString)>,
 }
 
 /// Run worker `job.id` of `plan` in this checkout and write its artifact; returns the
@@ -65,6 +68,7 @@ pub fn worker(
         }),
         identity: file.commit_identity(),
         run_dir_name: Some(format!("{}-w{}", plan.run_id, w.id)),
+        agent_tokens: job.agent_tokens.clone(),
     };
     let report = execute_plan_keeping(repo, &opts, one, job.style, kept)?;
     let result = report

@@ -44,12 +44,14 @@ pub struct PublishFlags {
     pub repo: Option<String>,
     /// API base URL.
     pub api_url: Option<String>,
-    /// Token.
-    pub token: Option<String>,
+    /// Token (the environment's, taken at start, or `--token`).
+    pub token: Option<SecretString>,
     /// GitHub App id.
     pub app_id: Option<u64>,
     /// GitHub App private key file.
     pub app_private_key: Option<PathBuf>,
+    /// GitHub App private key (PEM) from `$FANOUT_APP_PRIVATE_KEY`, taken at start.
+    pub app_private_key_pem: Option<SecretString>,
     /// Least milliseconds between two API mutations.
     pub pace_ms: Option<u64>,
     /// Least seconds to wait after a rate-limit answer without timing headers.
@@ -382,31 +384,28 @@ fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
             },
         };
     if let Some(app_id) = app_id {
-        let pem = match &args.app_private_key {
-            Some(p) => std::fs::read_to_string(p)
-                .map_err(|e| Failure::Usage(format!("--app-private-key {}: {e}", p.display())))?,
-            None => env("FANOUT_APP_PRIVATE_KEY").ok_or_else(|| {
-                Failure::Usage(
+        let private_key_pem =
+            match &args.app_private_key {
+                Some(p) => SecretString::from(std::fs::read_to_string(p).map_err(|e| {
+                    Failure::Usage(format!("--app-private-key {}: {e}", p.display()))
+                })?),
+                None => args.app_private_key_pem.clone().ok_or_else(|| {
+                    Failure::Usage(
                     "--app-id needs --app-private-key FILE or the PEM in $FANOUT_APP_PRIVATE_KEY"
                         .into(),
                 )
-            })?,
-        };
+                })?,
+            };
         return Ok(Credentials::App {
             app_id,
-            private_key_pem: SecretString::from(pem),
+            private_key_pem,
         });
     }
-    args.token
-        .clone()
-        .or_else(|| env("GITHUB_TOKEN"))
-        .or_else(|| env("GH_TOKEN"))
-        .map(|t| Credentials::Token(SecretString::from(t.trim().to_owned())))
-        .ok_or_else(|| {
-            Failure::Usage(
-                "publishing needs a token (--token, $GITHUB_TOKEN, $GH_TOKEN) or a GitHub App (--app-id and a private key)".into(),
-            )
-        })
+    args.token.clone().map(Credentials::Token).ok_or_else(|| {
+        Failure::Usage(
+            "publishing needs a token ($GITHUB_TOKEN or $GH_TOKEN) or a GitHub App (--app-id and a private key)".into(),
+        )
+    })
 }
 
 /// `::add-mask::` every secret, so Actions never shows it in logs.

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use secrecy::SecretString;
+
 use super::event::{Event, Reporter};
 use super::executor::Executor;
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
@@ -34,6 +36,9 @@ pub struct ExecOptions {
     pub identity: (String, String),
     /// Name of the run directory (default: the run id).
     pub run_dir_name: Option<String>,
+    /// The GitHub token, for an agent whose definition says `allow_github_token:
+    /// true` (nothing else fanout starts gets it).
+    pub agent_tokens: Vec<(String, SecretString)>,
 }
 
 impl ExecOptions {
@@ -43,6 +48,7 @@ impl ExecOptions {
             worktree_dir: s.worktree_dir.clone(),
             identity: s.commit_identity.clone(),
             run_dir_name: None,
+            agent_tokens: Vec::new(),
         }
     }
 }
@@ -60,6 +66,8 @@ pub struct Attempt {
     pub number: u32,
     /// Results of workers that finished in an earlier attempt: not run again.
     pub kept: BTreeMap<u32, WorkerResult>,
+    /// The GitHub token for an agent allowed it (see [`ExecOptions::agent_tokens`]).
+    pub agent_tokens: Vec<(String, SecretString)>,
 }
 
 /// What an attempt produced: one result per planned worker, in id order (kept ones
@@ -93,6 +101,7 @@ pub fn start(
     kept: BTreeMap<u32, WorkerResult>,
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
+    refuse_readable_credentials(repo)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
         return Err(Failure::Usage(format!(
@@ -123,7 +132,24 @@ pub fn start(
         journal,
         number: 1,
         kept,
+        agent_tokens: opts.agent_tokens.clone(),
     })
+}
+
+/// Refuse to run agents in a repository whose git configuration holds a credential
+/// (every agent could read it): `actions/checkout`'s persisted token above all.
+pub fn refuse_readable_credentials(repo: &UserRepo) -> Result<(), Failure> {
+    let keys = crate::git::readable_credentials(&repo.workdir)
+        .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
+    let Some(first) = keys.first() else {
+        return Ok(());
+    };
+    Err(Failure::Usage(format!(
+        "the repository's git configuration holds a credential every agent could read ({}); \
+         fanout runs no agent here. In a workflow, check out with `persist-credentials: false` \
+         (fanout pushes with its own token); else remove it: git config --unset-all '{first}'",
+        keys.join(", ")
+    )))
 }
 
 /// Warn when the checkout has uncommitted changes: workers start from the base.
@@ -189,6 +215,7 @@ pub fn execute(
         journal,
         number,
         kept,
+        agent_tokens,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let pid_file = PidFile::create(&run_dir);
@@ -202,6 +229,7 @@ pub fn execute(
         journal: Arc::new(journal),
         identity: identity.clone(),
         base_env: std::env::vars_os().collect(),
+        agent_tokens,
         kept: kept.clone(),
         attempt: number,
     });

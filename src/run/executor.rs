@@ -137,8 +137,12 @@ pub struct Executor {
     pub journal: Arc<JournalHandle>,
     /// Commit identity.
     pub identity: (String, String),
-    /// fanout's environment, before scrubbing.
+    /// fanout's environment, before scrubbing (it holds no credential: they were taken
+    /// out of the process at start).
     pub base_env: Vec<(OsString, OsString)>,
+    /// The GitHub token, for an agent whose definition allows it (`GITHUB_TOKEN` and
+    /// `GH_TOKEN` in its environment); nothing else fanout starts gets it.
+    pub agent_tokens: Vec<(String, secrecy::SecretString)>,
     /// Results of workers that finished in an earlier attempt (`fanout resume`):
     /// they are not run again, and count for dependents and the run's budget.
     pub kept: BTreeMap<u32, WorkerResult>,
@@ -147,6 +151,18 @@ pub struct Executor {
 }
 
 impl Executor {
+    /// `GITHUB_TOKEN` and `GH_TOKEN` for an agent allowed the token (none otherwise).
+    fn agent_token_vars(&self) -> Vec<(String, String)> {
+        use secrecy::ExposeSecret;
+        if !self.plan.agent.allow_github_token {
+            return Vec::new();
+        }
+        self.agent_tokens
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose_secret().to_owned()))
+            .collect()
+    }
+
     /// Log file of worker `id`.
     pub fn log_path(run_dir: &Path, id: u32) -> PathBuf {
         run_dir.join("logs").join(format!("w{id}.log"))
@@ -651,7 +667,7 @@ impl Executor {
         });
         let env = agent_env_with(
             self.base_env.iter().cloned(),
-            &[cmd.env.clone(), setup_env].concat(),
+            &[cmd.env.clone(), setup_env, self.agent_token_vars()].concat(),
             self.plan.agent.allow_github_token,
         );
         let line_events = events.clone();

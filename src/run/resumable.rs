@@ -87,6 +87,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
             report: Box::new(report),
         });
     }
+    super::attempt::refuse_readable_credentials(repo)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
@@ -114,6 +115,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         journal,
         number,
         kept,
+        agent_tokens: Vec::new(),
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,
