@@ -42,7 +42,62 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
         crate::util::glob::check(&glob.0)
             .map_err(|e| Problem::at(vec![key("copy"), KeySeg::Index(i)], e).in_value())?;
     }
+    check_text_inputs(file)?;
     crate::agent::check::definitions(file)
+}
+
+/// The first control character of `s` (newlines and tabs allowed in `multiline` text).
+fn control_char(s: &str, multiline: bool) -> Option<char> {
+    s.chars()
+        .find(|c| c.is_control() && !(multiline && matches!(c, '\n' | '\t' | '\r')))
+}
+
+/// What reaches branch names and commit messages — model names, task ids and prompts —
+/// holds no control character (a newline in a model name would write lines of its own
+/// into fanout's commit messages); prompts may span lines.
+fn check_text_inputs(file: &ConfigFile) -> Result<(), Problem> {
+    let bad = |path: Vec<KeySeg>, what: &str, c: char| {
+        Problem::at(
+            path,
+            format!(
+                "{what} holds a control character (U+{:04X}); it would reach branch names and commit messages",
+                c as u32
+            ),
+        )
+        .in_value()
+    };
+    for (i, m) in file.models.iter().enumerate() {
+        if let Some(c) = control_char(m, false) {
+            return Err(bad(
+                vec![key("models"), KeySeg::Index(i)],
+                "a model name",
+                c,
+            ));
+        }
+    }
+    for (i, t) in file.tasks.iter().enumerate() {
+        let at = |k: &str| vec![key("tasks"), KeySeg::Index(i), key(k)];
+        match t {
+            TaskEntry::Prompt(p) => {
+                if let Some(c) = control_char(p, true) {
+                    return Err(bad(vec![key("tasks"), KeySeg::Index(i)], "a prompt", c));
+                }
+            }
+            TaskEntry::Detailed(d) => {
+                let fields = [
+                    ("prompt", Some(&d.prompt), true),
+                    ("id", d.id.as_ref(), false),
+                    ("model", d.model.as_ref(), false),
+                ];
+                for (k, v, multiline) in fields {
+                    if let Some(c) = v.and_then(|v| control_char(v, multiline)) {
+                        return Err(bad(at(k), &format!("the task's {k}"), c));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Flags that shape a plan; filled by the CLI, all optional.
@@ -121,6 +176,8 @@ pub struct Settings {
     pub exclude: Vec<String>,
     /// Commit identity (name, email).
     pub commit_identity: (String, String),
+    /// `publish.remote`: the remote publishing pushes to (recorded when a run starts).
+    pub publish_remote: Option<String>,
 }
 
 /// Why flags and file could not be combined.
@@ -187,6 +244,31 @@ pub enum SettingsError {
     /// The agent definition is unusable.
     #[error("{0}")]
     Agent(String),
+    /// A control character in text that reaches branch names or commit messages.
+    #[error(
+        "{origin}: {value:?} holds a control character (U+{code:04X}); it would reach branch names and commit messages"
+    )]
+    ControlCharacter {
+        /// The flag.
+        origin: String,
+        /// What was given.
+        value: String,
+        /// The character.
+        code: u32,
+    },
+}
+
+/// `value` of `origin` (a flag), unless it holds a control character (newlines and
+/// tabs allowed in `multiline` text).
+fn no_control(origin: &str, value: &str, multiline: bool) -> Result<(), SettingsError> {
+    match control_char(value, multiline) {
+        Some(c) => Err(SettingsError::ControlCharacter {
+            origin: origin.to_owned(),
+            value: value.to_owned(),
+            code: c as u32,
+        }),
+        None => Ok(()),
+    }
 }
 
 impl Settings {
@@ -242,6 +324,7 @@ impl Settings {
                 .or_else(|| file.worktree_dir.clone()),
             exclude,
             commit_identity: file.commit_identity(),
+            publish_remote: file.publish.remote.clone(),
         })
     }
 }
@@ -282,6 +365,7 @@ fn flag_tasks(given: &[String]) -> Result<Vec<Task>, SettingsError> {
         .enumerate()
         .map(|(i, t)| {
             let prompt = t.trim();
+            no_control("--task", prompt, true)?;
             if prompt.is_empty() {
                 Err(SettingsError::EmptyTask {
                     origin: "--task".into(),
@@ -460,6 +544,9 @@ fn branch_prefix(
 
 /// The agent (`--agent`, else `parallel_runs.agent`), resolved, with the file's prices.
 fn agent(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> Result<AgentSpec, SettingsError> {
+    if let Some(a) = &flags.agent {
+        no_control("--agent", a, false)?;
+    }
     let name = flags
         .agent
         .clone()
@@ -489,6 +576,7 @@ pub fn split_models(items: &[String], origin: &str) -> Result<Vec<String>, Setti
     for item in items {
         for part in item.split(',') {
             let part = part.trim();
+            no_control(origin, part, false)?;
             if part.is_empty() {
                 return Err(SettingsError::EmptyModel {
                     origin: origin.to_owned(),
@@ -609,6 +697,64 @@ mod tests {
                 list: "a,,b".into()
             }
         );
+    }
+
+    #[test]
+    fn control_characters_are_refused_where_they_would_reach_git() {
+        let msg = |text: &str| err(text).to_string();
+        let m = msg("models:\n  - \"gpt-4o\\nSigned-off-by: M <m@example.invalid>\"\n");
+        assert!(
+            m.starts_with(
+                "fanout.yml:2:5: key `models[0]`: a model name holds a control character (U+000A)"
+            ),
+            "{m}"
+        );
+        let m = msg("tasks:\n  - id: \"docs\\u001b[31m\"\n    prompt: Improve the docs\n");
+        assert!(m.starts_with("fanout.yml:2:9: key `tasks[0].id`: the task's id holds a control character (U+001B)"), "{m}");
+        let m = msg("tasks:\n  - \"ring \\a bell\"\n");
+        assert!(
+            m.contains("key `tasks[0]`: a prompt holds a control character (U+0007)"),
+            "{m}"
+        );
+        // prompts may span lines
+        assert!(
+            parse_config(
+                "tasks:\n  - |\n    line one\n    line two\n",
+                Path::new("fanout.yml")
+            )
+            .is_ok()
+        );
+
+        let e = resolve(
+            "",
+            &PlanFlags {
+                models: vec!["gpt-4o\n\nSigned-off-by: M".into()],
+                ..flags(&["x"])
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(
+                "--models: \"gpt-4o\\n\\nSigned-off-by: M\" holds a control character (U+000A)"
+            ),
+            "{e}"
+        );
+        let e = resolve("", &flags(&["fix \u{1b}[2J it"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--task: "), "{e}");
+        let e = resolve(
+            "",
+            &PlanFlags {
+                agent: Some("x\ny".into()),
+                ..flags(&["x"])
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("--agent: "), "{e}");
+        assert!(resolve("", &flags(&["two\nlines"])).is_ok());
     }
 
     #[test]

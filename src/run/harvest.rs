@@ -159,7 +159,8 @@ pub fn commit_message(
     };
     format!(
         "fanout: {subject}\n\nTask: {task}\nAgent: {agent}\nModel: {model}\nWorker: {worker_id} of run {run_id}\n\nFanout-Run: {run_id}\nFanout-Worker: {worker_id}\n",
-        task = task.trim(),
+        // continuation lines indented: nothing in a prompt reads as a line of fanout's
+        task = task.trim().lines().collect::<Vec<_>>().join("\n  "),
         model = model.unwrap_or("default"),
     )
 }
@@ -201,5 +202,18 @@ mod tests {
         let long = "x".repeat(100);
         let m = commit_message(&long, "a", Some("m"), 1, "r");
         assert!(m.lines().next().unwrap().chars().count() <= 72);
+    }
+
+    #[test]
+    fn a_multi_line_prompt_writes_no_line_of_its_own() {
+        let prompt = "Fix it\n\nFanout-Run: other\nSigned-off-by: Mallory <m@example.invalid>";
+        let m = commit_message(prompt, "a", None, 1, "r1");
+        assert!(
+            m.contains("Task: Fix it\n  \n  Fanout-Run: other\n  Signed-off-by: Mallory"),
+            "{m}"
+        );
+        let starts: Vec<&str> = m.lines().filter(|l| l.starts_with("Fanout-Run")).collect();
+        assert_eq!(starts, ["Fanout-Run: r1"], "{m}");
+        assert!(!m.lines().any(|l| l.starts_with("Signed-off-by")), "{m}");
     }
 }
