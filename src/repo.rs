@@ -221,6 +221,38 @@ pub fn fnv1a(bytes: &[u8]) -> u32 {
     h
 }
 
+/// The repository's remotes when a run started, and the remote its config's
+/// `publish.remote` named then; kept in the run's journal, so that publishing never
+/// reads a push URL from a configuration an agent may have changed since.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PushRecord {
+    /// Remote name → the URL git would push to (`pushurl`, `insteadOf` applied).
+    pub remotes: std::collections::BTreeMap<String, String>,
+    /// `publish.remote` of the config, when set (a name or a URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_remote: Option<String>,
+}
+
+impl PushRecord {
+    /// Read the remotes of `repo` now (call it before any agent runs).
+    pub fn read(repo: &git2::Repository, publish_remote: Option<String>) -> PushRecord {
+        let mut remotes = std::collections::BTreeMap::new();
+        if let Ok(names) = repo.remotes() {
+            for name in names.iter().flatten().flatten() {
+                if let Ok(r) = repo.find_remote(name)
+                    && let Some(url) = r.pushurl().ok().flatten().or(r.url().ok())
+                {
+                    remotes.insert(name.to_owned(), url.to_owned());
+                }
+            }
+        }
+        PushRecord {
+            remotes,
+            publish_remote,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

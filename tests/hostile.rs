@@ -86,15 +86,15 @@ macro_rules! both_modes {
 }
 
 // Parts of issue #11: S = the sandbox (`sandbox:`, `writable:`, `sandboxed` in results),
-// T1 = tokens, input checks and a publish that trusts nothing on disk, T2 = tamper
-// checks, signed records and cleanup safety.
+// T1 = tokens, input checks and a publish that trusts nothing on disk (landed), T2 =
+// tamper checks, signed records and cleanup safety.
 both_modes!(
     moves_main_deletes_a_branch_and_forges_results {
-        off: "needs issue #11 T1 (publish checks), T2 (tamper checks), S (`sandboxed`)",
+        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
         required: "needs issue #11 S (sandbox)",
     },
     repoints_origin_at_its_own_server {
-        off: "needs issue #11 T1 (push URL), T2 (tamper checks), S (`sandboxed`)",
+        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
         required: "needs issue #11 S (sandbox)",
     },
     plants_config_hooks_and_filters_for_fanouts_git {
@@ -102,11 +102,11 @@ both_modes!(
         required: "needs issue #11 S (sandbox)",
     },
     reads_proc_for_the_token {
-        off: "needs issue #11 T1 (tokens out of reach), S (`sandboxed`)",
+        off: "needs issue #11 S (`sandboxed`)",
         required: "needs issue #11 S (sandbox)",
     },
     reads_proc_for_the_token_during_run_publish {
-        off: "needs issue #11 T1 (tokens out of reach), S (`sandboxed`)",
+        off: "needs issue #11 S (`sandboxed`; run as root, agents without capabilities: root reads a non-dumpable process's memory)",
         required: "needs issue #11 S (sandbox)",
     },
     edits_the_checkout_home_and_parent_directory {
@@ -134,12 +134,12 @@ both_modes!(
         required: "needs issue #11 S (sandbox)",
     },
     api_urls_are_checked_before_anything_is_pushed {
-        off: "needs issue #11 T1 (API URL checks)",
-        required: "needs issue #11 S (sandbox), T1 (API URL checks)",
+        off: ready,
+        required: "needs issue #11 S (sandbox)",
     },
     control_characters_in_plan_inputs_are_refused {
-        off: "needs issue #11 T1 (input checks)",
-        required: "needs issue #11 S (sandbox), T1 (input checks)",
+        off: ready,
+        required: "needs issue #11 S (sandbox)",
     },
 );
 

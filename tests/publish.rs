@@ -771,3 +771,218 @@ fn run_with_publish_and_partial_workers_included_on_request() {
     assert_eq!(gh.pulls().len(), 2);
     gh.assert_no_violations();
 }
+
+/// Rewrite the run's `results.json` as an agent (or its daemon) could.
+fn forge(s: &Setup, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = s.t.run_dir(&s.run).join("results.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+/// Publish trusts nothing in results.json: a branch that is not the plan's (`main`), a
+/// commit that does not descend from the run's base, a commit that does not exist —
+/// each is refused, and nothing is pushed.
+#[test]
+fn forged_results_push_nothing_outside_the_plan() {
+    let s = setup("a");
+    let mine = s.report["results"][0]["commit"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let main_before = s.remote_branch("main");
+    let orphan = {
+        let tree = s.t.git(&["rev-parse", "HEAD^{tree}"]);
+        s.t.git(&["commit-tree", tree.trim(), "-m", "unrelated history"])
+    };
+    let cases = [
+        ("is not the plan's branch", "branch", "main"),
+        (
+            "does not descend from the run's base",
+            "commit",
+            orphan.trim(),
+        ),
+        (
+            "is not in this repository",
+            "commit",
+            "1234567890123456789012345678901234567890",
+        ),
+    ];
+    for (why, field, value) in cases {
+        forge(&s, |v| {
+            v["results"][0]["branch"] = s.report["results"][0]["branch"].clone();
+            v["results"][0]["commit"] = mine.as_str().into();
+            v["results"][0][field] = value.into();
+        });
+        let (code, report, stderr) = s.publish(&[]);
+        assert_eq!(code, Some(3), "{why}: {stderr}");
+        let p = &report["results"][0]["publish"];
+        assert_eq!(p["operation"], "failed", "{why}: {p}");
+        assert!(p["reason"].as_str().unwrap().contains(why), "{why}: {p}");
+        assert_eq!(s.remote_branch("main"), main_before, "{why}");
+    }
+    let branch = s.report["results"][0]["branch"].as_str().unwrap();
+    assert_eq!(s.remote_branch(branch), None);
+    assert!(s.gh.pulls().is_empty());
+}
+
+/// The lease comes from the remote, not from results.json: a branch someone else
+/// moved stays theirs even when results.json claims fanout pushed their commit.
+#[test]
+fn the_lease_is_asked_from_the_remote() {
+    let s = setup("a");
+    let (code, _, _) = s.publish(&[]);
+    assert_eq!(code, Some(0));
+    let branch = s.report["results"][0]["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // someone replaces the branch with unrelated work of theirs …
+    let theirs = {
+        let tree = s.t.git(&["rev-parse", "HEAD^{tree}"]);
+        s.t.git(&["commit-tree", tree.trim(), "-m", "someone else's"])
+    };
+    let theirs = theirs.trim().to_owned();
+    s.t.git(&[
+        "push",
+        "-q",
+        "-f",
+        "origin",
+        &format!("{theirs}:refs/heads/{branch}"),
+    ]);
+    // … and results.json is made to say fanout pushed it
+    forge(&s, |v| {
+        v["results"][0]["publish"]["pushed_commit"] = theirs.as_str().into()
+    });
+    let (code, report, _) = s.publish(&[]);
+    assert_eq!(code, Some(3));
+    let reason = report["results"][0]["publish"]["reason"].as_str().unwrap();
+    assert!(reason.contains("which fanout did not push"), "{reason}");
+    assert_eq!(s.remote_branch(&branch).as_deref(), Some(theirs.as_str()));
+}
+
+/// The push goes where the repository's remote pointed when the run started: an
+/// `origin` repointed since (url and pushurl) is not followed, and a URL the config
+/// rewrites (`pushInsteadOf`) is not pushed at all.
+#[test]
+fn the_push_url_is_the_one_recorded_when_the_run_started() {
+    let s = setup("a");
+    let other = s.t.root().join("other.git");
+    s.t.git_in(
+        s.t.root(),
+        &["init", "-q", "--bare", other.to_str().unwrap()],
+    );
+    let other_s = other.to_str().unwrap();
+    s.t.git(&["remote", "set-url", "origin", other_s]);
+    s.t.git(&["config", "remote.origin.pushurl", other_s]);
+    let (code, report, stderr) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let branch = report["results"][0]["branch"].as_str().unwrap();
+    assert_eq!(
+        s.remote_branch(branch).as_deref(),
+        report["results"][0]["commit"].as_str()
+    );
+    let in_other = s.t.git_in(
+        s.t.root(),
+        &["--git-dir", other_s, "for-each-ref", "--format=%(refname)"],
+    );
+    assert_eq!(in_other, "", "pushed to the repointed origin");
+
+    // --remote URL, rewritten by the repository's config: refused, nothing pushed
+    let git_http = GitHttp::start(&s.t);
+    let trap = format!("http://127.0.0.1:{}/other.git", git_http.port);
+    let remote = s.remote.to_str().unwrap().to_owned();
+    s.t.git(&["config", &format!("url.{trap}.pushInsteadOf"), &remote]);
+    forge(&s, |v| v["results"][0]["publish"] = serde_json::Value::Null);
+    s.t.git_in(s.t.root(), &["--git-dir", &remote, "branch", "-D", branch]);
+    let (code, report, _) = s.publish(&["--remote", &remote]);
+    assert_eq!(code, Some(3));
+    let reason = report["results"][0]["publish"]["reason"].as_str().unwrap();
+    assert!(reason.contains("rewrites"), "{reason}");
+    assert_eq!(s.remote_branch(branch), None);
+    let creds = std::fs::read_to_string(&git_http.log).unwrap_or_default();
+    assert!(!creds.contains(TOKEN), "{creds}");
+    assert_eq!(
+        s.t.git_in(
+            s.t.root(),
+            &["--git-dir", other_s, "for-each-ref", "--format=%(refname)"]
+        ),
+        ""
+    );
+}
+
+/// An ssh remote (`host:path`) is pushed with the hardened git CLI and the user's ssh
+/// setup (here a stand-in ssh that runs git's receive-pack on this machine), with the
+/// same lease; no token is involved.
+#[test]
+fn ssh_remotes_are_pushed_with_the_users_ssh() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestEnv::new();
+    let remote = t.bare_origin();
+    let ssh = t.root().join("fake-ssh");
+    let log = t.root().join("ssh.log");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\n# stand-in for ssh: HOST COMMAND… → run COMMAND here\necho \"$@\" >> '{}'\nshift\nexec sh -c \"$*\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.git(&[
+        "remote",
+        "set-url",
+        "origin",
+        &format!("fake-host:{}", remote.display()),
+    ]);
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n",
+        t.worktrees.display()
+    ));
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let url = gh.url();
+    let cfg_s = cfg.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--config",
+            cfg_s,
+            "run",
+            "--json",
+            "-w",
+            "1",
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        args.push("say hi");
+        t.fanout(&args)
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GIT_SSH_COMMAND", ssh.to_str().unwrap())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(r["publish"]["operation"], "created", "{r:#}");
+    let branch = r["branch"].as_str().unwrap();
+    let on_remote = t.git_in(
+        t.root(),
+        &["--git-dir", remote.to_str().unwrap(), "rev-parse", branch],
+    );
+    assert_eq!(on_remote.trim(), r["commit"].as_str().unwrap());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("git-receive-pack"), "{said}");
+    assert!(!said.contains(TOKEN), "{said}");
+    assert_eq!(gh.pulls().len(), 1);
+}

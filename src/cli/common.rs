@@ -298,13 +298,23 @@ impl Context {
         args: &PlanArgs,
         allow_empty: bool,
     ) -> Result<(UserRepo, Settings), CliError> {
+        self.settings_and_file(args, allow_empty)
+            .map(|(repo, settings, _)| (repo, settings))
+    }
+
+    /// Repo, validated settings, and the config file they came from (read once).
+    pub fn settings_and_file(
+        &self,
+        args: &PlanArgs,
+        allow_empty: bool,
+    ) -> Result<(UserRepo, Settings, ConfigFile), CliError> {
         let repo = self.repo()?;
         let (file, path) = self.load_config(&repo)?;
         let mut flags = args.flags();
         flags.allow_empty = allow_empty;
         let settings =
             Settings::resolve(&file, &path, &flags).map_err(|e| CliError::Usage(e.to_string()))?;
-        Ok((repo, settings))
+        Ok((repo, settings, file))
     }
 }
 

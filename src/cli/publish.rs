@@ -8,6 +8,7 @@ use clap::Args;
 use super::common::{CliError, Context, PublishArgs};
 use crate::publish::report::{load_report, publish_report};
 use crate::report::table::pr_table;
+use crate::run::journal::Journal;
 use crate::run::runs::newest_with_results;
 use crate::secret::Secrets;
 
@@ -36,8 +37,10 @@ pub fn publish_command(
 ) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
-    let path = match &args.results {
-        Some(p) => ctx.path(p),
+    // Where to push comes from the run's record of its remotes (taken when it
+    // started), never from the repository's configuration now.
+    let (path, record) = match &args.results {
+        Some(p) => (ctx.path(p), None),
         None => {
             let id = match &args.run {
                 Some(id) => id.clone(),
@@ -45,13 +48,14 @@ pub fn publish_command(
                     CliError::Usage("no finished run in this repository to publish".into())
                 })?,
             };
-            let path = repo.run_dir(&id).join("results.json");
+            let run_dir = repo.run_dir(&id);
+            let path = run_dir.join("results.json");
             if !path.is_file() {
                 return Err(CliError::Usage(format!(
                     "--run {id}: no results.json (see `fanout status`)"
                 )));
             }
-            path
+            (path, Journal::load(&run_dir).ok().and_then(|j| j.push))
         }
     };
     let mut report = load_report(&path)?;
@@ -59,6 +63,7 @@ pub fn publish_command(
         &repo,
         &file,
         &args.publish.flags(secrets),
+        record.as_ref(),
         &mut report,
         &path,
     )?;

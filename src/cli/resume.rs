@@ -18,6 +18,7 @@ use clap::Args;
 
 use super::common::{CliError, Context, PublishArgs, agent_tokens};
 use crate::ops::run::{AfterRun, after_run, run_attempt};
+use crate::publish::report::check_publishing;
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
@@ -96,6 +97,12 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
     ready.attempt.agent_tokens = agent_tokens(&ready.plan.agent, &secrets);
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     drop(secrets);
+    let record = crate::run::journal::Journal::load(&ready.run_dir)
+        .ok()
+        .and_then(|j| j.push);
+    if let Some(flags) = &flags {
+        check_publishing(flags, record.as_ref())?;
+    }
     let (file, _) = ctx.load_config(&repo)?;
     let identity = file.commit_identity();
     let style = Style::detect(args.quiet);
@@ -107,6 +114,7 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
         AfterRun {
             integrate: args.integrate.then_some(&identity),
             publish: flags.as_ref().map(|f| (&file, f)),
+            push_record: record.as_ref(),
             results_path: &results_path,
         },
     )?;

@@ -5,9 +5,10 @@ use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
 use crate::ops::run::{AfterRun, after_run, execute_plan};
+use crate::publish::report::check_publishing;
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
-use crate::run::attempt::ExecOptions;
+use crate::run::attempt::{ExecOptions, push_record};
 use crate::secret::Secrets;
 
 /// `fanout run`.
@@ -35,31 +36,34 @@ pub struct RunArgs {
     pub publish_args: PublishArgs,
 }
 
-/// Entry point of `fanout run`.
+/// Entry point of `fanout run`. Everything publishing needs is checked, and the
+/// repository's remotes recorded, before the first worker starts; the config file is
+/// read once, then (like the report) kept in memory — nothing an agent could rewrite
+/// is read again.
 pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
-    let (repo, settings) = ctx.settings(&args.plan)?;
+    let (repo, settings, file) = ctx.settings_and_file(&args.plan, false)?;
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let mut opts = ExecOptions::from_settings(&settings);
     opts.agent_tokens = agent_tokens(&plan.agent, &secrets);
+    let record = push_record(&repo, settings.publish_remote.clone());
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     // Nothing else needs them: gone before any agent starts.
     drop(secrets);
+    if let Some(flags) = &flags {
+        check_publishing(flags, Some(&record))?;
+    }
+    opts.push_record = Some(record.clone());
     let mut report = execute_plan(&repo, &opts, plan, Style::detect(args.quiet))?;
-    let run_dir = repo.run_dir(&report.run_id);
-    let results_path = run_dir.join("results.json");
-    let file = if args.publish && !report.interrupted {
-        Some(ctx.load_config(&repo)?.0)
-    } else {
-        None
-    };
+    let results_path = repo.run_dir(&report.run_id).join("results.json");
     let code = after_run(
         &repo,
         &mut report,
         AfterRun {
             integrate: args.integrate.then_some(&settings.commit_identity),
-            publish: file.as_ref().zip(flags.as_ref()),
+            publish: flags.as_ref().map(|f| (&file, f)),
+            push_record: Some(&record),
             results_path: &results_path,
         },
     )?;

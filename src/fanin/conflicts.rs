@@ -168,8 +168,15 @@ pub fn integrate(
             continue;
         }
         let tree = repo.find_tree(index.write_tree_to(repo)?)?;
+        // (the namespace `<prefix>/<run-id>/` names the run; the trailers tell a later
+        // publish this commit is the run's own)
+        let run_id = owned_prefix
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("");
         let message = format!(
-            "fanout: integrate #{} ({})\n\nMerge {} into the integration branch.\n",
+            "fanout: integrate #{} ({})\n\nMerge {} into the integration branch.\n\nFanout-Run: {run_id}\nFanout-Integration: true\n",
             c.worker_id, c.branch, c.branch
         );
         let oid = repo.commit(

@@ -14,8 +14,8 @@ use crate::exit::Failure;
 use crate::fanin::artifact::{artifact_dir_name, collect, missing};
 use crate::model::{Totals, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
-use crate::publish::report::PublishFlags;
-use crate::repo::UserRepo;
+use crate::publish::report::{PublishFlags, check_publishing};
+use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::Style;
 use crate::report::summary::ReportPaths;
 use crate::run::attempt::ExecOptions;
@@ -68,6 +68,8 @@ pub fn worker(
         }),
         identity: file.commit_identity(),
         run_dir_name: Some(format!("{}-w{}", plan.run_id, w.id)),
+        push_record: None,
+        publish_remote: file.publish.remote.clone(),
         agent_tokens: job.agent_tokens.clone(),
     };
     let report = execute_plan_keeping(repo, &opts, one, job.style, kept)?;
@@ -173,6 +175,11 @@ pub fn aggregate(
 ) -> Result<(RunReport, ReportPaths, i32), Failure> {
     let started = SystemTime::now();
     let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
+    // (No agent ran in this checkout: its remotes are the user's.)
+    let record = PushRecord::read(&git, file.publish.remote.clone());
+    if let Some(flags) = after.publish {
+        check_publishing(flags, Some(&record))?;
+    }
     let results: Vec<WorkerResult> = plan
         .workers
         .iter()
@@ -193,7 +200,7 @@ pub fn aggregate(
     let run_dir = repo.run_dir(&plan.run_id);
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::Fatal(format!("{}: {e}", run_dir.display())))?;
-    aggregate_journal(repo, &git, plan, &results, started)
+    aggregate_journal(repo, &git, plan, &results, started, record.clone())
         .save(&run_dir)
         .map_err(|e| Failure::Fatal(format!("journal: {e}")))?;
     let mut results = results;
@@ -208,6 +215,7 @@ pub fn aggregate(
         AfterRun {
             integrate: after.integrate.then_some(&identity),
             publish: after.publish.map(|flags| (file, flags)),
+            push_record: Some(&record),
             results_path: &paths.results,
         },
     )?;
@@ -224,10 +232,12 @@ fn aggregate_journal(
     plan: &Plan,
     results: &[WorkerResult],
     started: SystemTime,
+    push: PushRecord,
 ) -> Journal {
     Journal {
         schema_version: JOURNAL_SCHEMA_VERSION,
         extra_branches: Vec::new(),
+        push: Some(push),
         run_id: plan.run_id.clone(),
         created_at: rfc3339(started),
         repo_workdir: repo.workdir.clone(),

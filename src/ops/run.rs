@@ -13,7 +13,7 @@ use crate::fanin::conflicts::{IntegrateError, integrate_report};
 use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::publish::report::{PublishFlags, publish_report};
-use crate::repo::UserRepo;
+use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
 use crate::report::summary::{ReportPaths, render_summary};
 use crate::run::attempt::{self, Attempt, Attempted, ExecOptions};
@@ -103,6 +103,8 @@ pub struct AfterRun<'a> {
     pub integrate: Option<&'a (String, String)>,
     /// Publish, with this config file and these flags.
     pub publish: Option<(&'a ConfigFile, &'a PublishFlags)>,
+    /// The repository's remotes when the run started (where publishing pushes).
+    pub push_record: Option<&'a PushRecord>,
     /// The report's `results.json` (rewritten with what publishing did).
     pub results_path: &'a Path,
 }
@@ -124,7 +126,14 @@ pub fn after_run(
     if let Some((file, flags)) = after.publish
         && !report.interrupted
     {
-        let published = publish_report(repo, file, flags, report, after.results_path)?;
+        let published = publish_report(
+            repo,
+            file,
+            flags,
+            after.push_record,
+            report,
+            after.results_path,
+        )?;
         if published != exit::SUCCESS && code == exit::SUCCESS {
             code = exit::SOME_FAILED;
         }

@@ -12,6 +12,7 @@ pub mod body;
 pub mod github;
 pub mod push;
 pub mod report;
+pub mod target;
 
 use std::collections::BTreeMap;
 
@@ -25,7 +26,7 @@ use crate::model::{Operation, PublishOutcome, Status, WorkerResult};
 use crate::run::results::RunReport;
 
 /// How to publish.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PublishOptions {
     /// Also publish `partial` workers.
     pub include_partial: bool,
@@ -39,8 +40,8 @@ pub struct PublishOptions {
     pub team_reviewers: Vec<String>,
     /// Base branch override (default: the plan's base branch).
     pub base: Option<String>,
-    /// Remote to push to (name or URL).
-    pub remote: String,
+    /// Where to push (decided and checked before: [`target::push_to`]).
+    pub push: target::PushTo,
     /// Link to the Actions run, for PR bodies.
     pub run_url: Option<String>,
     /// Web base (`https://github.com`) for compare links.
@@ -77,9 +78,9 @@ fn outcome(op: Operation, reason: Option<String>) -> PublishOutcome {
     }
 }
 
-/// Publish every eligible worker of `report` from the repository at `repo_dir`.
-/// Returns one outcome per worker, by worker id. `previous` holds the outcomes of an
-/// earlier publish of the same run (their pushed commits are the push leases).
+/// Publish every eligible worker of `report` from the repository at `repo_dir`: each
+/// branch checked against the plan ([`verify`]) and pushed with a lease asked from the
+/// remote ([`push`]). Returns one outcome per worker, by worker id.
 pub async fn publish(
     report: &RunReport,
     repo_dir: &std::path::Path,
@@ -93,7 +94,9 @@ pub async fn publish(
         .base
         .clone()
         .or_else(|| report.plan.base.branch.clone());
-    let leases = leases(report, opts, base.is_some(), &mut out);
+    let repo = git2::Repository::open(repo_dir).ok();
+    let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut out);
+    drop(repo);
     let Some(base) = base else { return out };
     let pushed = match push_all(repo_dir, opts, push_token, &leases).await {
         Ok(map) => map,
@@ -124,9 +127,10 @@ pub async fn publish(
     out
 }
 
-/// The push lease of each worker to publish (its commit, and the one fanout pushed
-/// before); the outcome of each that is not published goes into `out`.
+/// The push lease of each worker to publish (its branch and commit, checked against
+/// the plan: [`verify`]); the outcome of each that is not published goes into `out`.
 fn leases(
+    repo: Option<&git2::Repository>,
     report: &RunReport,
     opts: &PublishOptions,
     has_base: bool,
@@ -150,31 +154,94 @@ fn leases(
             );
             continue;
         }
-        let local: Oid = match r.commit.as_deref().map(str::parse) {
-            Some(Ok(o)) => o,
-            _ => {
+        let checked = match repo {
+            Some(repo) => verify(repo, report, r),
+            None => Err("the repository cannot be opened".to_owned()),
+        };
+        match checked {
+            Ok(lease) => leases.push((r.worker_id, lease)),
+            Err(why) => {
                 out.insert(
                     r.worker_id,
-                    outcome(Operation::Failed, Some("bad commit id".into())),
+                    outcome(Operation::Failed, Some(format!("not published: {why}"))),
                 );
-                continue;
             }
-        };
-        let expected = r
-            .publish
-            .as_ref()
-            .and_then(|p| p.pushed_commit.as_deref())
-            .and_then(|c| c.parse().ok());
-        leases.push((
-            r.worker_id,
-            Lease {
-                branch: r.branch.clone(),
-                local,
-                expected,
-            },
-        ));
+        }
     }
     leases
+}
+
+/// What may be pushed for `r`, trusting nothing in it that an agent could have
+/// written: its branch must be the plan's branch for that worker (the run's
+/// integration branch for worker 0), inside the run's namespace
+/// (`<prefix>/<run-id>/`); its commit must exist here and descend from the plan's base
+/// commit.
+pub fn verify(
+    repo: &git2::Repository,
+    report: &RunReport,
+    r: &WorkerResult,
+) -> Result<Lease, String> {
+    let plan = &report.plan;
+    let first = plan.workers.first().ok_or("the plan has no worker")?;
+    let namespace = match first.branch.rsplit_once('/') {
+        Some((ns, _)) if ns.ends_with(&format!("/{}", plan.run_id)) || ns == plan.run_id => {
+            format!("{ns}/")
+        }
+        _ => {
+            return Err(format!(
+                "the plan's branch {} is outside any run's namespace",
+                first.branch
+            ));
+        }
+    };
+    let (planned, worker) = if r.worker_id == 0 {
+        (format!("{namespace}integration"), None)
+    } else {
+        let w = plan
+            .workers
+            .iter()
+            .find(|w| w.id == r.worker_id)
+            .ok_or_else(|| format!("worker {} is not in the plan", r.worker_id))?;
+        (w.branch.clone(), Some(w.id))
+    };
+    if r.branch != planned || !planned.starts_with(&namespace) || report.run_id != plan.run_id {
+        return Err(format!(
+            "branch {:?} is not the plan's branch for this worker ({planned})",
+            r.branch
+        ));
+    }
+    let local: Oid = r
+        .commit
+        .as_deref()
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad commit id")?;
+    let base: Oid = plan
+        .base
+        .commit
+        .parse()
+        .map_err(|_| "the plan's base commit is not a commit id")?;
+    repo.find_commit(local).map_err(|_| {
+        format!(
+            "commit {} is not in this repository",
+            crate::util::short(&local.to_string())
+        )
+    })?;
+    if !repo.graph_descendant_of(local, base).unwrap_or(false) {
+        return Err(format!(
+            "commit {} does not descend from the run's base {}",
+            crate::util::short(&local.to_string()),
+            crate::util::short(&plan.base.commit)
+        ));
+    }
+    Ok(Lease {
+        branch: planned,
+        local,
+        base,
+        owner: push::Owner {
+            run_id: plan.run_id.clone(),
+            worker,
+        },
+    })
 }
 
 /// One push for every branch; an error says why none was pushed.
@@ -185,17 +252,16 @@ async fn push_all(
     leases: &[(u32, Lease)],
 ) -> Result<BTreeMap<String, PushResult>, String> {
     let repo_dir = repo_dir.to_owned();
-    let remote = opts.remote.clone();
+    let to = opts.push.clone();
     let token = push_token.map(str::to_owned);
     let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
     let pushed = tokio::task::spawn_blocking(move || {
-        let repo = git2::Repository::open(&repo_dir)?;
-        push::push(&repo, &remote, token.as_deref(), &batch)
+        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
+        push::push(&repo, &to, token.as_deref(), &batch)
     })
     .await;
     match pushed {
-        Ok(Ok(map)) => Ok(map),
-        Ok(Err(e)) => Err(format!("push to {} failed: {}", opts.remote, e.message())),
+        Ok(result) => result,
         Err(_) => Err("push task failed".into()),
     }
 }

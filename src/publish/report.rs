@@ -14,11 +14,12 @@ use secrecy::{ExposeSecret, SecretString};
 use super::body::Templates;
 use super::github::auth::{Credentials, connect};
 use super::github::{GitHub, RepoSlug, RetryPolicy};
-use super::{PublishOptions, counts, publish, record};
+use super::target::{self, PushInputs, PushTo};
+use super::{PublishOptions, counts, publish, record as record_outcomes};
 use crate::config::{ConfigFile, IncludeStatus};
 use crate::exit::{self, Failure};
 use crate::model::PublishOutcome;
-use crate::repo::UserRepo;
+use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
 
@@ -76,17 +77,22 @@ pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
     })
 }
 
-/// Publish `report` (read from `results_path`, which is rewritten with the outcomes).
+/// Publish `report` (read from `results_path`, which is rewritten with the outcomes),
+/// pushing where `record` (the repository's remotes when the run started) says.
 /// Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible failed.
 pub fn publish_report(
     repo: &UserRepo,
     file: &ConfigFile,
     args: &PublishFlags,
+    record: Option<&PushRecord>,
     report: &mut RunReport,
     results_path: &Path,
 ) -> Result<i32, Failure> {
     let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
-    let target = Target::resolve(repo, file, args, in_actions)?;
+    let target = Target::resolve(args, record, in_actions)?;
+    if in_actions {
+        mask(&target.credentials);
+    }
     let (policy, pace) = pacing(file, args);
     let templates = templates(repo, file)?;
     let opts = options(file, args, &target);
@@ -97,7 +103,7 @@ pub fn publish_report(
         in_actions,
     };
     let (outcomes, integrated) = gh.push_and_open(repo, report, &templates, &opts)?;
-    record(report, outcomes);
+    record_outcomes(report, outcomes);
     if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
         it.publish = Some(o);
     }
@@ -105,10 +111,18 @@ pub fn publish_report(
     Ok(exit_code(report))
 }
 
-/// Where to publish: the remote to push to, the GitHub repository and API, and the
-/// credentials.
+/// Check everything publishing needs — credentials, the API and server URLs, the
+/// repository, where to push — without publishing: `run --publish` (and `resume` and
+/// `aggregate` with `--publish`) call it before anything runs, so a bad flag is an
+/// exit 2 with nothing done.
+pub fn check_publishing(args: &PublishFlags, record: Option<&PushRecord>) -> Result<(), Failure> {
+    let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+    Target::resolve(args, record, in_actions).map(|_| ())
+}
+
+/// Where to publish: where to push, the GitHub repository and API, and the credentials.
 struct Target {
-    remote: String,
+    push: PushTo,
     slug: RepoSlug,
     credentials: Credentials,
     api: String,
@@ -117,43 +131,39 @@ struct Target {
 }
 
 impl Target {
-    /// From the flags, the config's `publish:` block and the Actions environment;
-    /// in Actions every secret is masked at once.
+    /// From the flags, the run's record of its remotes and the Actions environment,
+    /// each checked ([`super::target`]).
     fn resolve(
-        repo: &UserRepo,
-        file: &ConfigFile,
         args: &PublishFlags,
+        record: Option<&PushRecord>,
         in_actions: bool,
     ) -> Result<Target, Failure> {
-        let remote = args
-            .remote
-            .clone()
-            .or_else(|| file.publish.remote.clone())
-            .unwrap_or_else(|| "origin".into());
-        let slug = match args.repo.clone().or_else(|| env("GITHUB_REPOSITORY")) {
-            Some(s) => RepoSlug::parse(&s)
-                .ok_or_else(|| Failure::Usage(format!("--repo {s:?}: expected OWNER/NAME")))?,
-            None => slug_of_remote(repo, &remote)?,
-        };
         let credentials = credentials(args)?;
-        if in_actions {
-            mask(&credentials);
-        }
-        let api = args
-            .api_url
-            .clone()
-            .or_else(|| env("GITHUB_API_URL"))
-            .unwrap_or_else(|| "https://api.github.com".into());
-        let server_url = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
+        let api = target::api_url(args.api_url.as_deref(), env("GITHUB_API_URL").as_deref())
+            .map_err(Failure::Usage)?;
+        let server_url = target::server_url(env("GITHUB_SERVER_URL").as_deref(), &api)
+            .map_err(Failure::Usage)?;
+        let slug = target::slug(
+            args.repo.as_deref(),
+            env("GITHUB_REPOSITORY").as_deref(),
+            record,
+            args.remote.as_deref(),
+        )
+        .map_err(Failure::Usage)?;
+        let push = target::push_to(PushInputs {
+            flag: args.remote.as_deref(),
+            record,
+            slug: &slug,
+            server_url: &server_url,
+            in_actions,
+        })
+        .map_err(Failure::Usage)?;
         let run_url = match (env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")) {
-            (Some(r), Some(id)) => Some(format!(
-                "{}/{r}/actions/runs/{id}",
-                server_url.trim_end_matches('/')
-            )),
+            (Some(r), Some(id)) => Some(format!("{server_url}/{r}/actions/runs/{id}")),
             _ => None,
         };
         Ok(Target {
-            remote,
+            push,
             slug,
             credentials,
             api,
@@ -166,21 +176,6 @@ impl Target {
 /// An environment variable that is set and not blank.
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// The GitHub repository `remote` points at.
-fn slug_of_remote(repo: &UserRepo, remote: &str) -> Result<RepoSlug, Failure> {
-    let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
-    let url = git
-        .find_remote(remote)
-        .ok()
-        .and_then(|r| r.url().ok().map(str::to_owned))
-        .unwrap_or_else(|| remote.to_owned());
-    RepoSlug::from_remote_url(&url).ok_or_else(|| {
-        Failure::Usage(format!(
-            "cannot tell the GitHub repository from remote {remote:?}: pass --repo OWNER/NAME"
-        ))
-    })
 }
 
 /// The API's retry policy and the least time between two mutations.
@@ -232,7 +227,7 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         reviewers: merged(&args.reviewers, &cfg.reviewers),
         team_reviewers: merged(&args.team_reviewers, &cfg.team_reviewers),
         base: args.pr_base.clone().or_else(|| cfg.base.clone()),
-        remote: target.remote.clone(),
+        push: target.push.clone(),
         run_url: target.run_url.clone(),
         server_url: target.server_url.clone(),
     }

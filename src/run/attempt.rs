@@ -24,7 +24,7 @@ use crate::exit::Failure;
 use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
-use crate::repo::UserRepo;
+use crate::repo::{PushRecord, UserRepo};
 use crate::util::{rfc3339, short, write_atomic};
 
 /// What running a plan needs besides the plan.
@@ -36,6 +36,11 @@ pub struct ExecOptions {
     pub identity: (String, String),
     /// Name of the run directory (default: the run id).
     pub run_dir_name: Option<String>,
+    /// The repository's remotes as publishing will use them (read now, before any
+    /// agent, unless given).
+    pub push_record: Option<PushRecord>,
+    /// `publish.remote` of the config file.
+    pub publish_remote: Option<String>,
     /// The GitHub token, for an agent whose definition says `allow_github_token:
     /// true` (nothing else fanout starts gets it).
     pub agent_tokens: Vec<(String, SecretString)>,
@@ -48,6 +53,8 @@ impl ExecOptions {
             worktree_dir: s.worktree_dir.clone(),
             identity: s.commit_identity.clone(),
             run_dir_name: None,
+            push_record: None,
+            publish_remote: s.publish_remote.clone(),
             agent_tokens: Vec::new(),
         }
     }
@@ -121,7 +128,11 @@ pub fn start(
             worktree_root.display()
         );
     }
-    let journal = new_journal(repo, plan, &worktree_root, started_at);
+    let mut journal = new_journal(repo, plan, &worktree_root, started_at);
+    journal.push = Some(match &opts.push_record {
+        Some(r) => r.clone(),
+        None => push_record(repo, opts.publish_remote.clone()),
+    });
     let journal = JournalHandle::create(&run_dir, journal).map_err(|e| fatal("journal", e))?;
     let mut plan_json = serde_json::to_vec_pretty(plan).expect("plan serializes");
     plan_json.push(b'\n');
@@ -134,6 +145,17 @@ pub fn start(
         kept,
         agent_tokens: opts.agent_tokens.clone(),
     })
+}
+
+/// The remotes of `repo` now ([`PushRecord::read`]); none when it cannot be opened.
+pub fn push_record(repo: &UserRepo, publish_remote: Option<String>) -> PushRecord {
+    match repo.open() {
+        Ok(git) => PushRecord::read(&git, publish_remote),
+        Err(_) => PushRecord {
+            publish_remote,
+            ..PushRecord::default()
+        },
+    }
 }
 
 /// Refuse to run agents in a repository whose git configuration holds a credential
@@ -176,6 +198,7 @@ fn new_journal(
     Journal {
         schema_version: JOURNAL_SCHEMA_VERSION,
         extra_branches: Vec::new(),
+        push: None,
         run_id: plan.run_id.clone(),
         created_at: rfc3339(started_at),
         repo_workdir: repo.workdir.clone(),

@@ -142,6 +142,7 @@ mod tests {
         let j = Journal {
             schema_version: 1,
             extra_branches: Vec::new(),
+            push: None,
             run_id: id.into(),
             created_at: created_at.into(),
             repo_workdir: dir.into(),

@@ -33,6 +33,9 @@ pub struct Journal {
     /// Other branches fanout made for the run (the integration branch).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_branches: Vec<String>,
+    /// The repository's remotes when the run started: where publishing pushes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<crate::repo::PushRecord>,
 }
 
 /// What fanout created for one worker.
@@ -119,6 +122,7 @@ mod tests {
         let j = Journal {
             schema_version: JOURNAL_SCHEMA_VERSION,
             extra_branches: Vec::new(),
+            push: None,
             run_id: "r".into(),
             created_at: "now".into(),
             repo_workdir: "/repo".into(),
