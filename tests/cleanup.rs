@@ -23,8 +23,25 @@ fn keep_and_older_than_sweep_only_old_runs() {
     };
     assert_eq!(fanout_branches(&t).len(), 3);
 
-    // Nothing is a day old.
+    // A bare number is not an age (it once meant seconds and swept every run): an
+    // error that names the flag, and nothing is removed.
+    let out = t
+        .fanout(&["cleanup", "--older-than", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--older-than")
+            && err.contains("\"10\" has no unit; write one, e.g. 10s, 10m, 10h or 10d"),
+        "{err}"
+    );
+    assert_eq!((t.runs().len(), fanout_branches(&t).len()), (3, 3));
+
+    // Nothing is a day old (humantime's syntax: `1d`, `1h30m`, `2days`).
     let out = t.run_ok(&["cleanup", "--older-than", "1d"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
+    let out = t.run_ok(&["cleanup", "--older-than", "1h30m"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to clean up"));
     assert_eq!(t.runs().len(), 3);
 
@@ -60,7 +77,7 @@ fn keep_and_older_than_sweep_only_old_runs() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = t
-        .fanout(&["cleanup", "--older-than", "6 hours"])
+        .fanout(&["cleanup", "--older-than", "6 hourz"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -24,7 +24,8 @@ pub struct CleanupArgs {
     #[arg(long, conflicts_with_all = ["runs", "older_than", "keep"])]
     pub all: bool,
 
-    /// Only runs started longer ago than this (`90s`, `30m`, `6h`, `2d`).
+    /// Only runs started longer ago than this (`90s`, `30m`, `6h`, `2d`, `1h30m`;
+    /// the unit is required).
     #[arg(long, value_name = "AGE", value_parser = parse_age, conflicts_with = "runs")]
     pub older_than: Option<std::time::Duration>,
 
@@ -38,32 +39,10 @@ pub struct CleanupArgs {
     pub keep_branches: bool,
 }
 
-/// An age like `90s`, `30m`, `6h`, `2d` (a bare number is seconds).
+/// An age: a duration with its unit (`90s`, `30m`, `6h`, `2d`, `1h30m`); a bare
+/// number is refused (`--older-than 10` once meant ten seconds and swept every run).
 pub fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected an age like 90s, 30m, 6h or 2d"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        "w" => n * 7.0 * 86400.0,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?} (use s, m, h, d or w)"
-            ));
-        }
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?}: expected a positive age"));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    crate::util::duration::parse(s, crate::util::duration::Bare::Refused)
 }
 
 /// Entry point of `fanout cleanup`.
@@ -134,13 +113,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ages_parse_with_units() {
+    fn ages_need_a_unit() {
         assert_eq!(parse_age("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_age("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_age("6h").unwrap(), Duration::from_secs(21600));
+        assert_eq!(parse_age("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_age("2d").unwrap(), Duration::from_secs(172800));
-        assert_eq!(parse_age("45").unwrap(), Duration::from_secs(45));
-        assert!(parse_age("6 hours").unwrap_err().contains("unknown unit"));
+        assert!(parse_age("45").unwrap_err().contains("has no unit"));
         assert!(parse_age("h").is_err());
     }
 }

@@ -47,12 +47,12 @@ pub struct PlanArgs {
     #[arg(long, value_name = "USD")]
     pub budget_per_worker: Option<f64>,
 
-    /// Wall-clock limit per worker, in seconds.
-    #[arg(long, value_name = "SECS")]
+    /// Wall-clock limit per worker (`10m`, `1h30m`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
     pub timeout_per_worker: Option<f64>,
 
-    /// Stop a worker whose agent printed nothing for this many seconds.
-    #[arg(long, value_name = "SECS")]
+    /// Stop a worker whose agent printed nothing for this long (`90s`, `5m`).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
     pub inactivity_timeout: Option<f64>,
 
     /// Most USD for the whole run: no new worker starts once known costs reach it.
@@ -154,17 +154,17 @@ pub struct PublishArgs {
     /// Least milliseconds between two API mutations (default 1000).
     #[arg(long, value_name = "MS")]
     pub pace_ms: Option<u64>,
-    /// Least seconds to wait after a rate-limit answer without timing headers (default 60).
-    #[arg(long, value_name = "SECS")]
+    /// Least wait after a rate-limit answer without timing headers (default 60s).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
     pub rate_limit_wait: Option<f64>,
-    /// Longest single wait before a retry, in seconds (default 900).
-    #[arg(long, value_name = "SECS")]
+    /// Longest single wait before a retry (default 15m).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
     pub max_wait: Option<f64>,
     /// Most attempts per API request (default 6).
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
-    /// First wait after a 5xx or a dropped connection, in seconds (default 1).
-    #[arg(long, value_name = "SECS", hide = true)]
+    /// First wait after a 5xx or a dropped connection (default 1s).
+    #[arg(long, value_name = "DURATION", value_parser = seconds, hide = true)]
     pub server_error_backoff: Option<f64>,
 }
 
@@ -225,6 +225,13 @@ pub fn agent_tokens(
         );
     }
     tokens
+}
+
+/// A duration flag in seconds: humantime's syntax (`10m`, `1h30m`), a bare number
+/// being seconds ([`crate::util::duration`], the parser `fanout.yml` uses too).
+pub fn seconds(text: &str) -> Result<f64, String> {
+    use crate::util::duration::{Bare, parse};
+    parse(text, Bare::Seconds).map(|d| d.as_secs_f64())
 }
 
 /// A command's failure, with the exit code it maps to: the library's

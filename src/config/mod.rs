@@ -18,6 +18,10 @@
 //! ```
 //!
 //! Everything else (tasks, models, agents, base, worktree_dir, exclude, …) is fanout's own.
+//!
+//! Durations (`timeout_per_worker`, `inactivity_timeout`, `kill_grace`, check and
+//! setup timeouts, publishing waits) take humantime's syntax, as the flags do
+//! (`90s`, `10m`, `1h30m`, `2d`); a bare number is seconds, as in the seed's block.
 
 pub mod error;
 pub mod units;
@@ -754,15 +758,23 @@ mod tests {
     fn durations_accept_units() {
         assert_eq!(Seconds::parse("90s").unwrap(), Seconds(90.0));
         assert_eq!(Seconds::parse("10m").unwrap(), Seconds(600.0));
-        assert_eq!(Seconds::parse("1.5h").unwrap(), Seconds(5400.0));
+        assert_eq!(Seconds::parse("1h30m").unwrap(), Seconds(5400.0));
         assert!(Seconds::parse("soon").is_err());
         assert!(Seconds::parse("0").is_err());
+        assert!(Seconds::parse("0s").is_err());
         let cfg = parse(
-            "parallel_runs:\n  timeout_per_worker: 10m\n",
+            "parallel_runs:\n  timeout_per_worker: 10m\n  inactivity_timeout: 1h30m\nkill_grace: 0.5\n",
             Path::new("f"),
         )
         .unwrap();
         assert_eq!(cfg.parallel_runs.timeout_per_worker, Some(Seconds(600.0)));
+        assert_eq!(cfg.parallel_runs.inactivity_timeout, Some(Seconds(5400.0)));
+        assert_eq!(cfg.kill_grace, Some(Seconds(0.5)));
+        let e = err("parallel_runs:\n  timeout_per_worker: 10 minutes later\n").to_string();
+        assert!(
+            e.starts_with("fanout.yml:2:23: key `parallel_runs.timeout_per_worker`: expected a duration like 90s, 10m, 1h30m or 2d, found \"10 minutes later\""),
+            "{e}"
+        );
     }
 
     #[test]

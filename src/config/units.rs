@@ -1,5 +1,5 @@
 //! The value types of `fanout.yml` that carry units or ranges: worker counts,
-//! durations (`90`, `"10m"`, `"1h"`) and amounts of US dollars. Each checks its value
+//! durations (`90`, `"10m"`, `"1h30m"`) and amounts of US dollars. Each checks its value
 //! while the file is read, so a bad one is reported at its line and column.
 
 use std::fmt;
@@ -7,6 +7,8 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
+
+use crate::util::duration::{self, Bare, EXAMPLES};
 
 /// Highest `workers` value accepted (locally; matrix mode has its own limits).
 pub const MAX_WORKERS: u64 = 10;
@@ -60,27 +62,24 @@ impl JsonSchema for WorkerCount {
     }
 }
 
-/// A duration in seconds: a number, or a string such as `"90s"`, `"10m"`, `"1h"`.
+/// A duration in seconds: a number of seconds (the seed's block took seconds), or a
+/// duration in humantime's syntax such as `"90s"`, `"10m"`, `"1h30m"`
+/// ([`crate::util::duration`], the parser the flags use too).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct Seconds(pub f64);
 
 impl Seconds {
-    /// Parse `"90"`, `"90s"`, `"10m"`, `"1.5h"`.
+    /// Parse `"90"`, `"90s"`, `"10m"`, `"1h30m"`: a positive duration.
     pub fn parse(s: &str) -> Result<Seconds, String> {
-        let s = s.trim();
-        let (num, mult) = match s.char_indices().last() {
-            Some((i, 's')) => (&s[..i], 1.0),
-            Some((i, 'm')) => (&s[..i], 60.0),
-            Some((i, 'h')) => (&s[..i], 3600.0),
-            _ => (s, 1.0),
-        };
-        match num.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 => Ok(Seconds(v * mult)),
-            _ => Err(format!(
-                "expected a positive number of seconds or a duration like \"90s\", \"10m\", \"1h\", found \"{s}\""
-            )),
+        let d = duration::parse(s, Bare::Seconds)?;
+        if d.is_zero() {
+            return Err(format!(
+                "expected a positive duration like {EXAMPLES}, found \"{}\"",
+                s.trim()
+            ));
         }
+        Ok(Seconds(d.as_secs_f64()))
     }
 }
 
@@ -90,7 +89,10 @@ impl<'de> Deserialize<'de> for Seconds {
         impl Visitor<'_> for V {
             type Value = Seconds;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a positive number of seconds or a duration like \"10m\"")
+                write!(
+                    f,
+                    "a positive number of seconds or a duration like {EXAMPLES}"
+                )
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seconds, E> {
                 self.visit_f64(v as f64)
@@ -121,10 +123,10 @@ impl JsonSchema for Seconds {
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "Seconds, or a duration string like \"90s\", \"10m\", \"1h\"",
+            "description": "Seconds, or a duration in humantime's syntax like \"90s\", \"10m\", \"1h30m\", \"2d\"",
             "oneOf": [
                 {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*[smh]?\\s*$"}
+                {"type": "string", "pattern": "^\\s*([0-9]+(\\.[0-9]+)?|([0-9]+\\s*[a-zA-Z]+\\s*)+)\\s*$"}
             ]
         })
     }

@@ -1,6 +1,8 @@
 //! Small helpers every stage may use, importing nothing of fanout's: atomic file
-//! writes, timestamps, short commit ids, human sizes, and path patterns ([`glob`]).
+//! writes, timestamps, short commit ids, human sizes, durations ([`duration`]) and
+//! path patterns ([`glob`]).
 
+pub mod duration;
 pub mod glob;
 
 use std::path::Path;

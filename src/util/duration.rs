@@ -1,0 +1,78 @@
+//! Durations: one parser for every duration fanout reads, on the command line and in
+//! `fanout.yml`. The syntax is humantime's (`90s`, `10m`, `1h30m`, `2d`, `500ms`,
+//! `1h 30m`); a bare number means seconds where the seed's block and flags took
+//! seconds ([`Bare::Seconds`]: `timeout_per_worker: 600`, `--timeout-per-worker 600`)
+//! and is refused where a unit left out could do harm ([`Bare::Refused`]:
+//! `cleanup --older-than 10` would sweep every run older than ten seconds).
+
+use std::time::Duration;
+
+/// What a number without a unit means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bare {
+    /// Seconds (fractions allowed: `0.5`).
+    Seconds,
+    /// An error: the unit must be written.
+    Refused,
+}
+
+/// The examples every duration error shows.
+pub const EXAMPLES: &str = "90s, 10m, 1h30m or 2d";
+
+/// Parse `text` as a duration (zero allowed; callers that need more say so).
+pub fn parse(text: &str, bare: Bare) -> Result<Duration, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(format!("expected a duration like {EXAMPLES}, found \"\""));
+    }
+    if let Ok(n) = s.parse::<f64>() {
+        return match bare {
+            Bare::Seconds if n.is_finite() && n >= 0.0 => Ok(Duration::from_secs_f64(n)),
+            Bare::Seconds => Err(format!(
+                "expected a duration like {EXAMPLES} (or a number of seconds), found \"{s}\""
+            )),
+            Bare::Refused => Err(format!(
+                "\"{s}\" has no unit; write one, e.g. {n}s, {n}m, {n}h or {n}d",
+                n = s.trim_start_matches('+')
+            )),
+        };
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("expected a duration like {EXAMPLES}, found \"{s}\" ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn humantime_syntax_everywhere() {
+        let secs = |s: &str| parse(s, Bare::Seconds).map(|d| d.as_secs_f64());
+        assert_eq!(secs("90s"), Ok(90.0));
+        assert_eq!(secs("10m"), Ok(600.0));
+        assert_eq!(secs("1h30m"), Ok(5400.0));
+        assert_eq!(secs("1h 30m"), Ok(5400.0));
+        assert_eq!(secs("2d"), Ok(172800.0));
+        assert_eq!(secs("500ms"), Ok(0.5));
+        assert_eq!(secs(" 0.25 "), Ok(0.25));
+        assert_eq!(secs("600"), Ok(600.0));
+        assert_eq!(
+            secs("soon").unwrap_err(),
+            "expected a duration like 90s, 10m, 1h30m or 2d, found \"soon\" (expected number at 0)"
+        );
+        assert!(secs("-5").unwrap_err().contains("found \"-5\""));
+        assert_eq!(secs("1.5h"), Ok(5400.0));
+        assert_eq!(secs("6 hours"), Ok(21600.0));
+        assert!(secs("").is_err());
+    }
+
+    #[test]
+    fn a_bare_number_can_be_refused() {
+        assert_eq!(
+            parse("10", Bare::Refused).unwrap_err(),
+            "\"10\" has no unit; write one, e.g. 10s, 10m, 10h or 10d"
+        );
+        assert_eq!(parse("10m", Bare::Refused), Ok(Duration::from_secs(600)));
+        assert_eq!(parse("0s", Bare::Refused), Ok(Duration::ZERO));
+    }
+}

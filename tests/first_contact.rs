@@ -1,0 +1,56 @@
+//! A new user's first hour (issue #13): durations in one syntax, a closed pipe, YAML
+//! scalars in tasks, slugs of non-ASCII tasks — all through the real binary.
+
+mod common;
+
+use common::*;
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn durations_take_one_syntax_on_flags_and_in_the_file() {
+    let t = TestEnv::new();
+    let plan = |args: &[&str]| json(&t.run_ok(&[&["plan", "--json", "-t", "x"], args].concat()));
+    let limits = &plan(&[
+        "--timeout-per-worker",
+        "10m",
+        "--inactivity-timeout",
+        "1h30m",
+    ])["limits"];
+    assert_eq!(limits["timeout_per_worker"], 600.0);
+    assert_eq!(limits["inactivity_timeout"], 5400.0);
+    // A bare number on these flags is seconds, as the seed's `--timeout-per-worker S`.
+    assert_eq!(
+        plan(&["--timeout-per-worker", "90"])["limits"]["timeout_per_worker"],
+        90.0
+    );
+    // The file takes the same syntax; a bare number there is seconds too.
+    let cfg = t.config("parallel_runs:\n  timeout_per_worker: 1h30m\nkill_grace: 2\n");
+    let limits = &plan(&["--config", cfg.to_str().unwrap()])["limits"];
+    assert_eq!(limits["timeout_per_worker"], 5400.0);
+    assert_eq!(limits["kill_grace"], 2.0);
+    // A bad one names the flag and what was expected.
+    let out = t
+        .fanout(&["plan", "-t", "x", "--timeout-per-worker", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--timeout-per-worker")
+            && err.contains("expected a duration like 90s, 10m, 1h30m or 2d, found \"soon\""),
+        "{err}"
+    );
+}
