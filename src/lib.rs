@@ -25,6 +25,8 @@
 
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]
+// Output goes through util::out (a closed pipe ends fanout quietly), never println!.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 // Leaves: import no stage.
 pub mod exit;

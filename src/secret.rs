@@ -23,6 +23,7 @@
 
 use std::ffi::OsString;
 
+use crate::util::out::errln;
 use secrecy::SecretString;
 
 /// A variable holding a GitHub or Actions credential.
@@ -305,7 +306,7 @@ unsafe fn scrub_git_config_env() {
 pub fn make_undumpable() {
     #[cfg(target_os = "linux")]
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
-        eprintln!("fanout: warning: could not make the process non-dumpable: {e}");
+        errln!("fanout: warning: could not make the process non-dumpable: {e}");
     }
 }
 

@@ -54,3 +54,56 @@ fn durations_take_one_syntax_on_flags_and_in_the_file() {
         "{err}"
     );
 }
+
+/// A pipe whose reader is already gone: every write to it fails with EPIPE.
+fn closed_pipe() -> std::process::Stdio {
+    let (reader, writer) = nix::unistd::pipe().unwrap();
+    drop(reader);
+    std::process::Stdio::from(writer)
+}
+
+#[test]
+fn a_closed_pipe_ends_fanout_quietly() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let cfg = cfg.to_str().unwrap();
+    t.run_ok(&[
+        "--config", cfg, "run", "-q", "-w", "2", "--run-id", "r1", "x",
+    ]);
+    let cases: &[&[&str]] = &[
+        &["plan", "--json", "-t", "x"],
+        &["plan", "-t", "x"],
+        &["schema"],
+        &["status"],
+        &["status", "--json"],
+        &["resume"],
+        &["publish", "--run", "r1", "--json"],
+        &[
+            "--config", cfg, "run", "--json", "-w", "1", "--run-id", "r2", "y",
+        ],
+        &[
+            "--config", cfg, "run", "-q", "-w", "1", "--run-id", "r3", "z",
+        ],
+    ];
+    for args in cases {
+        let out = t.fanout(args).stdout(closed_pipe()).output().unwrap();
+        let err = stderr(&out);
+        assert!(
+            out.status.code() != Some(101) && !err.contains("panicked"),
+            "fanout {args:?}: {:?}\n{err}",
+            out.status
+        );
+        assert!(!err.contains("Broken pipe"), "fanout {args:?}: {err}");
+    }
+    // stdout and stderr both closed (`2>&1 | head -1`): the run still ends with its own
+    // exit code and writes its results.
+    let out = t
+        .fanout(&["--config", cfg, "run", "-w", "1", "--run-id", "r4", "w"])
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(t.results("r4")["totals"]["success"], 1);
+    assert_eq!(t.results("r2")["totals"]["success"], 1);
+}

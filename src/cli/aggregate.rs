@@ -12,6 +12,7 @@ use super::common::{CliError, Context, PublishArgs};
 use crate::ops::matrix::{AggregateAfter, aggregate as run_aggregate};
 use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
+use crate::util::out::{out, outln};
 
 /// `fanout aggregate`.
 #[derive(Debug, Args, Clone)]
@@ -48,11 +49,11 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
     };
     let (report, _, code) = run_aggregate(&repo, &file, &plan, &ctx.path(&args.from), after)?;
     if args.json {
-        println!("{}", String::from_utf8_lossy(&report.to_json()));
+        outln!("{}", String::from_utf8_lossy(&report.to_json()));
     } else {
-        print!("{}", table(&report.results));
+        out!("{}", table(&report.results));
         if args.publish {
-            print!("\n{}", pr_table(&report));
+            out!("\n{}", pr_table(&report));
         }
     }
     Ok(code)

@@ -8,6 +8,7 @@ use clap::Args;
 use super::common::{CliError, Context};
 use crate::run::cleanup::{Cleaned, clean, sweep};
 use crate::run::runs::list_runs;
+use crate::util::out::outln;
 
 /// `fanout cleanup`.
 #[derive(Debug, Args, Clone)]
@@ -54,7 +55,7 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
     } else if args.older_than.is_some() || args.keep.is_some() {
         let picked = sweep(&runs_dir, args.older_than, args.keep, SystemTime::now());
         if picked.is_empty() {
-            println!("no run matches; nothing to clean up");
+            outln!("no run matches; nothing to clean up");
             return Ok(0);
         }
         picked
@@ -69,7 +70,7 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
         args.runs.clone()
     };
     if runs.is_empty() {
-        println!("nothing to clean up");
+        outln!("nothing to clean up");
         return Ok(0);
     }
     let git = repo
@@ -79,11 +80,11 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
     for id in runs {
         match clean(&git, &runs_dir, &id, args.keep_branches) {
             Cleaned::Running(pid) => {
-                println!("run {id}: still running (pid {pid}); skipped");
+                outln!("run {id}: still running (pid {pid}); skipped");
                 problems += 1;
             }
             Cleaned::NoJournal(e) => {
-                println!("run {id}: no readable journal ({e}); skipped");
+                outln!("run {id}: no readable journal ({e}); skipped");
                 problems += 1;
             }
             Cleaned::Done {
@@ -91,13 +92,13 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
                 branches,
                 kept,
             } => {
-                println!(
+                outln!(
                     "run {id}: removed {trees} worktree{}, {branches} branch{}",
                     if trees == 1 { "" } else { "s" },
                     if branches == 1 { "" } else { "es" }
                 );
                 for k in &kept {
-                    println!("  kept: {k}");
+                    outln!("  kept: {k}");
                 }
                 problems += kept.len();
             }

@@ -15,6 +15,7 @@ use crate::plan::settings::{PlanFlags, Settings};
 use crate::publish::report::PublishFlags;
 use crate::repo::UserRepo;
 use crate::secret::Secrets;
+use crate::util::out::errln;
 
 /// Flags that shape the plan (shared by `run` and `plan`).
 #[derive(Debug, Args, Clone, Default)]
@@ -174,7 +175,7 @@ impl PublishArgs {
     pub fn flags(&self, secrets: &Secrets) -> PublishFlags {
         let token = match &self.token {
             Some(t) => {
-                eprintln!(
+                errln!(
                     "fanout: warning: --token is deprecated: every process on this machine can read a command line (/proc/<pid>/cmdline); set GITHUB_TOKEN instead"
                 );
                 Some(SecretString::from(t.trim().to_owned()))
@@ -219,7 +220,7 @@ pub fn agent_tokens(
         .filter_map(|k| Some((k.to_owned(), secrets.get(k)?.clone())))
         .collect();
     if !tokens.is_empty() {
-        eprintln!(
+        errln!(
             "fanout: warning: agent {:?} gets the GitHub token (allow_github_token: true): it can do whatever the token allows",
             agent.name
         );

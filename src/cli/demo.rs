@@ -8,6 +8,7 @@ use clap::Args;
 use super::common::CliError;
 use crate::ops::demo::make_repo;
 use crate::report::progress::Style;
+use crate::util::out::{out, outln};
 
 /// `fanout demo`.
 #[derive(Debug, Args, Clone)]
@@ -38,11 +39,11 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("cannot find the fanout executable: {e}")))?;
     make_repo(&repo_dir, &exe)
         .map_err(|e| CliError::Fatal(format!("making the demo repository: {e}")))?;
-    println!("fanout demo: repository {}", repo_dir.display());
+    outln!("fanout demo: repository {}", repo_dir.display());
 
     let (repo, report) = crate::ops::demo::run(&repo_dir, Style::detect(args.quiet))?;
-    print!("\n{}", crate::report::table::table(&report.results));
-    println!(
+    out!("\n{}", crate::report::table::table(&report.results));
+    outln!(
         "\nresults:   {}\nsummary:   {}\nbranches:  git -C {} branch --list 'fanout/*'\ninspect:   fanout -C {} status\nclean up:  fanout -C {} cleanup --all",
         repo.run_dir(&report.run_id).join("results.json").display(),
         repo.run_dir(&report.run_id).join("summary.md").display(),

@@ -2,6 +2,9 @@
 //! benchmarks. It is a real process that behaves like an agent: prints progress,
 //! edits a file in its working directory, writes `$FANOUT_RESULT`, and can be told to
 //! misbehave (sleep, ignore SIGTERM, spawn long-lived children, fail, spam output).
+//! It prints as an agent does (`println!`: a closed pipe may kill it, as it would a
+//! real agent), not through fanout's quiet `util::out`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::common::{CliError, Context};
 use crate::actions::workflows::{self, DEFAULT_ACTION, Kind};
+use crate::util::out::{errln, out};
 
 /// `fanout init`.
 #[derive(Debug, Args)]
@@ -38,7 +39,7 @@ pub struct InitArgs {
 pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     let text = workflows::render(args.kind, &args.action).map_err(CliError::Usage)?;
     if args.stdout {
-        print!("{text}");
+        out!("{text}");
         return Ok(0);
     }
     let path = match &args.output {
@@ -57,7 +58,7 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     if args.check {
         return Ok(match existing {
             Some(old) if old == text => {
-                eprintln!(
+                errln!(
                     "{}: matches the {} template",
                     shown.display(),
                     args.kind.name()
@@ -65,8 +66,8 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
                 0
             }
             Some(old) => {
-                print!("{}", workflows::diff(&shown, &old, &text));
-                eprintln!(
+                out!("{}", workflows::diff(&shown, &old, &text));
+                errln!(
                     "{}: differs from the {} template (run `fanout init --kind {} --force` to reset it)",
                     shown.display(),
                     args.kind.name(),
@@ -75,7 +76,7 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
                 1
             }
             None => {
-                eprintln!(
+                errln!(
                     "{}: missing (run `fanout init --kind {}` to write it)",
                     shown.display(),
                     args.kind.name()
@@ -86,11 +87,11 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     }
     match existing {
         Some(old) if old == text => {
-            eprintln!("{}: already up to date", shown.display());
+            errln!("{}: already up to date", shown.display());
             return Ok(0);
         }
         Some(old) if !args.force => {
-            print!("{}", workflows::diff(&shown, &old, &text));
+            out!("{}", workflows::diff(&shown, &old, &text));
             return Err(CliError::Usage(format!(
                 "{} exists and differs from the {} template (diff above); keep it, or pass --force to overwrite it",
                 shown.display(),
@@ -100,6 +101,6 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
         _ => {}
     }
     workflows::write(&path, &text)?;
-    eprintln!("wrote {}", shown.display());
+    errln!("wrote {}", shown.display());
     Ok(0)
 }

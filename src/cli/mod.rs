@@ -22,6 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::util::out::errln;
 use common::{CliError, Context};
 
 /// fanout: fan coding-agent tasks out to parallel git worktrees, fan results back in.
@@ -100,13 +101,20 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             match &e {
-                CliError::Usage(msg) | CliError::Fatal(msg) => eprintln!("fanout: error: {msg}"),
-                CliError::Interrupted => eprintln!(
-                    "fanout: interrupted; publishing is idempotent: run it again to finish"
-                ),
+                CliError::Usage(msg) | CliError::Fatal(msg) => errln!("fanout: error: {msg}"),
+                CliError::Interrupted => {
+                    errln!("fanout: interrupted; publishing is idempotent: run it again to finish")
+                }
             }
             e.code()
         }
+    };
+    // Output to a closed pipe was dropped quietly (crate::util::out); a failed write
+    // of another kind (a full disk) is fanout's own failure.
+    let code = if code == 0 && crate::util::out::failed() {
+        crate::exit::FATAL
+    } else {
+        code
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

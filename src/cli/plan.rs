@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs};
+use crate::util::out::outln;
 
 /// `fanout plan`.
 #[derive(Debug, Args, Clone)]
@@ -58,13 +59,13 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         ));
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&plan).expect("plan serializes")
         );
         return Ok(0);
     }
-    println!(
+    outln!(
         "run {}: {} worker run{}, {} at a time, agent {}, base {}{}",
         plan.run_id,
         plan.workers.len(),
@@ -79,7 +80,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
             .unwrap_or_default()
     );
     for w in &plan.workers {
-        println!(
+        outln!(
             "  #{:<3} {:<16} {}  {}",
             w.id,
             w.model_label(),

@@ -11,6 +11,7 @@ use crate::report::table::pr_table;
 use crate::run::journal::Journal;
 use crate::run::runs::newest_with_results;
 use crate::secret::Secrets;
+use crate::util::out::{out, outln};
 
 /// `fanout publish`.
 #[derive(Debug, Args, Clone)]
@@ -68,12 +69,12 @@ pub fn publish_command(
         &path,
     )?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).expect("serializes")
         );
     } else {
-        print!("{}", pr_table(&report));
+        out!("{}", pr_table(&report));
     }
     Ok(code)
 }

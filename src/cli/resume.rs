@@ -24,6 +24,7 @@ use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
 use crate::run::resumable::{Found, prepare};
 use crate::secret::Secrets;
+use crate::util::out::{errln, out, outln};
 
 /// `fanout resume`.
 #[derive(Debug, Args, Clone)]
@@ -63,9 +64,9 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
     let repo = ctx.repo()?;
     let say = |msg: &str| {
         if args.json {
-            eprintln!("{msg}");
+            errln!("{msg}");
         } else {
-            println!("{msg}");
+            outln!("{msg}");
         }
     };
     let ready = match prepare(&repo, args.run.as_deref(), args.stop_survivors)? {
@@ -124,15 +125,15 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
 
 fn print_report(json: bool, report: &RunReport, run_dir: &Path, prs: bool) {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(report).expect("report serializes")
         );
         return;
     }
-    print!("\n{}", table(&report.results));
-    println!("\nresults: {}", run_dir.join("results.json").display());
+    out!("\n{}", table(&report.results));
+    outln!("\nresults: {}", run_dir.join("results.json").display());
     if prs {
-        print!("\n{}", pr_table(report));
+        out!("\n{}", pr_table(report));
     }
 }

@@ -10,6 +10,7 @@ use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::{ExecOptions, push_record};
 use crate::secret::Secrets;
+use crate::util::out::{out, outln};
 
 /// `fanout run`.
 #[derive(Debug, Args, Clone)]
@@ -68,15 +69,15 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         },
     )?;
     if args.plan.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).expect("report serializes")
         );
     } else {
-        print!("\n{}", table(&report.results));
-        println!("\nresults: {}", results_path.display());
+        out!("\n{}", table(&report.results));
+        outln!("\nresults: {}", results_path.display());
         if args.publish {
-            print!("\n{}", pr_table(&report));
+            out!("\n{}", pr_table(&report));
         }
     }
     Ok(code)

@@ -2,9 +2,10 @@
 //! (`# yaml-language-server: $schema=…`).
 
 use super::common::CliError;
+use crate::util::out::outln;
 
 /// Entry point of `fanout schema`.
 pub fn schema() -> Result<i32, CliError> {
-    println!("{}", crate::config::json_schema());
+    outln!("{}", crate::config::json_schema());
     Ok(0)
 }

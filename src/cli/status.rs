@@ -6,6 +6,7 @@ use clap::Args;
 use super::common::{CliError, Context};
 use crate::run::runs::list_runs;
 use crate::util::human_bytes;
+use crate::util::out::outln;
 
 /// `fanout status`.
 #[derive(Debug, Args, Clone)]
@@ -35,14 +36,14 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
     let runs = crate::run::status::runs(&git, &runs_dir, ids);
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&runs).expect("serializes")
         );
         return Ok(0);
     }
     if runs.is_empty() {
-        println!("no fanout runs in {}", repo.workdir.display());
+        outln!("no fanout runs in {}", repo.workdir.display());
         return Ok(0);
     }
     for r in &runs {
@@ -54,7 +55,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "run {}  {}  {}  {} workers  {}{resumable}",
             r.run_id,
             r.created_at,
@@ -69,7 +70,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
                 (true, Some(n)) => format!("{n} uncommitted"),
                 (true, None) => "unreadable".to_owned(),
             };
-            println!(
+            outln!(
                 "  #{:<3} {:<8} {:<12} {:>10}  {}{}\n        {}",
                 w.worker_id,
                 w.status.as_deref().unwrap_or("-"),

@@ -11,6 +11,7 @@ use super::common::{CliError, Context, agent_tokens};
 use crate::ops::matrix::{WorkerJob, worker as run_worker};
 use crate::report::progress::Style;
 use crate::secret::Secrets;
+use crate::util::out::outln;
 
 /// `fanout worker`.
 #[derive(Debug, Args, Clone)]
@@ -47,6 +48,6 @@ pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32,
     };
     drop(secrets);
     let (dir, code) = run_worker(&repo, &file, &plan, &job)?;
-    println!("{}", dir.display());
+    outln!("{}", dir.display());
     Ok(code)
 }

@@ -19,6 +19,7 @@ use crate::report::summary::{ReportPaths, render_summary};
 use crate::run::attempt::{self, Attempt, Attempted, ExecOptions};
 use crate::run::journal::Journal;
 use crate::run::results::RunReport;
+use crate::util::out::errln;
 use crate::util::write_atomic;
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
@@ -155,7 +156,7 @@ pub fn integrate(
     match integrate_report(&git, report, (&identity.0, &identity.1)) {
         Ok(()) => {}
         Err(IntegrateError::Empty) => {
-            eprintln!("fanout: --integrate: no successful worker to integrate");
+            errln!("fanout: --integrate: no successful worker to integrate");
             return Ok(());
         }
         Err(e) => return Err(Failure::Fatal(format!("--integrate: {e}"))),
@@ -170,7 +171,7 @@ pub fn integrate(
                 .save(&run_dir)
                 .map_err(|e| Failure::Fatal(format!("journal: {e}")))?;
         }
-        eprintln!(
+        errln!(
             "fanout: integration branch {} merges {} worker(s); {} left out",
             it.branch,
             it.included.len(),

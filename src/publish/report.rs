@@ -22,6 +22,7 @@ use crate::model::PublishOutcome;
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
+use crate::util::out::{errln, outln};
 
 /// The publishing flags (`--label`, `--token`, …) as given on the command line, all
 /// optional; the config file's `publish:` block fills in the rest.
@@ -266,7 +267,7 @@ impl Api<'_> {
                 .await
                 .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
             if self.in_actions {
-                println!("::add-mask::{}", push_token.expose_secret());
+                outln!("::add-mask::{}", push_token.expose_secret());
             }
             let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
             let mut term =
@@ -340,7 +341,7 @@ fn exit_code(report: &RunReport) -> i32 {
         .filter(|(k, _)| **k != "skipped")
         .map(|(_, v)| *v)
         .sum();
-    eprintln!(
+    errln!(
         "fanout: publish: {}",
         c.iter()
             .map(|(k, v)| format!("{v} {k}"))
@@ -406,14 +407,14 @@ fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
 /// `::add-mask::` every secret, so Actions never shows it in logs.
 fn mask(c: &Credentials) {
     match c {
-        Credentials::Token(t) => println!("::add-mask::{}", t.expose_secret()),
+        Credentials::Token(t) => outln!("::add-mask::{}", t.expose_secret()),
         Credentials::App {
             private_key_pem, ..
         } => {
             for line in private_key_pem.expose_secret().lines() {
                 let line = line.trim();
                 if !line.is_empty() && !line.starts_with("-----") {
-                    println!("::add-mask::{line}");
+                    outln!("::add-mask::{line}");
                 }
             }
         }

@@ -17,6 +17,7 @@ use super::table::{format_cost, format_duration};
 use crate::model::{Status, WorkerResult};
 use crate::plan::Plan;
 use crate::run::event::{Event, Reporter, StopLevel};
+use crate::util::out::{errln, outln};
 
 /// Lines of a worker's log shown in its Actions group.
 const LOG_TAIL_LINES: usize = 40;
@@ -79,7 +80,7 @@ struct Plain {
 
 impl Plain {
     fn new(plan: &Plan, github: bool) -> Plain {
-        eprintln!(
+        errln!(
             "fanout: run {} — {} worker{} ({} at a time), agent {}, base {}",
             plan.run_id,
             plan.workers.len(),
@@ -107,7 +108,7 @@ impl Reporter for Plain {
     fn event(&mut self, ev: &Event) {
         match ev {
             Event::WorkerStarted { id, worktree, .. } => {
-                eprintln!(
+                errln!(
                     "fanout: {} started in {}",
                     self.label(*id),
                     worktree.display()
@@ -115,24 +116,24 @@ impl Reporter for Plain {
             }
             Event::WorkerOutput { .. } => {}
             Event::WorkerTimedOut { id } => {
-                eprintln!("fanout: {} timed out, stopping it", self.label(*id));
+                errln!("fanout: {} timed out, stopping it", self.label(*id));
             }
             Event::WorkerFinished(r) => {
                 let line = finished_line(r);
                 if self.github {
                     let title = format!("{} {}", self.label(r.worker_id), r.status);
-                    println!("::group::{title} ({})", r.branch);
+                    outln!("::group::{title} ({})", r.branch);
                     if let Some(log) = &r.log_path {
                         print_tail(log);
                     }
-                    println!("::endgroup::");
+                    outln!("::endgroup::");
                     if r.status != Status::Success {
                         let kind = if r.status == Status::Partial {
                             "warning"
                         } else {
                             "error"
                         };
-                        println!(
+                        outln!(
                             "::{kind} title=fanout worker {}::{}",
                             r.worker_id,
                             escape_workflow_data(&line)
@@ -140,9 +141,9 @@ impl Reporter for Plain {
                     }
                     let _ = std::io::stdout().flush();
                 }
-                eprintln!("fanout: {} {}", self.label(r.worker_id), line);
+                errln!("fanout: {} {}", self.label(r.worker_id), line);
             }
-            Event::Stopping(level) => eprintln!("fanout: {}", stopping_text(*level)),
+            Event::Stopping(level) => errln!("fanout: {}", stopping_text(*level)),
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::repo::{PushRecord, UserRepo};
+use crate::util::out::errln;
 use crate::util::{rfc3339, short, write_atomic};
 
 /// What running a plan needs besides the plan.
@@ -123,7 +124,7 @@ pub fn start(
     warn_about_checkout(repo, plan);
     let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
     if worktree_root.starts_with(&repo.workdir) {
-        eprintln!(
+        errln!(
             "fanout: warning: worktrees go inside the checkout ({}); they may show up as untracked files",
             worktree_root.display()
         );
@@ -178,13 +179,13 @@ pub fn refuse_readable_credentials(repo: &UserRepo) -> Result<(), Failure> {
 fn warn_about_checkout(repo: &UserRepo, plan: &Plan) {
     match repo.uncommitted_changes() {
         Ok(0) => {}
-        Ok(n) => eprintln!(
+        Ok(n) => errln!(
             "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
             repo.workdir.display(),
             if n == 1 { "" } else { "s" },
             short(&plan.base.commit)
         ),
-        Err(e) => eprintln!("fanout: warning: could not read the checkout's status: {e}"),
+        Err(e) => errln!("fanout: warning: could not read the checkout's status: {e}"),
     }
 }
 

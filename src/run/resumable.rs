@@ -17,6 +17,7 @@ use super::{resume, worktree};
 use crate::exit::Failure;
 use crate::plan::Plan;
 use crate::repo::UserRepo;
+use crate::util::out::errln;
 
 /// What `fanout resume` found.
 #[derive(Debug)]
@@ -100,7 +101,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
     let list = |ids: &mut dyn Iterator<Item = u32>| {
         ids.map(|i| format!("#{i}")).collect::<Vec<_>>().join(", ")
     };
-    eprintln!(
+    errln!(
         "fanout: resuming run {id} (attempt {number}): running {}{}",
         list(&mut todo.iter().copied()),
         if kept.is_empty() {
@@ -147,7 +148,7 @@ fn stop_earlier_attempt(
             named.join(", ")
         )));
     }
-    eprintln!("fanout: stopping {}", named.join(", "));
+    errln!("fanout: stopping {}", named.join(", "));
     let grace = Duration::from_secs_f64(plan.limits.kill_grace.max(0.0));
     let left = resume::stop_survivors(&survivors, grace);
     if left.is_empty() {

@@ -1,9 +1,10 @@
 //! Small helpers every stage may use, importing nothing of fanout's: atomic file
-//! writes, timestamps, short commit ids, human sizes, durations ([`duration`]) and
-//! path patterns ([`glob`]).
+//! writes, timestamps, short commit ids, human sizes, durations ([`duration`]), path
+//! patterns ([`glob`]) and output that a closed pipe cannot break ([`out`]).
 
 pub mod duration;
 pub mod glob;
+pub mod out;
 
 use std::path::Path;
 
