@@ -107,3 +107,38 @@ fn a_closed_pipe_ends_fanout_quietly() {
     assert_eq!(t.results("r4")["totals"]["success"], 1);
     assert_eq!(t.results("r2")["totals"]["success"], 1);
 }
+
+#[test]
+fn yaml_scalars_in_tasks_are_text_and_bad_entries_say_what_was_expected() {
+    let t = TestEnv::new();
+    let cfg = t.config("tasks:\n  - yes\n  - 1\n  - {id: on, prompt: no}\n");
+    let plan = json(&t.run_ok(&["--config", cfg.to_str().unwrap(), "plan", "--json"]));
+    let tasks: Vec<_> = plan["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["task"]["id"].clone(), w["task"]["prompt"].clone()))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            (serde_json::Value::Null, "yes".into()),
+            (serde_json::Value::Null, "1".into()),
+            ("on".into(), "no".into()),
+        ]
+    );
+    let cfg = t.config("tasks:\n  - fix it\n  - [a, b]\n");
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "plan"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "fanout.yml:3:5: key `tasks[1]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …]}"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("untagged"), "{err}");
+}

@@ -603,7 +603,7 @@ fn bad_setup_entries_name_file_line_and_column() {
     );
     check(
         "setup:\n  - [npm, ci]\n",
-        "FILE:2:5: key `setup[0]`: invalid type: sequence, expected a shell command, or {run: COMMAND, timeout: SECONDS}",
+        "FILE:2:5: key `setup[0]`: invalid type: sequence, expected a shell command, or {run: COMMAND, timeout: DURATION}",
     );
     check(
         "tasks: [x]\nsetup:\n  - ''\n",

@@ -155,6 +155,8 @@ pub fn key(k: &str) -> KeySeg {
 #[derive(Debug)]
 enum Node {
     Leaf,
+    /// A scalar YAML typed as a bool or a number (`yes`, `1`).
+    Typed,
     Seq(Vec<serde_saphyr::Spanned<Node>>),
     Map(Vec<(serde_saphyr::Spanned<KeyText>, serde_saphyr::Spanned<Node>)>),
 }
@@ -172,16 +174,16 @@ impl<'de> Deserialize<'de> for Node {
                 f.write_str("any YAML node")
             }
             fn visit_bool<E: de::Error>(self, _: bool) -> Result<Node, E> {
-                Ok(Node::Leaf)
+                Ok(Node::Typed)
             }
             fn visit_i64<E: de::Error>(self, _: i64) -> Result<Node, E> {
-                Ok(Node::Leaf)
+                Ok(Node::Typed)
             }
             fn visit_u64<E: de::Error>(self, _: u64) -> Result<Node, E> {
-                Ok(Node::Leaf)
+                Ok(Node::Typed)
             }
             fn visit_f64<E: de::Error>(self, _: f64) -> Result<Node, E> {
-                Ok(Node::Leaf)
+                Ok(Node::Typed)
             }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Node, E> {
                 Ok(Node::Leaf)
@@ -296,6 +298,35 @@ pub(super) fn locate(text: &str, path: &[KeySeg], value: bool) -> (usize, usize)
     } else {
         (at.line() as usize, at.column().max(1) as usize)
     }
+}
+
+/// The items of the top-level list `list` that YAML typed as a bool or a number, with
+/// the text written for each (`yes`, `1.10`).
+pub(super) fn typed_items(text: &str, list: &str) -> Vec<(usize, String)> {
+    let Ok(root) = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text) else {
+        return Vec::new();
+    };
+    let Node::Map(entries) = &root.value else {
+        return Vec::new();
+    };
+    let Some((_, items)) = entries.iter().find(|(k, _)| k.value.0 == list) else {
+        return Vec::new();
+    };
+    let Node::Seq(items) = &items.value else {
+        return Vec::new();
+    };
+    let written = |item: &serde_saphyr::Spanned<Node>| {
+        let span = item.referenced.span();
+        let start = usize::try_from(span.byte_offset()?).ok()?;
+        let len = usize::try_from(span.byte_len()?).ok()?;
+        Some(text.get(start..start + len)?.trim().to_owned())
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| matches!(item.value, Node::Typed))
+        .filter_map(|(i, item)| Some((i, written(item).filter(|w| !w.is_empty())?)))
+        .collect()
 }
 
 /// serde-saphyr renders `error: line L column C: message`; keep the message.

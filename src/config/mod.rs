@@ -24,6 +24,7 @@
 //! (`90s`, `10m`, `1h30m`, `2d`); a bare number is seconds, as in the seed's block.
 
 pub mod error;
+mod text;
 pub mod units;
 
 use std::collections::BTreeMap;
@@ -172,31 +173,28 @@ pub struct SetupSpec {
     pub timeout: Option<Seconds>,
 }
 
+impl text::TextOrMap for SetupDef {
+    const EXPECTING: &'static str = "a shell command, or {run: COMMAND, timeout: DURATION}";
+    fn text(v: String) -> Result<Self, String> {
+        if v.trim().is_empty() {
+            return Err("expected a shell command, found an empty string".into());
+        }
+        Ok(SetupDef::Command(v))
+    }
+    fn map<'de, A: de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        let spec = SetupSpec::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        if spec.run.trim().is_empty() {
+            return Err(de::Error::custom(
+                "expected a shell command in `run`, found an empty string",
+            ));
+        }
+        Ok(SetupDef::Detailed(spec))
+    }
+}
+
 impl<'de> Deserialize<'de> for SetupDef {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = SetupDef;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a shell command, or {run: COMMAND, timeout: SECONDS}")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SetupDef, E> {
-                if v.trim().is_empty() {
-                    return Err(E::custom("expected a shell command, found an empty string"));
-                }
-                Ok(SetupDef::Command(v.to_owned()))
-            }
-            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<SetupDef, A::Error> {
-                let spec = SetupSpec::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                if spec.run.trim().is_empty() {
-                    return Err(de::Error::custom(
-                        "expected a shell command in `run`, found an empty string",
-                    ));
-                }
-                Ok(SetupDef::Detailed(spec))
-            }
-        }
-        d.deserialize_any(V)
+        text::deserialize(d)
     }
 }
 
@@ -213,13 +211,30 @@ pub struct PortsDef {
 }
 
 /// A check: a shell command, or `{run, name, timeout}`.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum CheckDef {
     /// Just the command.
     Command(String),
     /// A command with a name and a time limit.
     Detailed(CheckSpec),
+}
+
+impl text::TextOrMap for CheckDef {
+    const EXPECTING: &'static str =
+        "a shell command, or {run: COMMAND, name: NAME, timeout: DURATION}";
+    fn text(v: String) -> Result<Self, String> {
+        Ok(CheckDef::Command(v))
+    }
+    fn map<'de, A: de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        CheckSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(CheckDef::Detailed)
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        text::deserialize(d)
+    }
 }
 
 /// The object form of a check.
@@ -385,14 +400,32 @@ fn default_max_steps() -> u32 {
     50
 }
 
-/// A task: a plain prompt, or an object with an id and an optional pinned model.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+/// A task: a plain prompt, or an object with an id and an optional pinned model. A
+/// prompt YAML would type (`- yes`, `- 1`) is the text written.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum TaskEntry {
     /// Just the prompt.
     Prompt(String),
     /// A prompt with an id (used in branch names) and optionally a model it always runs on.
     Detailed(TaskDef),
+}
+
+impl text::TextOrMap for TaskEntry {
+    const EXPECTING: &'static str =
+        "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …]}";
+    fn text(v: String) -> Result<Self, String> {
+        Ok(TaskEntry::Prompt(v))
+    }
+    fn map<'de, A: de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        TaskDef::deserialize(de::value::MapAccessDeserializer::new(map)).map(TaskEntry::Detailed)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        text::deserialize(d)
+    }
 }
 
 /// The object form of a task.
@@ -540,7 +573,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
             e.into_inner()
         })
     });
-    let cfg: ConfigFile = result.map_err(|err| {
+    let mut cfg: ConfigFile = result.map_err(|err| {
         let loc = err.location();
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
@@ -554,8 +587,36 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
             snippet: snippet(text, line as usize, column as usize),
         }
     })?;
+    restore_text(&mut cfg, text);
     cfg.check().map_err(|p| ConfigError::at(text, path, p))?;
     Ok(cfg)
+}
+
+/// The lists whose scalar items are text.
+const TEXT_LISTS: [&str; 3] = ["tasks", "checks", "setup"];
+
+/// Put back, in `cfg` read from `text`, the written text of each scalar item of
+/// `tasks:`, `checks:` and `setup:` that YAML typed as a bool or a number.
+fn restore_text(cfg: &mut ConfigFile, text: &str) {
+    for list in TEXT_LISTS {
+        for (i, written) in error::typed_items(text, list) {
+            let slot = match list {
+                "tasks" => match cfg.tasks.get_mut(i) {
+                    Some(TaskEntry::Prompt(p)) => p,
+                    _ => continue,
+                },
+                "checks" => match cfg.checks.get_mut(i) {
+                    Some(CheckDef::Command(c)) => c,
+                    _ => continue,
+                },
+                _ => match cfg.setup.get_mut(i) {
+                    Some(SetupDef::Command(c)) => c,
+                    _ => continue,
+                },
+            };
+            *slot = written;
+        }
+    }
 }
 
 impl ConfigFile {
@@ -752,6 +813,65 @@ mod tests {
                 model: Some("m1".into())
             })
         );
+    }
+
+    #[test]
+    fn yaml_scalars_in_lists_are_the_text_written() {
+        let cfg = parse(
+            "tasks:\n  - yes\n  - 1\n  - 1.10\n  - on\n  - {id: on, prompt: 1, depends_on: [2]}\n  - 'no'\nchecks: [true, {run: false}]\nsetup: [1e3]\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        let prompt = |p: &str| TaskEntry::Prompt(p.into());
+        assert_eq!(
+            cfg.tasks[..5],
+            [prompt("yes"), prompt("1"), prompt("1.10"), prompt("on"), {
+                TaskEntry::Detailed(TaskDef {
+                    id: Some("on".into()),
+                    prompt: "1".into(),
+                    model: None,
+                    depends_on: vec!["2".into()],
+                })
+            }]
+        );
+        assert_eq!(cfg.tasks[5], prompt("no"));
+        assert_eq!(
+            cfg.checks,
+            [
+                CheckDef::Command("true".into()),
+                CheckDef::Detailed(CheckSpec {
+                    run: "false".into(),
+                    name: None,
+                    timeout: None
+                })
+            ]
+        );
+        assert_eq!(cfg.setup, [SetupDef::Command("1e3".into())]);
+    }
+
+    #[test]
+    fn text_or_object_errors_say_what_was_expected() {
+        for (text, want) in [
+            (
+                "tasks:\n  - [a, b]\n",
+                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …]}",
+            ),
+            (
+                "tasks:\n  - {id: a, promt: b}\n",
+                "fanout.yml:2:13: key `tasks[0].promt`: unknown field `promt`, expected one of id, prompt, model, depends_on",
+            ),
+            (
+                "checks:\n  - [cargo, test]\n",
+                "fanout.yml:2:5: key `checks[0]`: invalid type: sequence, expected a shell command, or {run: COMMAND, name: NAME, timeout: DURATION}",
+            ),
+            (
+                "setup: [~]\n",
+                "fanout.yml:1:9: key `setup[0]`: expected a shell command, or {run: COMMAND, timeout: DURATION}, found nothing",
+            ),
+        ] {
+            let got = err(text).to_string();
+            assert!(got.starts_with(want), "{text}\n got: {got}\nwant: {want}");
+        }
     }
 
     #[test]
