@@ -142,3 +142,18 @@ fn yaml_scalars_in_tasks_are_text_and_bad_entries_say_what_was_expected() {
     );
     assert!(!err.contains("untagged"), "{err}");
 }
+
+#[test]
+fn branch_slugs_transliterate_non_ascii_tasks() {
+    let t = TestEnv::new();
+    let plan = json(&t.run_ok(&[
+        "plan",
+        "--json",
+        "-w",
+        "1",
+        "--run-id",
+        "r",
+        "añade un botón",
+    ]));
+    assert_eq!(plan["workers"][0]["branch"], "fanout/r/w1-anade-un-boton");
+}

@@ -119,8 +119,10 @@ pub fn branch_name(prefix: &str, run_id: &str, id: u32, task: &Task) -> String {
     }
 }
 
-/// Lower-case ASCII words joined by `-`, at most `max` bytes, cut at a word boundary.
+/// Lower-case ASCII words joined by `-`, at most `max` bytes, cut at a word boundary;
+/// non-ASCII text is transliterated first (`añade` → `anade`, `日本` → `ri-ben`).
 pub fn slug(text: &str, max: usize) -> String {
+    let text = deunicode::deunicode(text);
     let mut out = String::new();
     for word in text
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -149,6 +151,14 @@ pub fn slug(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slugs_transliterate_non_ascii() {
+        assert_eq!(slug("Añade un botón", 32), "anade-un-boton");
+        assert_eq!(slug("Straße über Köln", 32), "strasse-uber-koln");
+        assert_eq!(slug("日本語", 32), "ri-ben-yu");
+        assert_eq!(slug("ÆØÅ!!", 2), "ae");
+    }
 
     fn tasks(names: &[&str]) -> Vec<Task> {
         names
@@ -257,6 +267,11 @@ mod tests {
             id: None,
             prompt: "日本語".into(),
             model: None,
+        };
+        assert_eq!(branch_name("p", "r", 2, &t), "p/r/w2-ri-ben-yu");
+        let t = Task {
+            prompt: "!!! ???".into(),
+            ..t
         };
         assert_eq!(branch_name("p", "r", 2, &t), "p/r/w2");
     }
