@@ -157,3 +157,41 @@ fn branch_slugs_transliterate_non_ascii_tasks() {
     ]));
     assert_eq!(plan["workers"][0]["branch"], "fanout/r/w1-anade-un-boton");
 }
+
+#[test]
+fn copy_globs_follow_gitignore_syntax_and_a_pattern_matching_nothing_is_a_warning() {
+    let t = TestEnv::new();
+    t.write("a.env", "A=1\n");
+    t.write("c.env", "C=1\n");
+    t.write(".worktreeinclude", "# local settings\nlocal/*.toml\n");
+    let cfg = t.fake_config(&[], "copy: ['[ab].env', 'nothing-here-*.txt']\n");
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "2",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let want = [
+        "copy: `nothing-here-*.txt` matches no file of the checkout that git ignores or does not track; nothing copied for it",
+        ".worktreeinclude:2: `local/*.toml` matches no file of the checkout that git ignores or does not track; nothing copied for it",
+    ];
+    for r in json(&out)["results"].as_array().unwrap() {
+        let wt = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+        assert!(wt.join("a.env").is_file(), "{r:#}");
+        assert!(!wt.join("c.env").exists(), "{r:#}");
+        assert_eq!(r["setup"]["copied"], 1);
+        assert_eq!(r["setup"]["warnings"], serde_json::json!(want), "{r:#}");
+    }
+    // On stderr once each, however many workers share it.
+    let err = stderr(&out);
+    for w in want {
+        assert_eq!(err.matches(w).count(), 1, "{err}");
+    }
+}

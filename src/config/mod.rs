@@ -148,7 +148,7 @@ impl JsonSchema for CopyGlob {
         schemars::json_schema!({
             "type": "string",
             "minLength": 1,
-            "description": "A glob relative to the repository root (`*`, `?`, `**`; a trailing `/` for a directory; `!` to take files back out)"
+            "description": "A pattern in .gitignore syntax, from the repository root (`*`, `?`, `[ab]`, `**`; a trailing `/` for a directory; `!` to take files back out)"
         })
     }
 }

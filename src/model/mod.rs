@@ -214,6 +214,10 @@ pub struct SetupRecord {
     /// The worker's ports (`FANOUT_PORT` is the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<PortRange>,
+    /// What setup warned about without failing the worker (a `copy:` pattern that
+    /// matched no file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One setup step's outcome.

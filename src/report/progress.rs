@@ -6,7 +6,7 @@
 //! * In GitHub Actions: plain lines, plus a `::group::` per finished worker holding the
 //!   tail of its log, and an `::error`/`::warning` annotation per unsuccessful worker.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -76,6 +76,7 @@ fn finished_line(r: &WorkerResult) -> String {
 struct Plain {
     labels: BTreeMap<u32, String>,
     github: bool,
+    warned: BTreeSet<String>,
 }
 
 impl Plain {
@@ -96,6 +97,7 @@ impl Plain {
                 .map(|w| (w.id, format!("#{} [{}]", w.id, w.model_label())))
                 .collect(),
             github,
+            warned: BTreeSet::new(),
         }
     }
 
@@ -115,6 +117,14 @@ impl Reporter for Plain {
                 );
             }
             Event::WorkerOutput { .. } => {}
+            Event::Warning { message, .. } => {
+                if self.warned.insert(message.clone()) {
+                    errln!("fanout: warning: {message}");
+                    if self.github {
+                        outln!("::warning title=fanout::{}", escape_workflow_data(message));
+                    }
+                }
+            }
             Event::WorkerTimedOut { id } => {
                 errln!("fanout: {} timed out, stopping it", self.label(*id));
             }
@@ -196,6 +206,7 @@ struct Bars {
     multi: MultiProgress,
     bars: BTreeMap<u32, ProgressBar>,
     labels: BTreeMap<u32, String>,
+    warned: BTreeSet<String>,
 }
 
 impl Bars {
@@ -227,6 +238,7 @@ impl Bars {
             multi,
             bars,
             labels,
+            warned: BTreeSet::new(),
         }
     }
 }
@@ -254,6 +266,11 @@ impl Reporter for Bars {
             Event::WorkerOutput { id, line } => {
                 if let Some(b) = self.bars.get(id) {
                     b.set_message(format!("running · {line}"));
+                }
+            }
+            Event::Warning { message, .. } => {
+                if self.warned.insert(message.clone()) {
+                    let _ = self.multi.println(format!("fanout: warning: {message}"));
                 }
             }
             Event::WorkerTimedOut { id } => {

@@ -562,6 +562,7 @@ mod snapshot_tests {
                 first: 20000,
                 last: 20009,
             }),
+            warnings: Vec::new(),
         });
         r.results[1].setup = Some(SetupRecord {
             copied: 1,
@@ -571,6 +572,7 @@ mod snapshot_tests {
                 first: 20010,
                 last: 20019,
             }),
+            warnings: Vec::new(),
         });
         r.results[1].reason = Some("setup failed: `make 'db'` exited 1: no database".into());
         r.results[2].setup = Some(SetupRecord {
@@ -581,6 +583,7 @@ mod snapshot_tests {
                 first: 20020,
                 last: 20029,
             }),
+            warnings: Vec::new(),
         });
         insta::assert_snapshot!(render_summary(&r, None), @r"
         ## fanout run `r1`

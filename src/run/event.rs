@@ -41,6 +41,15 @@ pub enum Event {
         /// Worker id.
         id: u32,
     },
+    /// Something a worker's user should know that does not stop it (a `copy:`
+    /// pattern that matched no file); workers often share it, so reporters show each
+    /// message once.
+    Warning {
+        /// Worker id.
+        id: u32,
+        /// What.
+        message: String,
+    },
     /// A worker is done (any status).
     WorkerFinished(Box<WorkerResult>),
     /// fanout was asked to stop.

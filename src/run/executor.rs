@@ -516,6 +516,12 @@ impl Executor {
         // files, submodules, setup commands. A failure there fails the worker, and the
         // agent never starts.
         let prepared = self.prepare(&w, &at, &events, &stop).await;
+        for message in &prepared.record.warnings {
+            let _ = events.send(Event::Warning {
+                id: w.id,
+                message: message.clone(),
+            });
+        }
         result.setup = Some(prepared.record);
         let _ports = prepared.lease;
         if let Some(why) = prepared.failure {

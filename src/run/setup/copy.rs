@@ -2,7 +2,8 @@
 //! ignores or does not track (`.env`, local config), chosen by `copy:` globs and the
 //! lines of `.worktreeinclude`, copied into a new worktree with their relative paths
 //! and permissions.
-//! The glob syntax is [`crate::util::glob`]'s.
+//! The patterns follow `.gitignore`'s syntax exactly ([`crate::util::glob`], the
+//! `ignore` crate's matcher).
 //!
 //! Only regular files are copied (no symlinks), never anything under `.git`, inside a
 //! nested repository, or in fanout's own worktrees, and never over a file the

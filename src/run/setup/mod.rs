@@ -208,12 +208,20 @@ async fn copy_left_out(
         w.worktree_root.to_owned(),
         w.worktree.to_owned(),
     );
-    let copied = tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
-        .await
-        .map_err(|_| failed("copying: task panicked".into()))?
-        .map_err(failed)?;
+    let (copied, unmatched) =
+        tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
+            .await
+            .map_err(|_| failed("copying: task panicked".into()))?
+            .map_err(failed)?;
     out.record.copied = copied.len();
     log.line(&copied_line(&copied));
+    for pattern in unmatched {
+        let warning = format!(
+            "{pattern} matches no file of the checkout that git ignores or does not track; nothing copied for it"
+        );
+        log.line(&format!("fanout: setup: warning: {warning}"));
+        out.record.warnings.push(warning);
+    }
     Ok(copied)
 }
 
@@ -275,13 +283,13 @@ async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), Stri
     .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))
 }
 
-/// Select and copy; the copied paths.
+/// Select and copy: the copied paths, and the patterns that selected nothing.
 fn copy_files(
     checkout: &Path,
     worktree_root: &Path,
     worktree: &Path,
     patterns: &glob::Patterns,
-) -> Result<Vec<String>, String> {
+) -> Result<(Vec<String>, Vec<String>), String> {
     let repo = git2::Repository::open(checkout)
         .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
     let root = repo
@@ -292,7 +300,8 @@ fn copy_files(
     let skip = worktree_root.canonicalize().ok();
     let files = copy::select(&repo, &root, patterns, skip.as_deref())
         .map_err(|e| format!("finding files to copy: {e}"))?;
-    copy::copy_into(&root, worktree, &files)
+    let copied = copy::copy_into(&root, worktree, &files)?;
+    Ok((copied, patterns.unmatched(&files)))
 }
 
 fn copied_line(copied: &[String]) -> String {
