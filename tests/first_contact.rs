@@ -195,3 +195,127 @@ fn copy_globs_follow_gitignore_syntax_and_a_pattern_matching_nothing_is_a_warnin
         assert_eq!(err.matches(w).count(), 1, "{err}");
     }
 }
+
+/// A directory of stand-in executables named `names`, and a PATH of it plus the
+/// system's own directories (no agent CLI there).
+fn path_with(t: &TestEnv, names: &[&str]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = t.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in names {
+        let p = bin.join(name);
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    format!("{}:/usr/bin:/bin", bin.display())
+}
+
+/// Nothing of a run exists: no run directory, no branch but main, no worktree.
+fn nothing_created(t: &TestEnv) {
+    assert_eq!(t.runs(), Vec::<String>::new());
+    assert_eq!(t.branches(), ["main"]);
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 1);
+}
+
+#[test]
+fn with_nothing_configured_and_no_architect_run_says_which_agents_are_there() {
+    let t = TestEnv::new();
+    let path = path_with(&t, &["claude", "codex"]);
+    let out = t
+        .fanout(&["run", "fix the bug"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("no agent is chosen, and fanout's default, architect's `build` agent, needs `architect`, which is not on PATH")
+            && err.contains("agent CLIs found on PATH: claude, codex")
+            && err.contains("choose one: `fanout run --agent claude …`"),
+        "{err}"
+    );
+    nothing_created(&t);
+}
+
+#[test]
+fn an_agent_name_typo_is_refused_before_anything_is_created_with_a_suggestion() {
+    let t = TestEnv::new();
+    let path = path_with(&t, &["claude"]);
+    let out = t
+        .fanout(&["run", "--agent", "claud", "fix the bug"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--agent claud: no agent of that name is defined under `agents:` or built in")
+            && err.contains("did you mean `claude`?"),
+        "{err}"
+    );
+    nothing_created(&t);
+    // A defined agent whose program is missing: exit 2, nothing created either.
+    let cfg = t.config("agents:\n  mine:\n    command: [/nonexistent/agent, '{task}']\n");
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--agent",
+            "mine",
+            "x",
+        ])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "--agent mine: the agent's program `/nonexistent/agent`, which does not exist"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    nothing_created(&t);
+}
+
+#[test]
+fn run_prints_the_plans_shape_before_starting() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let out = t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "-q",
+        "-w",
+        "3",
+        "x",
+    ]);
+    let err = stderr(&out);
+    let shape = err
+        .lines()
+        .find(|l| l.contains("3 workers: 1 task × 3 attempts, 3 at a time"))
+        .unwrap_or_else(|| panic!("no shape line:\n{err}"));
+    let first_start = err.find("started in").expect("a worker started");
+    assert!(err.find(shape).unwrap() < first_start, "{err}");
+    let out = t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "plan",
+        "-w",
+        "2",
+        "-t",
+        "a",
+        "-t",
+        "b",
+        "-t",
+        "c",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("3 workers: 3 tasks × 1 attempt, 2 at a time"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -482,11 +482,12 @@ fn outcomes_map_to_statuses_and_exit_codes() {
     let r = &json(&out)["results"][0];
     assert_eq!(r["status"], "partial");
     assert!(r["reason"].as_str().unwrap().starts_with("budget exceeded"));
-    // some succeed: 1 (worker 2 gets --exit… no: a missing program fails every worker)
+    // A missing program is found before anything is created: a usage error (exit 2).
     let cfg = t.config(&format!(
         "parallel_runs:\n  agent: gone\nworktree_dir: '{}'\nagents:\n  gone:\n    command: [/nonexistent/agent]\n",
         t.worktrees.display()
     ));
+    let runs = t.runs();
     let out = t
         .fanout(&[
             "--config",
@@ -499,15 +500,13 @@ fn outcomes_map_to_statuses_and_exit_codes() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    let r = &json(&out)["results"][0];
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        r["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("could not start `/nonexistent/agent`"),
-        "{r}"
+        err.contains("parallel_runs.agent gone: the agent's program `/nonexistent/agent`, which does not exist"),
+        "{err}"
     );
+    assert_eq!(t.runs(), runs, "no run was started");
 }
 
 #[test]

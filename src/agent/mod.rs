@@ -37,6 +37,7 @@ mod codex;
 mod command;
 mod dispatch;
 pub mod json;
+pub mod preflight;
 pub mod prices;
 mod template;
 

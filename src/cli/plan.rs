@@ -7,8 +7,19 @@ use clap::Args;
 use super::common::{CliError, Context, PlanArgs};
 use crate::util::out::outln;
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # What `fanout run` would do, without doing it
+  fanout plan -w 4 \"fix the flaky login test\"
+  # The plan as JSON, for a script
+  fanout plan --json -t \"update deps\" -t \"fix lints\"
+  # Matrix mode: write the plan for the worker jobs (an empty one is fine on a schedule)
+  fanout plan --plan-file plan.json --allow-empty";
+
 /// `fanout plan`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct PlanCommand {
     /// Plan flags.
     #[command(flatten)]
@@ -66,11 +77,9 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         return Ok(0);
     }
     outln!(
-        "run {}: {} worker run{}, {} at a time, agent {}, base {}{}",
+        "run {}: {}; agent {}, base {}{}",
         plan.run_id,
-        plan.workers.len(),
-        if plan.workers.len() == 1 { "" } else { "s" },
-        plan.concurrency,
+        plan.shape(),
         plan.agent.name,
         crate::util::short(&plan.base.commit),
         plan.base

@@ -10,10 +10,21 @@ use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::{ExecOptions, push_record};
 use crate::secret::Secrets;
-use crate::util::out::{out, outln};
+use crate::util::out::{errln, out, outln};
+
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Three attempts at one task, with the agent fanout.yml names
+  fanout run \"fix the flaky login test\"
+  # Two tasks on Claude Code, 20 minutes each at most, then open their pull requests
+  fanout run --agent claude --timeout-per-worker 20m --publish -t \"update deps\" -t \"fix lints\"
+  # Every task on two models; keep one winner per task
+  fanout run --cross --models gpt-4o,o3 --select-best \"speed up the parser\"";
 
 /// `fanout run`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct RunArgs {
     /// Plan flags.
     #[command(flatten)]
@@ -45,6 +56,9 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     let (repo, settings, file) = ctx.settings_and_file(&args.plan, false)?;
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
+    for warning in crate::ops::run::check_agent(&settings)? {
+        errln!("fanout: warning: {warning}");
+    }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let mut opts = ExecOptions::from_settings(&settings);
     opts.agent_tokens = agent_tokens(&plan.agent, &secrets);

@@ -12,6 +12,7 @@ use crate::exit::{self, Failure};
 use crate::fanin::conflicts::{IntegrateError, integrate_report};
 use crate::model::WorkerResult;
 use crate::plan::Plan;
+use crate::plan::settings::Settings;
 use crate::publish::report::{PublishFlags, publish_report};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
@@ -21,6 +22,20 @@ use crate::run::journal::Journal;
 use crate::run::results::RunReport;
 use crate::util::out::errln;
 use crate::util::write_atomic;
+
+/// Before anything is created: the agent's program must be there
+/// ([`crate::agent::preflight`], with fanout's `PATH`). Ok holds warnings to show;
+/// a missing program is a usage error (exit 2) saying what to do.
+pub fn check_agent(settings: &Settings) -> Result<Vec<String>, Failure> {
+    let (choice, defined) = &settings.agent_choice;
+    crate::agent::preflight::check(
+        &settings.agent,
+        choice,
+        defined,
+        std::env::var_os("PATH").as_deref(),
+    )
+    .map_err(Failure::Usage)
+}
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
 /// and write its report. Used by `run`, `worker` and `demo`.

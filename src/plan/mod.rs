@@ -141,6 +141,31 @@ impl PlannedWorker {
 }
 
 impl Plan {
+    /// The plan's shape in a phrase: `3 workers: 1 task × 3 attempts, 3 at a time`.
+    pub fn shape(&self) -> String {
+        let mut per_task: Vec<(&Task, usize)> = Vec::new();
+        for w in &self.workers {
+            match per_task.iter_mut().find(|(t, _)| **t == w.task) {
+                Some((_, n)) => *n += 1,
+                None => per_task.push((&w.task, 1)),
+            }
+        }
+        let plural = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+        let fewest = per_task.iter().map(|(_, n)| *n).min().unwrap_or(0);
+        let most = per_task.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        let attempts = if fewest == most {
+            plural(most, "attempt")
+        } else {
+            format!("{fewest}–{most} attempts")
+        };
+        format!(
+            "{}: {} × {attempts}, {} at a time",
+            plural(self.workers.len(), "worker"),
+            plural(per_task.len(), "task"),
+            self.concurrency.min(self.workers.len() as u32)
+        )
+    }
+
     /// Read a plan file (`fanout plan --plan-file`), of a version this fanout reads.
     pub fn read(path: &std::path::Path) -> Result<Plan, String> {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;

@@ -15,6 +15,7 @@ use super::deps::order_by_dependencies;
 use super::setup::SetupPlan;
 use super::{Check, Select, Task};
 use crate::agent::AgentSpec;
+use crate::agent::preflight::Choice;
 use crate::config::error::key;
 use crate::config::{ConfigError, ConfigFile, KeySeg, MAX_WORKERS, Problem, TaskEntry};
 
@@ -148,6 +149,9 @@ pub struct Settings {
     pub cross: bool,
     /// The agent every worker runs.
     pub agent: AgentSpec,
+    /// How the agent was chosen, and the names defined under `agents:` (for the
+    /// check that its program is there, [`crate::agent::preflight`]).
+    pub agent_choice: (Choice, Vec<String>),
     /// Most steps per worker.
     pub max_steps: u32,
     /// Per-worker budget in USD.
@@ -296,6 +300,7 @@ impl Settings {
             workers: numbers.workers,
             cross: flags.cross || file.cross,
             agent,
+            agent_choice: agent_choice(file, &origin, flags),
             max_steps: flags.max_steps.unwrap_or(file.parallel_runs.max_steps),
             budget_per_worker: numbers.budget_per_worker,
             timeout_per_worker: numbers.timeout_per_worker.map(Duration::from_secs_f64),
@@ -555,6 +560,19 @@ fn agent(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> Result<AgentSpec
         .map_err(SettingsError::Agent)?;
     agent.prices = file.prices.clone();
     Ok(agent)
+}
+
+/// How the agent was chosen (`--agent`, the file, or not at all: the default), and
+/// the names the file defines.
+fn agent_choice(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> (Choice, Vec<String>) {
+    let choice = if flags.agent.is_some() {
+        Choice::Flag
+    } else if file.parallel_runs.agent != crate::config::ParallelRuns::default().agent {
+        Choice::File(origin.to_owned())
+    } else {
+        Choice::Default
+    };
+    (choice, file.agents.keys().cloned().collect())
 }
 
 /// Paths never committed: fanout's and architect's state, the file's `exclude:`, and

@@ -82,11 +82,9 @@ struct Plain {
 impl Plain {
     fn new(plan: &Plan, github: bool) -> Plain {
         errln!(
-            "fanout: run {} — {} worker{} ({} at a time), agent {}, base {}",
+            "fanout: run {} — {}; agent {}, base {}",
             plan.run_id,
-            plan.workers.len(),
-            if plan.workers.len() == 1 { "" } else { "s" },
-            plan.concurrency,
+            plan.shape(),
             plan.agent.name,
             crate::util::short(&plan.base.commit)
         );
@@ -213,10 +211,9 @@ impl Bars {
     fn new(plan: &Plan) -> Bars {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let _ = multi.println(format!(
-            "fanout: run {} — {} workers ({} at a time), agent {}",
+            "fanout: run {} — {}; agent {}",
             plan.run_id,
-            plan.workers.len(),
-            plan.concurrency,
+            plan.shape(),
             plan.agent.name
         ));
         let style =
