@@ -14,8 +14,17 @@ use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
 use crate::util::out::{out, outln};
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Collect the worker jobs' artifacts and report
+  fanout aggregate --plan plan.json --from artifacts
+  # …and open the pull requests, plus one integrating every success
+  fanout aggregate --plan plan.json --from artifacts --publish --integrate";
+
 /// `fanout aggregate`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct AggregateArgs {
     /// The plan file.
     #[arg(long, value_name = "PATH")]

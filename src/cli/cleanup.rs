@@ -10,8 +10,19 @@ use crate::run::cleanup::{Cleaned, clean, sweep};
 use crate::run::runs::list_runs;
 use crate::util::out::outln;
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Remove one run's worktrees and branches
+  fanout cleanup --run 20260101-120000-3fa2c1
+  # Runs older than a week, keeping the five newest
+  fanout cleanup --older-than 7d --keep 5
+  # Every run's worktrees, keeping their branches
+  fanout cleanup --all --keep-branches";
+
 /// `fanout cleanup`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct CleanupArgs {
     /// The run to clean up (repeatable).
     #[arg(

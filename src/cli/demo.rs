@@ -10,8 +10,17 @@ use crate::ops::demo::make_repo;
 use crate::report::progress::Style;
 use crate::util::out::{out, outln};
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Three fake workers in a throwaway repository
+  fanout demo
+  # Keep the repository somewhere to look at afterwards
+  fanout demo --dir demo-repo";
+
 /// `fanout demo`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct DemoArgs {
     /// Where to make the demo repository (default: a new temporary directory).
     #[arg(long, value_name = "DIR")]

@@ -11,8 +11,19 @@ use super::common::{CliError, Context};
 use crate::actions::workflows::{self, DEFAULT_ACTION, Kind};
 use crate::util::out::{errln, out};
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # The matrix workflow
+  fanout init
+  # The nightly workflow, printed instead of written
+  fanout init --kind nightly --stdout
+  # In CI: has the checked-in workflow drifted from the template?
+  fanout init --kind matrix --check";
+
 /// `fanout init`.
 #[derive(Debug, Args)]
+#[command(after_help = EXAMPLES)]
 pub struct InitArgs {
     /// Which workflow to write.
     #[arg(long, value_enum, default_value = "matrix")]

@@ -67,6 +67,7 @@ pub enum Command {
     /// Push successful branches and open or update one pull request each.
     Publish(publish::PublishCommand),
     /// Print the JSON Schema of fanout.yml.
+    #[command(after_help = schema::EXAMPLES)]
     Schema,
     /// Write a workflow template into .github/workflows/ (or check it for drift).
     Init(init::InitArgs),
@@ -164,5 +165,64 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Status(args) => status::status(&ctx, &args),
         Command::Demo(args) => demo::demo(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// A shell line's words (quotes grouped), up to a redirection.
+    fn words(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut word: Option<String> = None;
+        let mut quote = None;
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+                (None, '"' | '\'') => {
+                    quote = Some(c);
+                    word.get_or_insert_with(String::new);
+                }
+                (None, '>' | '|') => break,
+                (None, c) if c.is_whitespace() => out.extend(word.take()),
+                (None, c) => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        out.extend(word);
+        out
+    }
+
+    #[test]
+    fn every_subcommand_ends_its_help_with_examples_that_parse() {
+        let cli = Cli::command();
+        for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let name = sub.get_name();
+            let help = sub
+                .get_after_help()
+                .unwrap_or_else(|| panic!("`fanout {name} --help` has no examples"))
+                .to_string();
+            assert!(help.starts_with("Examples:\n"), "{name}: {help}");
+            let examples: Vec<&str> = help
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with("fanout "))
+                .collect();
+            assert!(
+                (2..=3).contains(&examples.len()),
+                "{name}: {} examples",
+                examples.len()
+            );
+            for ex in examples {
+                let args = words(ex);
+                assert_eq!(args[1], name, "{ex}");
+                if let Err(e) = Cli::try_parse_from(&args) {
+                    panic!("`{ex}` does not parse: {e}");
+                }
+            }
+        }
     }
 }

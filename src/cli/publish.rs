@@ -13,8 +13,19 @@ use crate::run::runs::newest_with_results;
 use crate::secret::Secrets;
 use crate::util::out::{out, outln};
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Open or update a pull request per success of the newest run
+  fanout publish
+  # A given run, as drafts with a label, asking for a review
+  fanout publish --run 20260101-120000-3fa2c1 --draft --label fanout --reviewer octocat
+  # Also publish partial work, against another base branch
+  fanout publish --include partial --pr-base develop";
+
 /// `fanout publish`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct PublishCommand {
     /// The run to publish (default: the newest run with results).
     #[arg(long = "run", value_name = "ID", conflicts_with = "results")]

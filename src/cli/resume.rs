@@ -26,8 +26,17 @@ use crate::run::resumable::{Found, prepare};
 use crate::secret::Secrets;
 use crate::util::out::{errln, out, outln};
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Finish the newest run that was cut short
+  fanout resume
+  # A given run, stopping agents a crashed fanout left behind
+  fanout resume 20260101-120000-3fa2c1 --stop-survivors";
+
 /// `fanout resume`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct ResumeArgs {
     /// The run (default: the most recent run with workers that did not finish).
     #[arg(value_name = "RUN")]

@@ -8,8 +8,17 @@ use crate::run::runs::list_runs;
 use crate::util::human_bytes;
 use crate::util::out::outln;
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # Every run: workers, worktrees, git state, disk use
+  fanout status
+  # One run, as JSON
+  fanout status --run 20260101-120000-3fa2c1 --json";
+
 /// `fanout status`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct StatusArgs {
     /// Only this run.
     #[arg(long = "run", value_name = "ID")]

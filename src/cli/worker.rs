@@ -13,8 +13,17 @@ use crate::report::progress::Style;
 use crate::secret::Secrets;
 use crate::util::out::outln;
 
+/// `--help`'s examples.
+const EXAMPLES: &str = "\
+Examples:
+  # One matrix job: run worker 2 of the plan, results under results/
+  fanout worker --plan plan.json --id 2 --out results
+  # A worker whose task depends on others: start from their branches
+  fanout worker --plan plan.json --id 5 --out results --deps-from artifacts";
+
 /// `fanout worker`.
 #[derive(Debug, Args, Clone)]
+#[command(after_help = EXAMPLES)]
 pub struct WorkerArgs {
     /// The plan file written by `fanout plan --plan-file`.
     #[arg(long, value_name = "PATH")]
