@@ -74,7 +74,9 @@ results_dir="${FANOUT_IN_RESULTS_DIR:-fanout-results}"
 case "$mode" in
     run)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
-        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
+        empty=()
+        truthy "${FANOUT_IN_ALLOW_EMPTY:-false}" allow-empty && empty+=(--allow-empty)
+        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${empty[@]+"${empty[@]}"} ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
         ;;
     plan)
         extra=()

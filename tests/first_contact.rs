@@ -319,3 +319,80 @@ fn run_prints_the_plans_shape_before_starting() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn init_scaffolds_fanout_yml_and_a_workflow_for_the_agent_on_path() {
+    let t = TestEnv::new();
+    let path = path_with(&t, &["codex"]);
+    let init = |args: &[&str]| t.fanout(args).env("PATH", &path).output().unwrap();
+    let out = init(&["init", "--kind", "nightly"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let cfg = std::fs::read_to_string(t.repo.join("fanout.yml")).unwrap();
+    assert!(cfg.starts_with("# yaml-language-server: $schema="), "{cfg}");
+    assert!(cfg.contains("\n  agent: codex\n"), "{cfg}");
+    assert!(
+        cfg.contains("Agent CLIs found on PATH when this was written: codex."),
+        "{cfg}"
+    );
+    assert!(
+        cfg.contains("# tasks:") && cfg.contains("# copy: [.env]"),
+        "{cfg}"
+    );
+    let wf = std::fs::read_to_string(t.repo.join(".github/workflows/fanout-nightly.yml")).unwrap();
+    assert!(wf.contains("run: npm install -g @openai/codex"), "{wf}");
+    assert!(
+        wf.contains("OPENAI_API_KEY") && !wf.contains("ANTHROPIC_API_KEY"),
+        "{wf}"
+    );
+    assert!(
+        wf.contains("allow-empty: true") && !wf.contains("config: fanout.yml"),
+        "{wf}"
+    );
+    // What is left to do on GitHub.
+    let err = stderr(&out);
+    assert!(
+        err.contains("wrote fanout.yml (agent: codex; agent CLIs on PATH: codex)")
+            && err.contains("OPENAI_API_KEY")
+            && err.contains("\"Allow GitHub Actions to create and approve pull requests\""),
+        "{err}"
+    );
+    // The scaffold is a valid config, and --check compares with it.
+    t.run_ok(&["plan", "--allow-empty", "--json"]);
+    let out = init(&["init", "--kind", "nightly", "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A second init keeps the user's fanout.yml.
+    std::fs::write(
+        t.repo.join("fanout.yml"),
+        "parallel_runs: {agent: claude}\n",
+    )
+    .unwrap();
+    let out = init(&["init", "--kind", "local"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("fanout.yml")).unwrap(),
+        "parallel_runs: {agent: claude}\n"
+    );
+    let wf = std::fs::read_to_string(t.repo.join(".github/workflows/fanout-local.yml")).unwrap();
+    assert!(
+        wf.contains("run: npm install -g @anthropic-ai/claude-code"),
+        "{wf}"
+    );
+}
+
+#[test]
+fn the_nightly_run_with_no_tasks_or_no_fanout_yml_succeeds_doing_nothing() {
+    let t = TestEnv::new();
+    // What the nightly workflow runs (the action's run mode with allow-empty).
+    for cfg in [None, Some("parallel_runs: {agent: codex}\n")] {
+        if let Some(text) = cfg {
+            t.write("fanout.yml", text);
+        }
+        let out = t
+            .fanout(&["run", "--quiet", "--allow-empty"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stderr(&out).contains("no task to run"), "{}", stderr(&out));
+        assert_eq!(t.runs(), Vec::<String>::new());
+    }
+}

@@ -25,10 +25,10 @@ fn init_writes_checks_and_refuses_to_clobber_edits() {
     assert!(written.contains("uses: fanout-dev/fanout@v0"));
     assert!(written.starts_with("# fanout: run a batch"));
     t.run_ok(&["init", "--kind", "local", "--check"]);
-    // The user's checkout gets only that file.
+    // The user's checkout gets that file and a fanout.yml, nothing else.
     assert_eq!(
         t.git(&["status", "--porcelain", "--untracked-files=all"]),
-        "?? .github/workflows/fanout-local.yml\n"
+        "?? .github/workflows/fanout-local.yml\n?? fanout.yml\n"
     );
 
     // A local edit is drift: --check shows a unified diff and exits 1.

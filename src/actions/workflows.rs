@@ -2,15 +2,23 @@
 //! `fanout init`: rendering one for an action reference, comparing it with the file
 //! in `.github/workflows/` (a unified diff), and writing it.
 //!
-//! The templates are plain workflow files that pass the workflow linters as they are;
-//! the only thing rendered is the action reference (`--action`), so a checked-in file
-//! stays byte-for-byte comparable with the template it came from. A file that exists
-//! and differs is never overwritten without `--force`: it may hold the user's edits.
+//! The templates are minijinja templates (strict: an unknown variable is an error)
+//! that are also workflow files the linters pass as they are: their only template
+//! syntax is line statements starting `#%` (YAML comments) and, in the included
+//! `agent-install.j2`, `[[ variables ]]` (`{{ }}` is left to GitHub's `${{ }}`).
+//! Rendered for an agent, a workflow installs its CLI before each step that runs it
+//! and passes only its provider's key; the action reference (`--action`) replaces
+//! the default one. A checked-in file stays byte-for-byte comparable with the
+//! template it came from; a file that exists and differs is never overwritten
+//! without `--force`: it may hold the user's edits.
 
 use std::path::Path;
 
 use clap::ValueEnum;
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior, context};
 
+use crate::agent::preflight::AgentCli;
 use crate::exit::Failure;
 
 /// The action reference the templates are written with.
@@ -37,6 +45,15 @@ impl Kind {
         }
     }
 
+    /// The workflow's `name:`, as the Actions tab shows it.
+    pub fn workflow_name(self) -> &'static str {
+        match self {
+            Kind::Matrix => "fanout",
+            Kind::Local => "fanout (local)",
+            Kind::Nightly => "fanout (nightly)",
+        }
+    }
+
     /// The kind's name (`matrix`, `local`, `nightly`).
     pub fn name(self) -> &'static str {
         match self {
@@ -47,8 +64,10 @@ impl Kind {
     }
 }
 
-/// The workflow text for `kind` using the action `action`.
-pub fn render(kind: Kind, action: &str) -> Result<String, String> {
+/// The workflow text for `kind` using the action `action`, for `agent`: its install
+/// step and its provider's key (both keys, and no install step, for an agent that is
+/// not a built-in CLI run by its own program).
+pub fn render(kind: Kind, action: &str, agent: Option<&AgentCli>) -> Result<String, String> {
     let ok = !action.is_empty()
         && !action
             .chars()
@@ -59,11 +78,39 @@ pub fn render(kind: Kind, action: &str) -> Result<String, String> {
             "--action {action:?}: expected `owner/repo@ref` or a local `./path`"
         ));
     }
-    Ok(kind.template().replace(
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let syntax = SyntaxConfig::builder()
+        .variable_delimiters("[[", "]]")
+        .line_statement_prefix("#%")
+        .keep_trailing_newline(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    env.set_syntax(syntax);
+    let fail = |e: minijinja::Error| format!("workflow template {}: {e}", kind.name());
+    env.add_template("agent-install.j2", AGENT_INSTALL)
+        .map_err(fail)?;
+    env.add_template("workflow", kind.template())
+        .map_err(fail)?;
+    let secrets = agent.map_or(&["ANTHROPIC_API_KEY", "OPENAI_API_KEY"][..], |a| a.secrets);
+    let text = env
+        .get_template("workflow")
+        .and_then(|t| {
+            t.render(context! {
+                install => agent.map(|a| a.install),
+                what => agent.map(|a| a.what),
+                secrets => secrets.to_vec(),
+            })
+        })
+        .map_err(fail)?;
+    Ok(text.replace(
         &format!("uses: {DEFAULT_ACTION}"),
         &format!("uses: {action}"),
     ))
 }
+
+/// The install step the templates include before each step that runs the agent.
+const AGENT_INSTALL: &str = include_str!("../../templates/workflows/agent-install.j2");
 
 /// A unified diff of `old` → `new`, labelled with `path`.
 pub fn diff(path: &Path, old: &str, new: &str) -> String {
@@ -114,26 +161,64 @@ mod tests {
                 t.contains(&format!("uses: {DEFAULT_ACTION}")),
                 "{kind:?} template does not use {DEFAULT_ACTION}"
             );
-            let r = render(kind, "./.fanout-action").unwrap();
+            let r = render(kind, "./.fanout-action", None).unwrap();
             assert!(!r.contains(DEFAULT_ACTION), "{kind:?}");
             assert!(r.contains("uses: ./.fanout-action"), "{kind:?}");
             // Inputs reach the action through `with:`, never interpolated into shell text.
-            assert!(!t.contains("run: "), "{kind:?} template runs shell");
+            for line in r.lines().filter(|l| l.trim_start().starts_with("run:")) {
+                assert!(!line.contains("${{"), "{kind:?}: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_agent_job_installs_the_agent_and_gets_only_its_key() {
+        use crate::agent::preflight::AGENT_CLIS;
+        for kind in [Kind::Matrix, Kind::Local, Kind::Nightly] {
+            let jobs = if kind == Kind::Matrix { 4 } else { 1 };
+            for cli in AGENT_CLIS.iter().map(Some).chain([None]) {
+                let r = render(kind, DEFAULT_ACTION, cli).unwrap();
+                let wf: serde_json::Value = serde_saphyr::from_str(&r)
+                    .unwrap_or_else(|e| panic!("{kind:?} {cli:?}: {e}\n{r}"));
+                assert!(wf["jobs"].is_object(), "{kind:?}");
+                assert!(!r.contains("#%") && !r.contains("[["), "{kind:?}: {r}");
+                let installs = r.matches("      - name: Install ").count();
+                match cli {
+                    Some(c) => {
+                        assert_eq!(installs, jobs, "{kind:?} {}", c.name);
+                        assert_eq!(r.matches(&format!("run: {}", c.install)).count(), jobs);
+                        for key in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"] {
+                            let passed = r.contains(&format!("{key}: ${{{{ secrets.{key} }}}}"));
+                            assert_eq!(
+                                passed,
+                                c.secrets.contains(&key),
+                                "{kind:?} {} {key}",
+                                c.name
+                            );
+                        }
+                    }
+                    None => {
+                        assert_eq!(installs, 0, "{kind:?}");
+                        assert!(r.contains("ANTHROPIC_API_KEY") && r.contains("OPENAI_API_KEY"));
+                    }
+                }
+            }
         }
     }
 
     #[test]
     fn bad_action_refs_are_refused() {
         for bad in ["", "owner/repo", "a b@v1", "x@v1 # c"] {
-            let e = render(Kind::Local, bad).unwrap_err();
+            let e = render(Kind::Local, bad, None).unwrap_err();
             assert!(e.starts_with("--action"), "{bad}: {e}");
         }
-        assert!(render(Kind::Local, "me/fork@main").is_ok());
+        assert!(render(Kind::Local, "me/fork@main", None).is_ok());
     }
 
     #[test]
     fn matrix_template_keeps_write_permissions_in_the_aggregate_job_only() {
-        let wf: serde_json::Value = serde_saphyr::from_str(Kind::Matrix.template()).unwrap();
+        let wf: serde_json::Value =
+            serde_saphyr::from_str(&render(Kind::Matrix, DEFAULT_ACTION, None).unwrap()).unwrap();
         assert_eq!(wf["permissions"], serde_json::json!({}));
         let jobs = wf["jobs"].as_object().unwrap();
         let names: Vec<&str> = jobs.keys().map(String::as_str).collect();

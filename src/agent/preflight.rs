@@ -14,17 +14,60 @@ use std::path::{Path, PathBuf};
 
 use super::{AdapterKind, AgentSpec};
 
-/// The agent CLIs fanout has a built-in adapter for: name, what it is, how to install.
-pub const AGENT_CLIS: [(&str, &str, &str); 4] = [
-    (
-        "claude",
-        "Claude Code",
-        "npm install -g @anthropic-ai/claude-code",
-    ),
-    ("codex", "Codex", "npm install -g @openai/codex"),
-    ("aider", "aider", "pipx install aider-chat"),
-    ("architect", "architect", "pipx install architect-ai-cli"),
+/// An agent CLI fanout has a built-in adapter for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentCli {
+    /// Its agent name and program.
+    pub name: &'static str,
+    /// What it is.
+    pub what: &'static str,
+    /// The command that installs it (on a GitHub-hosted Ubuntu runner too).
+    pub install: &'static str,
+    /// The environment variables its model provider's key is read from.
+    pub secrets: &'static [&'static str],
+}
+
+/// The agent CLIs fanout has a built-in adapter for.
+pub const AGENT_CLIS: [AgentCli; 4] = [
+    AgentCli {
+        name: "claude",
+        what: "Claude Code",
+        install: "npm install -g @anthropic-ai/claude-code",
+        secrets: &["ANTHROPIC_API_KEY"],
+    },
+    AgentCli {
+        name: "codex",
+        what: "Codex",
+        install: "npm install -g @openai/codex",
+        secrets: &["OPENAI_API_KEY"],
+    },
+    AgentCli {
+        name: "aider",
+        what: "aider",
+        install: "pipx install aider-chat",
+        secrets: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
+    },
+    AgentCli {
+        name: "architect",
+        what: "architect",
+        install: "pipx install architect-ai-cli && pipx inject architect-ai-cli mcp",
+        secrets: &["OPENAI_API_KEY"],
+    },
 ];
+
+/// The built-in agent CLI named `name`.
+pub fn agent_cli(name: &str) -> Option<&'static AgentCli> {
+    AGENT_CLIS.iter().find(|c| c.name == name)
+}
+
+/// The agent CLIs fanout knows that are on `path`, in [`AGENT_CLIS`]' order.
+pub fn clis_on_path(path: Option<&OsStr>) -> Vec<&'static str> {
+    AGENT_CLIS
+        .iter()
+        .map(|c| c.name)
+        .filter(|name| on_path(name, path).is_some())
+        .collect()
+}
 
 /// How the run's agent was chosen, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +145,7 @@ fn known_names(defined: &[String]) -> Vec<String> {
 }
 
 fn builtin_names() -> Vec<&'static str> {
-    AGENT_CLIS.iter().map(|(name, ..)| *name).collect()
+    AGENT_CLIS.iter().map(|c| c.name).collect()
 }
 
 /// The known name most like `name`, when one is close (clap's measure, stricter).
@@ -153,17 +196,14 @@ fn on_path(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
 }
 
 fn install_hint(program: &str) -> Option<(&'static str, &'static str)> {
-    AGENT_CLIS
-        .iter()
-        .find(|(name, ..)| *name == program)
-        .map(|(_, what, how)| (*what, *how))
+    agent_cli(program).map(|c| (c.what, c.install))
 }
 
 /// The agent CLIs on `path`, and how to choose one (a line each, indented).
 fn found_on_path(path: Option<&OsStr>, missing: &str) -> String {
-    let found: Vec<&str> = builtin_names()
+    let found: Vec<&str> = clis_on_path(path)
         .into_iter()
-        .filter(|name| *name != missing && on_path(name, path).is_some())
+        .filter(|name| *name != missing)
         .collect();
     match found.first() {
         Some(first) => format!(
@@ -173,8 +213,8 @@ fn found_on_path(path: Option<&OsStr>, missing: &str) -> String {
         None => format!(
             "\n  no agent CLI found on PATH ({}): install one (Claude Code: {}; Codex: {}), or define your own under `agents:` in fanout.yml",
             builtin_names().join(", "),
-            AGENT_CLIS[0].2,
-            AGENT_CLIS[1].2
+            AGENT_CLIS[0].install,
+            AGENT_CLIS[1].install
         ),
     }
 }
@@ -212,7 +252,7 @@ mod tests {
         )
         .unwrap_err();
         insta::assert_snapshot!(e, @r"
-        --agent claud: no agent of that name is defined under `agents:` or built in (claude, codex, aider, architect); as architect's agent `claud` it needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli)
+        --agent claud: no agent of that name is defined under `agents:` or built in (claude, codex, aider, architect); as architect's agent `claud` it needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli && pipx inject architect-ai-cli mcp)
           did you mean `claude`?
           agent CLIs found on PATH: codex
           choose one: `fanout run --agent codex …`, or `parallel_runs: {agent: codex}` in fanout.yml (`fanout init` writes one)
@@ -251,7 +291,7 @@ mod tests {
         )
         .unwrap_err();
         insta::assert_snapshot!(e, @r"
-        no agent is chosen, and fanout's default, architect's `build` agent, needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli)
+        no agent is chosen, and fanout's default, architect's `build` agent, needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli && pipx inject architect-ai-cli mcp)
           agent CLIs found on PATH: claude, aider
           choose one: `fanout run --agent claude …`, or `parallel_runs: {agent: claude}` in fanout.yml (`fanout init` writes one)
         ");

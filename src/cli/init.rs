@@ -1,7 +1,10 @@
 //! `fanout init`: write one of fanout's workflow templates
-//! ([`crate::actions::workflows`]) into `.github/workflows/`, or with `--check` report
-//! how the file there has drifted from the template. A file that exists and differs
-//! is never overwritten without `--force`: it may hold the user's edits.
+//! ([`crate::actions::workflows`]) into `.github/workflows/`, rendered for the agent
+//! ([`crate::ops::init`]: `--agent`, fanout.yml's, else the first agent CLI on PATH),
+//! and `fanout.yml` when the repository has none; then say what is left to do on
+//! GitHub. With `--check`, report how the workflow has drifted from the template. A
+//! file that exists and differs is never overwritten without `--force`: it may hold
+//! the user's edits; an existing `fanout.yml` is never touched.
 
 use std::path::PathBuf;
 
@@ -9,15 +12,16 @@ use clap::Args;
 
 use super::common::{CliError, Context};
 use crate::actions::workflows::{self, DEFAULT_ACTION, Kind};
+use crate::ops::init::{InitAgent, choose_agent, config_text, next_steps};
 use crate::util::out::{errln, out};
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
 Examples:
-  # The matrix workflow
+  # fanout.yml (when missing) and the matrix workflow, for the agent CLI on PATH
   fanout init
-  # The nightly workflow, printed instead of written
-  fanout init --kind nightly --stdout
+  # The nightly workflow, for Codex
+  fanout init --kind nightly --agent codex
   # In CI: has the checked-in workflow drifted from the template?
   fanout init --kind matrix --check";
 
@@ -44,21 +48,36 @@ pub struct InitArgs {
     /// Print the workflow to standard output instead of writing it.
     #[arg(long, conflicts_with_all = ["check", "output", "force"])]
     pub stdout: bool,
+    /// The agent to write for (default: fanout.yml's, else the first agent CLI on
+    /// PATH: claude, codex, aider, architect).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
 }
 
 /// Entry point of `fanout init`.
 pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
-    let text = workflows::render(args.kind, &args.action).map_err(CliError::Usage)?;
+    let repo = ctx.repo().ok();
+    let file = match &repo {
+        Some(r) if ctx.config.is_some() || r.workdir.join("fanout.yml").is_file() => {
+            Some(ctx.load_config(r)?.0)
+        }
+        _ => None,
+    };
+    let path_var = std::env::var_os("PATH");
+    let agent = choose_agent(args.agent.as_deref(), file.as_ref(), path_var.as_deref());
+    let text = workflows::render(args.kind, &args.action, agent.cli).map_err(CliError::Usage)?;
     if args.stdout {
         out!("{text}");
         return Ok(0);
     }
+    let workdir = match repo {
+        Some(r) => r.workdir,
+        None => ctx.repo()?.workdir,
+    };
     let path = match &args.output {
         Some(p) if p.is_absolute() => p.clone(),
         Some(p) => ctx.cwd.join(p),
-        None => ctx
-            .repo()?
-            .workdir
+        None => workdir
             .join(".github/workflows")
             .join(format!("fanout-{}.yml", args.kind.name())),
     };
@@ -67,51 +86,81 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
         PathBuf::from(format!(".github/workflows/fanout-{}.yml", args.kind.name()))
     });
     if args.check {
-        return Ok(match existing {
-            Some(old) if old == text => {
-                errln!(
-                    "{}: matches the {} template",
-                    shown.display(),
-                    args.kind.name()
-                );
-                0
-            }
-            Some(old) => {
-                out!("{}", workflows::diff(&shown, &old, &text));
-                errln!(
-                    "{}: differs from the {} template (run `fanout init --kind {} --force` to reset it)",
-                    shown.display(),
-                    args.kind.name(),
-                    args.kind.name()
-                );
-                1
-            }
-            None => {
-                errln!(
-                    "{}: missing (run `fanout init --kind {}` to write it)",
-                    shown.display(),
-                    args.kind.name()
-                );
-                1
-            }
-        });
+        return Ok(check(args.kind, &shown, existing.as_deref(), &text));
     }
+    let up_to_date = existing.as_deref() == Some(text.as_str());
+    if let Some(old) = existing.as_deref().filter(|_| !up_to_date && !args.force) {
+        out!("{}", workflows::diff(&shown, old, &text));
+        return Err(CliError::Usage(format!(
+            "{} exists and differs from the {} template (diff above); keep it, or pass --force to overwrite it",
+            shown.display(),
+            args.kind.name()
+        )));
+    }
+    let mut written = Vec::new();
+    if file.is_none() && ctx.config.is_none() {
+        write_config(&workdir.join("fanout.yml"), &agent)?;
+        written.push("fanout.yml".to_owned());
+    }
+    if up_to_date {
+        errln!("{}: already up to date", shown.display());
+    } else {
+        workflows::write(&path, &text)?;
+        errln!("wrote {}", shown.display());
+        written.push(shown.display().to_string());
+    }
+    if !written.is_empty() {
+        errln!("{}", next_steps(args.kind, &agent, &written));
+    }
+    Ok(0)
+}
+
+/// Write the scaffolded `fanout.yml` (never over an existing file).
+fn write_config(path: &std::path::Path, agent: &InitAgent) -> Result<(), CliError> {
+    use std::io::Write;
+    let text = config_text(agent).map_err(CliError::Fatal)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| CliError::Fatal(format!("{}: {e}", path.display())))?;
+    let found = if agent.found.is_empty() {
+        "none".to_owned()
+    } else {
+        agent.found.join(", ")
+    };
+    errln!(
+        "wrote fanout.yml (agent: {}; agent CLIs on PATH: {found})",
+        agent.name
+    );
+    Ok(())
+}
+
+/// `--check`: 0 when the file matches the template, else 1 with a diff.
+fn check(kind: Kind, shown: &std::path::Path, existing: Option<&str>, text: &str) -> i32 {
     match existing {
         Some(old) if old == text => {
-            errln!("{}: already up to date", shown.display());
-            return Ok(0);
+            errln!("{}: matches the {} template", shown.display(), kind.name());
+            0
         }
-        Some(old) if !args.force => {
-            out!("{}", workflows::diff(&shown, &old, &text));
-            return Err(CliError::Usage(format!(
-                "{} exists and differs from the {} template (diff above); keep it, or pass --force to overwrite it",
+        Some(old) => {
+            out!("{}", workflows::diff(shown, old, text));
+            errln!(
+                "{}: differs from the {} template (run `fanout init --kind {} --force` to reset it)",
                 shown.display(),
-                args.kind.name()
-            )));
+                kind.name(),
+                kind.name()
+            );
+            1
         }
-        _ => {}
+        None => {
+            errln!(
+                "{}: missing (run `fanout init --kind {}` to write it)",
+                shown.display(),
+                kind.name()
+            );
+            1
+        }
     }
-    workflows::write(&path, &text)?;
-    errln!("wrote {}", shown.display());
-    Ok(0)
 }

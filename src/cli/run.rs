@@ -34,6 +34,10 @@ pub struct RunArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    /// No task is not an error: say so and do nothing (for scheduled workflows).
+    #[arg(long)]
+    pub allow_empty: bool,
+
     /// After the run, push successful branches and open or update their pull requests.
     #[arg(long)]
     pub publish: bool,
@@ -53,7 +57,11 @@ pub struct RunArgs {
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
 pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
-    let (repo, settings, file) = ctx.settings_and_file(&args.plan, false)?;
+    let (repo, settings, file) = ctx.settings_and_file(&args.plan, args.allow_empty)?;
+    if settings.tasks.is_empty() {
+        errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
+        return Ok(crate::exit::SUCCESS);
+    }
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     for warning in crate::ops::run::check_agent(&settings)? {

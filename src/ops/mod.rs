@@ -3,8 +3,10 @@
 //! [`run`] runs a plan end to end — attempt, fan-in, report — and integrates and
 //! publishes it when asked (`fanout run`, `resume`, `demo`); [`matrix`] is the same
 //! spread over GitHub Actions jobs (`fanout worker`, `aggregate`); [`demo`] makes the
-//! demo's throwaway repository.
+//! demo's throwaway repository; [`init`] chooses the agent `fanout init` writes for
+//! and scaffolds `fanout.yml`.
 
 pub mod demo;
+pub mod init;
 pub mod matrix;
 pub mod run;

@@ -1,0 +1,87 @@
+//! `fanout init`'s work besides the workflow file ([`crate::actions::workflows`]):
+//! which agent the files are written for, the `fanout.yml` it scaffolds when there is
+//! none (`templates/fanout.yml.j2`, minijinja strict), and what is left for the user
+//! to do on GitHub (secrets, the repository setting that lets workflows open pull
+//! requests).
+
+use std::ffi::OsStr;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, UndefinedBehavior, context};
+
+use crate::actions::workflows::Kind;
+use crate::agent::AgentSpec;
+use crate::agent::preflight::{AgentCli, agent_cli, clis_on_path};
+use crate::config::ConfigFile;
+
+/// The agent `fanout init` writes for, and what it found.
+#[derive(Debug, Clone)]
+pub struct InitAgent {
+    /// The agent's name (for `parallel_runs.agent`).
+    pub name: String,
+    /// The built-in agent CLI it runs with its own program, when it does (the
+    /// workflow installs it).
+    pub cli: Option<&'static AgentCli>,
+    /// The agent CLIs on `PATH`.
+    pub found: Vec<&'static str>,
+}
+
+/// `--agent`, else the agent `file` (the repository's `fanout.yml`, when there is one)
+/// names, else the first agent CLI on `path`, else `claude`.
+pub fn choose_agent(
+    flag: Option<&str>,
+    file: Option<&ConfigFile>,
+    path: Option<&OsStr>,
+) -> InitAgent {
+    let found = clis_on_path(path);
+    let name = flag
+        .map(str::to_owned)
+        .or_else(|| file.map(|f| f.parallel_runs.agent.clone()))
+        .or_else(|| found.first().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "claude".to_owned());
+    let defs = file.map(|f| f.agents.clone()).unwrap_or_default();
+    // The built-in CLI it runs, with its default program (not a `binary:` of the user's).
+    let cli = AgentSpec::resolve(&name, &defs, "fanout.yml", flag.is_some())
+        .ok()
+        .and_then(|spec| agent_cli(&spec.program).filter(|c| c.name == spec.adapter.program()));
+    InitAgent { name, cli, found }
+}
+
+/// The `fanout.yml` `fanout init` writes for `agent`.
+pub fn config_text(agent: &InitAgent) -> Result<String, String> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let syntax = SyntaxConfig::builder()
+        .trim_blocks(true)
+        .keep_trailing_newline(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    env.set_syntax(syntax);
+    env.add_template("fanout.yml", include_str!("../../templates/fanout.yml.j2"))
+        .map_err(|e| e.to_string())?;
+    env.get_template("fanout.yml")
+        .and_then(|t| t.render(context! { agent => &agent.name, found => &agent.found }))
+        .map_err(|e| format!("templates/fanout.yml.j2: {e}"))
+}
+
+/// What is left to do once the files are written: commit them, add the agent's
+/// secrets, let workflows open pull requests, run it.
+pub fn next_steps(kind: Kind, agent: &InitAgent, files: &[String]) -> String {
+    let secrets = agent
+        .cli
+        .map(|c| c.secrets.to_vec())
+        .unwrap_or(vec!["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]);
+    let key = match agent.cli {
+        Some(c) => format!("the key {} reads: {}", c.what, secrets.join(" or ")),
+        None => format!("your agent's model key ({})", secrets.join(" or ")),
+    };
+    let when = match kind {
+        Kind::Nightly => "it also runs every night, on the `tasks:` of fanout.yml",
+        _ => "give it tasks, one per line",
+    };
+    format!(
+        "next:\n  1. commit {}\n  2. add a repository secret with {key}: Settings → Secrets and variables → Actions → New repository secret\n  3. let workflows open pull requests: Settings → Actions → General → Workflow permissions → \"Allow GitHub Actions to create and approve pull requests\"\n  4. run it: Actions → {} → Run workflow ({when})",
+        files.join(" and "),
+        kind.workflow_name()
+    )
+}
