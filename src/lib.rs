@@ -20,7 +20,8 @@
 //! Leaves, shared by every stage and importing no stage: [`exit`] (exit codes, the
 //! library's [`exit::Failure`]), [`git`] (the hardened git command line every git
 //! command fanout starts goes through), [`model`] (the results model), [`repo`] (the
-//! user's repository, run directories), [`secret`] (which variables and git settings
+//! user's repository, run directories), [`sandbox`] (Landlock: the probe, the
+//! confinement of one process, the exec shim), [`secret`] (which variables and git settings
 //! carry credentials), [`util`] (atomic writes, timestamps, path patterns).
 
 #![warn(missing_docs)]
@@ -33,6 +34,7 @@ pub mod exit;
 pub mod git;
 pub mod model;
 pub mod repo;
+pub mod sandbox;
 pub mod secret;
 pub mod util;
 

@@ -56,9 +56,10 @@ fn run(t: &TestEnv, cli: &str, bin: &Path, delay: &str, args: &[&str]) -> Value 
     let logs = t.root().join("stand-in-logs");
     std::fs::create_dir_all(&logs).unwrap();
     let cfg = t.config(&format!(
-        "worktree_dir: '{}'\nagents:\n  {cli}:\n    binary: '{}'\n    env: {{LOGDIR: '{}', DELAY: '{delay}'}}\n",
+        "worktree_dir: '{}'\nagents:\n  {cli}:\n    binary: '{}'\n    env: {{LOGDIR: '{}', DELAY: '{delay}'}}\n    writable: ['{}']\n",
         t.worktrees.display(),
         bin.display(),
+        logs.display(),
         logs.display(),
     ));
     let mut all = vec![
@@ -203,6 +204,13 @@ fn codex_is_priced_by_the_table_and_stopped_past_max_steps() {
     assert!((w1["cost"].as_f64().unwrap() - 0.007).abs() < 1e-12, "{w1}");
     assert_eq!(w1["cost_source"], "price-table", "{w1}");
     let worktree = w1["worktree_path"].as_str().unwrap();
+    // Codex's own sandbox cannot run inside fanout's (Landlock): with fanout's on,
+    // Codex is told to use none.
+    let codex_sandbox = if w1["sandboxed"] == true {
+        "danger-full-access"
+    } else {
+        "workspace-write"
+    };
     assert_eq!(
         logged(&t, "argv", 1),
         [
@@ -210,7 +218,7 @@ fn codex_is_priced_by_the_table_and_stopped_past_max_steps() {
             "--json",
             "--skip-git-repo-check",
             "-s",
-            "workspace-write",
+            codex_sandbox,
             "--cd",
             worktree,
             "-m",

@@ -120,6 +120,15 @@ export LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True
         }
     }
 
+    /// What the built-in adapter declares writable under HOME (relative to it).
+    fn writable_in_home(self) -> &'static [&'static str] {
+        match self {
+            Cli::Claude | Cli::Codex => &[],
+            Cli::Aider => &[".aider/caches/"],
+            Cli::Architect => &[".architect/cache/", ".architect/index_cache/"],
+        }
+    }
+
     /// Files the CLI needs in the scratch HOME before it runs.
     fn prepare_home(self, home: &Path) {
         if self == Cli::Aider {
@@ -379,6 +388,8 @@ fn two_workers_write_and_commit(cli: Cli) {
     let Some(bin) = require(cli) else { return };
     let t = TestEnv::new();
     let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
+    cli.prepare_home(&t.home);
+    let home_before = files_under(&t.home);
     let [m1, m2] = cli.models();
     let models = format!("{m1},{m2}");
     let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
@@ -438,6 +449,21 @@ fn two_workers_write_and_commit(cli: Cli) {
         let main = reqs.iter().filter(|q| q["kind"] == "main").count();
         assert_eq!(r["steps"], expected_steps(cli, main), "{what}: {r}");
     }
+    // In the sandbox, HOME is as it was but for the caches the adapter declares
+    // writable: Claude Code's and Codex's state went to private copies of their
+    // configuration, dropped with the workers.
+    let changed: Vec<String> = changed_files(&home_before, &files_under(&t.home))
+        .into_iter()
+        .filter(|p| !cli.writable_in_home().iter().any(|w| p.starts_with(w)))
+        // (written by this test's setup inside the namespace, before fanout runs)
+        .filter(|p| !(cli == Cli::Codex && p == ".codex/config.toml"))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "{}: the agent changed HOME outside its declared writable paths: {changed:?}",
+        cli.name()
+    );
+    assert_eq!(o.result(1)["sandboxed"], true, "{}", o.result(1));
     // The user's repository config is untouched (aider would write an identity there).
     assert_eq!(
         String::from_utf8_lossy(&std::fs::read(t.repo.join(".git/config")).unwrap()),
@@ -445,6 +471,35 @@ fn two_workers_write_and_commit(cli: Cli) {
         "{}: the agent changed .git/config",
         cli.name()
     );
+}
+
+/// Every file under `dir` (relative path → bytes).
+fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// Paths added, removed or changed between two [`files_under`].
+fn changed_files(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    a.keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }
 
 /// Steps the adapter reports for a successful write, from the fake's main requests

@@ -74,7 +74,8 @@ fn run(t: &TestEnv, bin: &std::path::Path, extra: &[&str]) -> (Option<i32>, serd
             "PATH",
             format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
         )
-        .env("ARGS_FILE", t.root().join("args"))
+        // in the cache directory the architect adapter declares writable (sandbox)
+        .env("ARGS_FILE", t.home.join(".architect/cache/args"))
         .output()
         .unwrap();
     let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -110,7 +111,7 @@ fn seed_default_agent_runs_architect_and_reads_its_json_after_log_lines() {
     assert_eq!(r["agent"], "build");
     // .architect/ is never committed
     assert_eq!(r["files_modified"], serde_json::json!(["say_hi.txt"]));
-    let args = std::fs::read_to_string(t.root().join("args.1")).unwrap();
+    let args = std::fs::read_to_string(t.home.join(".architect/cache/args.1")).unwrap();
     assert_eq!(
         args.lines().collect::<Vec<_>>(),
         [
@@ -132,7 +133,7 @@ fn seed_default_agent_runs_architect_and_reads_its_json_after_log_lines() {
         ]
     );
     // worker 2 uses the default model: no --model
-    let args = std::fs::read_to_string(t.root().join("args.2")).unwrap();
+    let args = std::fs::read_to_string(t.home.join(".architect/cache/args.2")).unwrap();
     assert!(!args.contains("--model"), "{args}");
 }
 
@@ -154,6 +155,6 @@ fn architect_partial_and_failure_reports() {
     assert_eq!(r["status"], "failed");
     // architect's `output` is quoted after its stop reason
     assert_eq!(r["reason"], "model API error: Task complete.");
-    let args = std::fs::read_to_string(t.root().join("args.1")).unwrap();
+    let args = std::fs::read_to_string(t.home.join(".architect/cache/args.1")).unwrap();
     assert!(args.contains("--agent\nreview\n"), "{args}");
 }

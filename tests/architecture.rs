@@ -23,6 +23,7 @@ const ORDER: &[(&str, u32)] = &[
     ("git", 0),
     ("model", 0),
     ("repo", 0),
+    ("sandbox", 0),
     ("secret", 0),
     ("util", 0),
     ("config", 1),

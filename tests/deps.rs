@@ -8,9 +8,10 @@ use common::*;
 
 fn config(t: &TestEnv, agent_args: &[&str], tasks: &str) -> std::path::PathBuf {
     t.config(&format!(
-        "parallel_runs:\n  agent: fake\n  workers: 4\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\ntasks:\n{tasks}",
+        "parallel_runs:\n  agent: fake\n  workers: 4\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\n    writable: ['{}']\ntasks:\n{tasks}",
         t.worktrees.display(),
-        TestEnv::fake_agent_yaml(agent_args)
+        TestEnv::fake_agent_yaml(agent_args),
+        t.shared().display()
     ))
 }
 
@@ -69,7 +70,7 @@ fn a_failed_link_skips_the_rest_of_the_chain() {
 #[test]
 fn a_diamond_runs_the_middle_pair_in_parallel_and_merges_them_for_the_last() {
     let t = TestEnv::new();
-    let trace = t.root().join("trace");
+    let trace = t.shared().join("trace");
     let cfg = config(
         &t,
         &[

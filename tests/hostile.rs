@@ -90,56 +90,56 @@ macro_rules! both_modes {
 // tamper checks, signed records and cleanup safety.
 both_modes!(
     moves_main_deletes_a_branch_and_forges_results {
-        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: "needs issue #11 T2 (tamper checks)",
+        required: ready,
     },
     repoints_origin_at_its_own_server {
-        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: "needs issue #11 T2 (tamper checks)",
+        required: ready,
     },
     plants_config_hooks_and_filters_for_fanouts_git {
-        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: "needs issue #11 T2 (tamper checks)",
+        required: ready,
     },
     reads_proc_for_the_token {
-        off: "needs issue #11 S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: ready,
+        required: ready,
     },
     reads_proc_for_the_token_during_run_publish {
-        off: "needs issue #11 S (`sandboxed`; run as root, agents without capabilities: root reads a non-dumpable process's memory)",
-        required: "needs issue #11 S (sandbox)",
+        off: ready,
+        required: ready,
     },
     edits_the_checkout_home_and_parent_directory {
-        off: "needs issue #11 T2 (tamper checks), S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: "needs issue #11 T2 (tamper checks)",
+        required: ready,
     },
     plants_symlinks_where_fanout_writes {
-        off: "needs issue #11 T2 (fanout's own writes), S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: "needs issue #11 T2 (fanout's own writes)",
+        required: ready,
     },
     forges_the_journal_then_cleanup_runs {
         off: "needs issue #11 T2 (signed journal, cleanup safety)",
-        required: "needs issue #11 S (sandbox)",
+        required: ready,
     },
     cleanup_keeps_uncommitted_work_unless_forced {
         off: "needs issue #11 T2 (cleanup --force)",
-        required: "needs issue #11 S (sandbox), T2 (cleanup --force)",
+        required: "needs issue #11 T2 (cleanup --force)",
     },
     kills_fanout_then_resume_finds_the_damage {
         off: "needs issue #11 T2 (tamper checks on resume)",
-        required: "needs issue #11 S (sandbox)",
+        required: ready,
     },
     an_honest_agent_still_commits {
-        off: "needs issue #11 S (`sandboxed`)",
-        required: "needs issue #11 S (sandbox)",
+        off: ready,
+        required: ready,
     },
     api_urls_are_checked_before_anything_is_pushed {
         off: ready,
-        required: "needs issue #11 S (sandbox)",
+        required: ready,
     },
     control_characters_in_plan_inputs_are_refused {
         off: ready,
-        required: "needs issue #11 S (sandbox)",
+        required: ready,
     },
 );
 
@@ -147,7 +147,7 @@ both_modes!(
 /// an agent definition). Until it does, the generated fanout.yml leaves them out (as
 /// `FANOUT_HOSTILE_OMIT_SANDBOX_KEY=1` does) — the scenarios with the sandbox on stay
 /// ignored until then. Part S sets this to `true`.
-const SANDBOX_KEYS_KNOWN: bool = false;
+const SANDBOX_KEYS_KNOWN: bool = true;
 
 /// A token shaped like GitHub's (`ghs_` and 36+ alphanumerics), unique per test so that
 /// a scan of every process finds only this test's.
@@ -1422,7 +1422,6 @@ fn without_landlock(c: &mut Command) {
 /// created (no run directory, branch or worktree; the agent never runs).
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "needs issue #11 S (sandbox)"]
 fn required_sandbox_fails_up_front_without_landlock() {
     let a = Arena::new(Sandbox::Required);
     let cfg = a.setup(r#"touch "$MARKERS/agent-ran""#, "", "");
@@ -1444,7 +1443,7 @@ fn required_sandbox_fails_up_front_without_landlock() {
 /// so, and records it per worker; the tamper checks still hold (main is restored).
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "needs issue #11 S (sandbox), T2 (tamper checks)"]
+#[ignore = "needs issue #11 T2 (tamper checks)"]
 fn auto_sandbox_runs_unsandboxed_without_landlock_and_says_so() {
     let a = Arena::new(Sandbox::Off);
     let cfg = a.setup(

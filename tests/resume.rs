@@ -28,8 +28,8 @@ impl Halted {
     fn start(run_id: &str) -> Halted {
         let t = TestEnv::new();
         let mark = marker("resume");
-        let trace = t.root().join("trace.log");
-        let hang = t.root().join("hang");
+        let trace = t.shared().join("trace.log");
+        let hang = t.shared().join("hang");
         std::fs::create_dir_all(&hang).unwrap();
         std::fs::write(hang.join("hang-w2"), "").unwrap();
         let cfg = t.fake_config(
@@ -273,7 +273,7 @@ fn resume_after_sigint_runs_only_the_interrupted_workers() {
 #[test]
 fn resume_of_a_finished_run_has_nothing_to_do() {
     let t = TestEnv::new();
-    let trace = t.root().join("trace.log");
+    let trace = t.shared().join("trace.log");
     let cfg = t.fake_config(&["--trace", trace.to_str().unwrap()], "");
     let cfg = cfg.to_str().unwrap();
     t.run_ok(&["--config", cfg, "run", "--run-id", "done", "-w", "2", "x"]);

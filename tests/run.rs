@@ -19,7 +19,7 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 #[test]
 fn four_tasks_two_workers_run_all_with_a_cap_and_commit_each_change() {
     let t = TestEnv::new();
-    let trace = t.root().join("trace.log");
+    let trace = t.shared().join("trace.log");
     let trace_s = trace.display().to_string();
     let cfg = t.fake_config(&["--sleep", "1", "--trace", &trace_s], "");
     let cfg_s = cfg.display().to_string();

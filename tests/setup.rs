@@ -254,7 +254,7 @@ fn a_failing_setup_fails_its_worker_and_the_agent_never_runs() {
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "setup script"]);
     let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
-    let trace = t.root().join("trace.log");
+    let trace = t.shared().join("trace.log");
     let cfg = t.fake_config(
         &["--trace", trace.to_str().unwrap()],
         "setup:\n  - run: sh ./setup.sh\n    timeout: 3\n",
@@ -354,7 +354,13 @@ fn concurrent_workers_never_share_a_port() {
     let envs: Vec<TestEnv> = (0..2).map(|_| TestEnv::new()).collect();
     let mut children = Vec::new();
     for (k, t) in envs.iter().enumerate() {
-        let cfg = t.fake_config(&["--sleep", "0.5"], &setup);
+        // (the setup commands, sandboxed like the agent, may write `seen`)
+        let cfg = t.config(&format!(
+            "parallel_runs:\n  agent: fake\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\n    writable: ['{}']\n{setup}",
+            t.worktrees.display(),
+            TestEnv::fake_agent_yaml(&["--sleep", "0.5"]),
+            seen.display(),
+        ));
         let child = t
             .fanout(&[
                 "--config",

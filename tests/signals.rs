@@ -21,7 +21,7 @@ struct Interrupted {
 fn interrupt(signals: &[Signal], agent_extra: &[&str], grace: u32) -> Interrupted {
     let t = TestEnv::new();
     let mark = marker("signal");
-    let trace = t.root().join("trace.log");
+    let trace = t.shared().join("trace.log");
     let trace_s = trace.display().to_string();
     let mut args = vec![
         "--spawn", "2", "--marker", &mark, "--sleep", "600", "--trace", &trace_s,

@@ -63,10 +63,12 @@ fn arena(mem: bool) -> (TestEnv, std::path::PathBuf) {
     t.bare_origin();
     let root = t.root().to_owned();
     std::fs::write(root.join("scan.py"), SCAN_PY).unwrap();
+    // (what they write goes to a directory the sandbox lets them write)
     let cfg = t.config(&format!(
-        "parallel_runs:\n  agent: scan\nworktree_dir: '{wt}'\nagents:\n  scan:\n    command: [python3, '{root}/scan.py', '{root}/loot.txt', '{mem}']\nsetup:\n  - env > '{root}/setup-env.txt'\nchecks:\n  - name: env\n    run: env > '{root}/check-env.txt'\n",
+        "parallel_runs:\n  agent: scan\nworktree_dir: '{wt}'\nagents:\n  scan:\n    command: [python3, '{root}/scan.py', '{shared}/loot.txt', '{mem}']\n    writable: ['{shared}']\nsetup:\n  - env > '{shared}/setup-env.txt'\nchecks:\n  - name: env\n    run: env > '{shared}/check-env.txt'\n",
         wt = t.worktrees.display(),
         root = root.display(),
+        shared = t.shared().display(),
         mem = if mem { "mem" } else { "no" },
     ));
     (t, cfg)
@@ -108,14 +110,13 @@ fn nothing_fanout_starts_sees_a_token_nor_finds_one_in_fanout() {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let r = &report["results"][0];
     assert_eq!(r["status"], "success", "{r:#}");
-    let root = t.root();
     // The agent scanned fanout's environ, cmdline and memory: not run with --publish,
     // fanout no longer holds any token while agents run.
-    let loot = read(&root.join("loot.txt"));
+    let loot = read(&t.shared().join("loot.txt"));
     assert_no_token("what the agent found", &loot);
     // (As root it read them; as another user it is denied: fanout is non-dumpable.)
     for f in ["setup-env.txt", "check-env.txt"] {
-        let env = read(&root.join(f));
+        let env = read(&t.shared().join(f));
         assert_no_token(f, &env);
         assert!(env.contains("FANOUT_WORKER_ID=1"), "{env}");
     }
@@ -152,10 +153,10 @@ fn run_publish_holds_the_token_yet_its_environment_shows_none() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(gh.pulls().len(), 1, "{stderr}");
-    let loot = read(&t.root().join("loot.txt"));
+    let loot = read(&t.shared().join("loot.txt"));
     assert_no_token("what the agent found", &loot);
     for f in ["setup-env.txt", "check-env.txt"] {
-        assert_no_token(f, &read(&t.root().join(f)));
+        assert_no_token(f, &read(&t.shared().join(f)));
     }
 }
 
@@ -182,7 +183,7 @@ fn a_credential_in_the_repository_config_is_refused_before_anything_runs() {
     assert!(err.contains("persist-credentials: false"), "{err}");
     assert!(t.runs().is_empty(), "a run was started");
     assert_eq!(t.branches(), branches);
-    assert!(!t.root().join("loot.txt").exists(), "the agent ran");
+    assert!(!t.shared().join("loot.txt").exists(), "the agent ran");
 
     // A URL with a password is refused the same way; without either, the run goes on.
     t.git(&[

@@ -330,6 +330,8 @@ mod tests {
             budget: None,
             timeout: None,
             result_file: dir,
+            private_dir: dir,
+            sandboxed: false,
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "aider");

@@ -266,6 +266,8 @@ mod tests {
             budget: Some(0.5),
             timeout: Some(Duration::from_secs(300)),
             result_file: Path::new("/r.json"),
+            private_dir: Path::new("/r.json"),
+            sandboxed: false,
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "architect");

@@ -40,11 +40,31 @@ pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {
             ));
         }
     }
+    writable(&def.writable)?;
     if adapter == AdapterKind::Command {
         command_keys(def)
     } else {
         builtin_keys(def, adapter.program())
     }
+}
+
+/// `writable:` entries: absolute paths, or `~/…`, without control characters or `..`.
+fn writable(list: &[String]) -> Result<(), Problem> {
+    for (i, p) in list.iter().enumerate() {
+        let ok = (p.starts_with('/') || p.starts_with("~/"))
+            && !p.chars().any(char::is_control)
+            && !p.split('/').any(|c| c == "..");
+        if !ok {
+            return Err(Problem::at(
+                vec![key("writable"), KeySeg::Index(i)],
+                format!(
+                    "{p:?}: expected an absolute path or one under the home directory (`~/.cache/my-agent`), without `..`"
+                ),
+            )
+            .in_value());
+        }
+    }
+    Ok(())
 }
 
 /// A problem with the key `k` (it is misplaced or missing).

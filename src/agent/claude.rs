@@ -27,6 +27,15 @@
 //! it before the final figure arrives; that live figure is an under-estimate
 //! (stream-json carries a message's usage as of its start, output tokens mostly
 //! uncounted) and unknown for a model without a price.
+//!
+//! Configuration: Claude Code runs with `CLAUDE_CONFIG_DIR` set to a private copy of
+//! the user's (`$CLAUDE_CONFIG_DIR`, else `~/.claude`: `settings.json`, `CLAUDE.md`,
+//! `.credentials.json`, `agents/`, `commands/`, `skills/`, `output-styles/`, and the
+//! `.claude.json` beside it) in the worker's private directory, so that its sessions
+//! and state — and any hook an agent writes into `settings.json` — are dropped with
+//! the worker. An `env: {CLAUDE_CONFIG_DIR: …}` in the definition wins (then that
+//! directory must be in `writable:` for a sandboxed run). A login Claude Code
+//! refreshes during a run stays in the worker's copy.
 
 use std::collections::BTreeMap;
 
@@ -34,10 +43,41 @@ use serde_json::Value;
 
 use super::json::last_json_object;
 use super::prices::{self, Usage};
+use super::private;
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, Progress, StreamWatch,
     WorkerContext, clean_reason, format_usd_arg, sane_cost, sane_steps,
 };
+
+/// The variable that moves Claude Code's configuration directory.
+const CONFIG_VAR: &str = "CLAUDE_CONFIG_DIR";
+
+/// The worker's private copy of Claude Code's configuration.
+fn config_dir(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
+    ctx.private_dir.join("claude")
+}
+
+/// Seed the private configuration `to` from the user's directory `from` and state
+/// file `state` (`.claude.json`).
+fn seed_config(
+    from: Option<&std::path::Path>,
+    state: Option<&std::path::Path>,
+    to: &std::path::Path,
+) -> std::io::Result<()> {
+    let Some(from) = from else {
+        return std::fs::create_dir_all(to);
+    };
+    private::seed(
+        from,
+        to,
+        &[".credentials.json", "settings.json", "CLAUDE.md"],
+        &["agents", "commands", "skills", "output-styles"],
+    )?;
+    match state {
+        Some(state) => private::copy_file(state, &to.join(".claude.json")),
+        None => Ok(()),
+    }
+}
 
 pub(super) struct ClaudeAdapter {
     spec: AgentSpec,
@@ -89,7 +129,25 @@ impl Adapter for ClaudeAdapter {
         if let Some(b) = ctx.budget {
             args.extend(["--max-budget-usd".into(), format_usd_arg(b)]);
         }
-        super::builtin::command_line(&self.spec, ctx, args, Vec::new(), Vec::new())
+        let config = vec![(CONFIG_VAR.to_owned(), config_dir(ctx).display().to_string())];
+        super::builtin::command_line(&self.spec, ctx, args, Vec::new(), config)
+    }
+
+    fn prepare(&self, ctx: &WorkerContext<'_>) -> std::io::Result<()> {
+        if self.spec.env.contains_key(CONFIG_VAR) {
+            return Ok(());
+        }
+        // `.claude.json` is in the config dir when one is set, else beside it in HOME.
+        let set = std::env::var_os(CONFIG_VAR).is_some_and(|v| !v.is_empty());
+        let from = private::user_dir(CONFIG_VAR, ".claude");
+        let state = from.as_ref().map(|f| {
+            if set {
+                f.join(".claude.json")
+            } else {
+                f.with_file_name(".claude.json")
+            }
+        });
+        seed_config(from.as_deref(), state.as_deref(), &config_dir(ctx))
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
@@ -400,6 +458,8 @@ mod tests {
             budget: Some(0.5),
             timeout: None,
             result_file: dir,
+            private_dir: dir,
+            sandboxed: false,
         };
         let c = a.command(&ctx).unwrap();
         assert_eq!(c.program, "claude");
@@ -421,5 +481,55 @@ mod tests {
                 "0.5"
             ]
         );
+    }
+
+    #[test]
+    fn claude_gets_a_private_seeded_configuration() {
+        let d = tempfile::tempdir().unwrap();
+        let user = d.path().join(".claude");
+        std::fs::create_dir_all(user.join("projects")).unwrap();
+        std::fs::create_dir_all(user.join("commands")).unwrap();
+        std::fs::write(user.join("settings.json"), r#"{"hooks": {}}"#).unwrap();
+        std::fs::write(user.join(".credentials.json"), "{}").unwrap();
+        std::fs::write(user.join("commands/review.md"), "review").unwrap();
+        std::fs::write(user.join("projects/old.jsonl"), "{}").unwrap();
+        std::fs::write(d.path().join(".claude.json"), r#"{"state": 1}"#).unwrap();
+        let private = d.path().join("private");
+        let to = private.join("claude");
+        seed_config(Some(&user), Some(&d.path().join(".claude.json")), &to).unwrap();
+        for (f, body) in [
+            ("settings.json", r#"{"hooks": {}}"#),
+            (".credentials.json", "{}"),
+            ("commands/review.md", "review"),
+            (".claude.json", r#"{"state": 1}"#),
+        ] {
+            assert_eq!(std::fs::read_to_string(to.join(f)).unwrap(), body, "{f}");
+        }
+        assert!(!to.join("projects").exists());
+        // the command points Claude Code there
+        let dir = std::path::Path::new("/w");
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "t",
+            model: None,
+            branch: "b",
+            worktree: dir,
+            max_steps: 1,
+            budget: None,
+            timeout: None,
+            result_file: dir,
+            private_dir: &private,
+            sandboxed: true,
+        };
+        let c = adapter().command(&ctx).unwrap();
+        assert!(
+            c.env
+                .contains(&("CLAUDE_CONFIG_DIR".into(), to.display().to_string()))
+        );
+        // nothing to seed from: an empty directory
+        let none = d.path().join("none");
+        seed_config(None, None, &none).unwrap();
+        assert!(none.is_dir());
     }
 }

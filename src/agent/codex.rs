@@ -1,7 +1,17 @@
 //! The `codex` adapter: OpenAI Codex CLI (npm `@openai/codex`), headless.
 //!
-//! Command: `codex exec --json --skip-git-repo-check -s workspace-write --cd WORKTREE
-//! [-m MODEL] [args…] TASK`. The sandbox lets it write inside the worktree only.
+//! Command: `codex exec --json --skip-git-repo-check -s SANDBOX --cd WORKTREE [-m MODEL]
+//! [args…] TASK`. SANDBOX is Codex's own: `workspace-write` (it writes inside the
+//! worktree only) when fanout's sandbox is off; `danger-full-access` when fanout's is
+//! on — Codex's sandbox (bubblewrap) cannot mount anything inside Landlock, and
+//! fanout's sandbox already confines it to the same places.
+//!
+//! Configuration: `CODEX_HOME` is a private copy of the user's (`$CODEX_HOME`, else
+//! `~/.codex`: `config.toml`, `auth.json`, `AGENTS.md`, `AGENTS.override.md`,
+//! `instructions.md`, `prompts/`, `rules/`, `skills/`) in the worker's private
+//! directory: sessions and logs go there and are dropped with the worker, and a
+//! `notify` program or provider an agent writes into `config.toml` never reaches the
+//! user's next session. An `env: {CODEX_HOME: …}` in the definition wins.
 //!
 //! Outcome, from its JSON lines on stdout:
 //!
@@ -34,10 +44,19 @@ use serde_json::Value;
 
 use super::json::json_lines;
 use super::prices::{self, Usage};
+use super::private;
 use super::{
     Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, CostSource, Observed, Progress,
     StreamWatch, WorkerContext, clean_reason,
 };
+
+/// The variable that moves Codex's configuration directory.
+const HOME_VAR: &str = "CODEX_HOME";
+
+/// The worker's private copy of Codex's configuration.
+fn home_dir(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
+    ctx.private_dir.join("codex")
+}
 
 pub(super) struct CodexAdapter {
     spec: AgentSpec,
@@ -141,7 +160,12 @@ impl Adapter for CodexAdapter {
             "--json".into(),
             "--skip-git-repo-check".into(),
             "-s".into(),
-            "workspace-write".into(),
+            if ctx.sandboxed {
+                "danger-full-access"
+            } else {
+                "workspace-write"
+            }
+            .into(),
             "--cd".into(),
             ctx.worktree.display().to_string(),
         ];
@@ -150,7 +174,30 @@ impl Adapter for CodexAdapter {
         }
         // The prompt last, after `--` so a task starting with '-' is not a flag.
         let tail = vec!["--".into(), ctx.task.to_owned()];
-        super::builtin::command_line(&self.spec, ctx, args, tail, Vec::new())
+        let home = vec![(HOME_VAR.to_owned(), home_dir(ctx).display().to_string())];
+        super::builtin::command_line(&self.spec, ctx, args, tail, home)
+    }
+
+    fn prepare(&self, ctx: &WorkerContext<'_>) -> std::io::Result<()> {
+        if self.spec.env.contains_key(HOME_VAR) {
+            return Ok(());
+        }
+        let to = home_dir(ctx);
+        match private::user_dir(HOME_VAR, ".codex") {
+            Some(from) => private::seed(
+                &from,
+                &to,
+                &[
+                    "config.toml",
+                    "auth.json",
+                    "AGENTS.md",
+                    "AGENTS.override.md",
+                    "instructions.md",
+                ],
+                &["prompts", "rules", "skills"],
+            ),
+            None => std::fs::create_dir_all(&to),
+        }
     }
 
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
@@ -349,6 +396,8 @@ mod tests {
             budget: Some(0.5),
             timeout: None,
             result_file: dir,
+            private_dir: dir,
+            sandboxed: false,
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "codex");
@@ -368,6 +417,57 @@ mod tests {
                 "-v: fix it"
             ]
         );
+        assert!(c.env.contains(&("CODEX_HOME".into(), "/w/t/codex".into())));
+        // Inside fanout's sandbox, Codex's own (bubblewrap) cannot run.
+        let confined = WorkerContext {
+            sandboxed: true,
+            ..ctx
+        };
+        let c = adapter().command(&confined).unwrap();
+        assert_eq!(c.args[3..5], ["-s", "danger-full-access"]);
+    }
+
+    #[test]
+    fn codex_home_is_a_private_copy_of_the_users() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join(".codex");
+        std::fs::create_dir_all(home.join("sessions")).unwrap();
+        std::fs::write(home.join("config.toml"), "model = \"x\"\n").unwrap();
+        std::fs::write(home.join("sessions/old.jsonl"), "{}").unwrap();
+        let private = d.path().join("private");
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "t",
+            model: None,
+            branch: "b",
+            worktree: d.path(),
+            max_steps: 1,
+            budget: None,
+            timeout: None,
+            result_file: d.path(),
+            private_dir: &private,
+            sandboxed: true,
+        };
+        // (CODEX_HOME names the user's directory, as it does for a user who sets it.)
+        let a = CodexAdapter::new(AgentSpec {
+            env: Default::default(),
+            ..crate::agent::AgentSpec::resolve("codex", &Default::default(), "f", true).unwrap()
+        });
+        temp_env_codex_home(&home, || a.prepare(&ctx).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(private.join("codex/config.toml")).unwrap(),
+            "model = \"x\"\n"
+        );
+        assert!(!private.join("codex/sessions").exists());
+    }
+
+    /// Run `f` with `CODEX_HOME` set (this test alone reads it).
+    fn temp_env_codex_home(home: &std::path::Path, f: impl FnOnce()) {
+        // SAFETY: no other test of this binary reads or writes CODEX_HOME.
+        unsafe { std::env::set_var("CODEX_HOME", home) };
+        f();
+        unsafe { std::env::remove_var("CODEX_HOME") };
     }
 
     #[test]

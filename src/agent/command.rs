@@ -308,6 +308,8 @@ mod tests {
             budget,
             timeout: None,
             result_file: Path::new("/tmp/r.json"),
+            private_dir: Path::new("/tmp/r.json"),
+            sandboxed: false,
         }
     }
 

@@ -39,6 +39,7 @@ mod dispatch;
 pub mod json;
 pub mod preflight;
 pub mod prices;
+mod private;
 mod template;
 
 use std::collections::BTreeMap;
@@ -80,6 +81,10 @@ pub struct AgentSpec {
     /// Paths this agent writes that are never committed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Paths outside the worktree the agent may write when sandboxed (`writable:`,
+    /// after what its built-in adapter declares): absolute or `~/…`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
     /// Claude Code's permission mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
@@ -102,6 +107,21 @@ fn default_program(kind: AdapterKind) -> &'static str {
         AdapterKind::Claude => "claude",
         AdapterKind::Codex => "codex",
         AdapterKind::Aider => "aider",
+    }
+}
+
+/// What each built-in adapter's CLI writes outside the worktree, when sandboxed.
+/// Claude Code and Codex get a private, seeded copy of their configuration instead
+/// (see their modules), so that nothing an agent writes there reaches the user's next
+/// session; aider and architect keep caches under HOME.
+fn default_writable(kind: AdapterKind) -> Vec<String> {
+    match kind {
+        AdapterKind::Aider => vec!["~/.aider/caches".into()],
+        AdapterKind::Architect => vec![
+            "~/.architect/cache".into(),
+            "~/.architect/index_cache".into(),
+        ],
+        _ => Vec::new(),
     }
 }
 
@@ -145,6 +165,7 @@ impl AgentSpec {
             architect_agent: None,
             env: BTreeMap::new(),
             exclude: default_exclude(adapter),
+            writable: default_writable(adapter),
             permission_mode: None,
             result: None,
             allow_github_token: false,
@@ -175,6 +196,8 @@ impl AgentSpec {
         let adapter = def.adapter_for(name);
         let mut exclude = default_exclude(adapter);
         exclude.extend(def.exclude.iter().cloned());
+        let mut writable = default_writable(adapter);
+        writable.extend(def.writable.iter().cloned());
         let (program, args) = match adapter {
             AdapterKind::Command => {
                 let Some((program, rest)) = def.command.split_first() else {
@@ -207,6 +230,7 @@ impl AgentSpec {
             }),
             env: def.env.clone(),
             exclude,
+            writable,
             permission_mode: def.permission_mode.clone(),
             result: def.result.clone(),
             allow_github_token: def.allow_github_token,
@@ -238,6 +262,11 @@ pub struct WorkerContext<'a> {
     pub timeout: Option<Duration>,
     /// Where the agent may write its result JSON (`$FANOUT_RESULT`).
     pub result_file: &'a Path,
+    /// The worker's private directory (its temporary files; a private copy of its
+    /// CLI's configuration, see [`Adapter::prepare`]), removed when it is done.
+    pub private_dir: &'a Path,
+    /// Whether the agent runs in fanout's sandbox (Landlock).
+    pub sandboxed: bool,
 }
 
 /// A command line to run; never passed through a shell.
@@ -341,6 +370,12 @@ pub trait Adapter: Send + Sync {
     /// A reader of the agent's live output, for agents that stream progress.
     fn watch(&self, _model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
         None
+    }
+    /// Prepare what the CLI needs in the worker's private directory before it runs
+    /// (Claude Code and Codex: a private copy of their configuration, so that nothing
+    /// an agent writes there reaches the user's next session).
+    fn prepare(&self, _ctx: &WorkerContext<'_>) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

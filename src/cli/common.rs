@@ -84,6 +84,11 @@ pub struct PlanArgs {
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
 
+    /// Confine agents, setup commands and checks (Landlock): auto (where the kernel
+    /// has it), required (refuse to run without it), off. Default: `sandbox:`, else auto.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<crate::sandbox::Mode>,
+
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +113,7 @@ impl PlanArgs {
             worktree_dir: self.worktree_dir.clone(),
             branch_prefix: self.branch_prefix.clone(),
             allow_empty: false,
+            sandbox: self.sandbox,
         }
     }
 }

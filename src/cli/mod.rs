@@ -13,6 +13,7 @@ pub mod plan;
 pub mod publish;
 pub mod resume;
 pub mod run;
+pub mod sandbox;
 pub mod schema;
 pub mod status;
 pub mod worker;
@@ -77,6 +78,9 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     /// List runs, workers, worktrees, their git status and disk use.
     Status(status::StatusArgs),
+    /// Which sandbox agents get on this machine (Landlock's ABI; what `auto` and
+    /// `required` do here).
+    Sandbox(sandbox::SandboxArgs),
     /// Make a throwaway repository and run 3 workers of the bundled fake agent in it.
     Demo(demo::DemoArgs),
     /// The bundled fake agent (for the demo, tests and benchmarks).
@@ -88,7 +92,13 @@ pub enum Command {
 pub fn main() -> ExitCode {
     // First, while this is the only thread: credentials out of the environment (and
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
-    let secrets = crate::secret::Secrets::take_from_env();
+    // (Not in the exec shim: its environment is the agent's, already scrubbed, and a
+    // token an agent is allowed, `allow_github_token`, must reach it.)
+    let secrets = if sandbox::is_shim(std::env::args_os()) {
+        crate::secret::Secrets::default()
+    } else {
+        crate::secret::Secrets::take_from_env()
+    };
     crate::secret::make_undumpable();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -164,6 +174,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Resume(args) => resume::resume(&ctx, &args, secrets),
         Command::Status(args) => status::status(&ctx, &args),
         Command::Demo(args) => demo::demo(&args),
+        Command::Sandbox(args) => sandbox::sandbox(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),
     }
 }

@@ -41,13 +41,20 @@ pub struct WorkerArgs {
     /// with task dependencies: it starts from their branches).
     #[arg(long, value_name = "DIR")]
     pub deps_from: Option<PathBuf>,
+    /// Confine the agent, setup commands and checks: auto, required, off (default:
+    /// the plan's).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// Entry point of `fanout worker`.
 pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
-    let plan = ctx.plan_file(&args.plan)?;
+    let mut plan = ctx.plan_file(&args.plan)?;
+    if let Some(mode) = args.sandbox {
+        plan.sandbox = mode;
+    }
     let job = WorkerJob {
         id: args.id,
         out: ctx.path(&args.out),

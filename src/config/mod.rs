@@ -114,6 +114,11 @@ pub struct ConfigFile {
     /// Each live worker's block of ports, never shared with another live worker on this
     /// machine: `FANOUT_PORT` is its first port, `FANOUT_PORTS` is `first-last`.
     pub ports: Option<PortsDef>,
+    /// Confine agents, setup commands and checks (Landlock, Linux): `auto` (the
+    /// default: where the kernel has it, else run without and say so), `required`
+    /// (refuse to run without it), `off`. Confined, a process writes only to its
+    /// worktree, its own temporary directory and its agent's `writable:` paths.
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// A `copy:` glob, trimmed; its syntax is checked with the settings
@@ -531,6 +536,11 @@ pub struct AgentDef {
     /// Paths this agent writes that must never be committed.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Paths outside the worktree this agent may write when sandboxed (caches, its
+    /// CLI's state): absolute, or `~/…` under the home directory; a missing one is made
+    /// as a directory. Everything else outside the worktree is read-only to it.
+    #[serde(default)]
+    pub writable: Vec<String>,
     /// `claude` adapter: the permission mode (default `acceptEdits`: edits without
     /// prompts; `bypassPermissions` also runs commands, but Claude Code refuses it as root).
     pub permission_mode: Option<String>,
@@ -895,6 +905,26 @@ mod tests {
             e.starts_with("fanout.yml:2:23: key `parallel_runs.timeout_per_worker`: expected a duration like 90s, 10m, 1h30m or 2d, found \"10 minutes later\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn sandbox_modes_parse_off_included() {
+        use crate::sandbox::Mode;
+        for (text, mode) in [
+            ("sandbox: auto\n", Mode::Auto),
+            ("sandbox: required\n", Mode::Required),
+            ("sandbox: off\n", Mode::Off),
+        ] {
+            let cfg = parse(text, Path::new("f.yml")).unwrap();
+            assert_eq!(cfg.sandbox, Some(mode), "{text}");
+        }
+        assert_eq!(
+            parse("tasks: [a]\n", Path::new("f.yml")).unwrap().sandbox,
+            None
+        );
+        let s = err("sandbox: maybe\n").to_string();
+        assert!(s.starts_with("fanout.yml:1:10: key `sandbox`:"), "{s}");
+        assert!(s.contains("required"), "{s}");
     }
 
     #[test]

@@ -75,6 +75,8 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         setup: None,
         selection: None,
         publish: None,
+        sandboxed: false,
+        sandbox_abi: None,
     }
 }
 

@@ -314,6 +314,8 @@ pub fn integration_result(
         setup: None,
         selection: None,
         publish: it.publish.clone(),
+        sandboxed: false,
+        sandbox_abi: None,
     })
 }
 

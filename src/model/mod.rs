@@ -146,6 +146,13 @@ pub struct WorkerResult {
     /// What publishing did with this worker's branch (absent until published).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<PublishOutcome>,
+    /// Whether the worker's agent, setup commands and checks ran in the sandbox
+    /// (Landlock); `false` in results written before the sandbox existed.
+    #[serde(default)]
+    pub sandboxed: bool,
+    /// The Landlock ABI they were confined with, when they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_abi: Option<u8>,
 }
 
 /// `cost_source` as text: `None` is written `"unknown"`, and read from it or `null`.

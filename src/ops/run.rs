@@ -86,10 +86,12 @@ fn conclude(repo: &UserRepo, done: Attempted) -> Result<RunReport, Failure> {
         clock,
         run_dir,
         pid_file,
+        sandbox_notice,
     } = done;
     let conflicts = crate::fanin::select::fan_in(&plan, &mut results, &repo.workdir);
     let duration = clock.elapsed().as_secs_f64();
-    let report = RunReport::new(plan, results, conflicts, started_at, duration, interrupted);
+    let mut report = RunReport::new(plan, results, conflicts, started_at, duration, interrupted);
+    report.sandbox_notice = sandbox_notice;
     write_report(&report, &run_dir)?;
     pid_file.remove();
     Ok(report)

@@ -65,6 +65,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         checks: settings.checks.clone(),
         setup: settings.setup.clone(),
         select: settings.select,
+        sandbox: settings.sandbox,
     }
 }
 

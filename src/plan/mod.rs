@@ -51,6 +51,9 @@ pub struct Plan {
     /// How each new worktree is prepared before its agent.
     #[serde(default, skip_serializing_if = "SetupPlan::is_default")]
     pub setup: SetupPlan,
+    /// Whether agents, setup commands and checks are confined (`sandbox:`).
+    #[serde(default, skip_serializing_if = "crate::sandbox::Mode::is_auto")]
+    pub sandbox: crate::sandbox::Mode,
 }
 
 /// A check, resolved.

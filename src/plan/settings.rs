@@ -134,6 +134,8 @@ pub struct PlanFlags {
     pub branch_prefix: Option<String>,
     /// No task makes an empty plan instead of an error.
     pub allow_empty: bool,
+    /// `--sandbox`.
+    pub sandbox: Option<crate::sandbox::Mode>,
 }
 
 /// Everything a run needs to know, validated.
@@ -182,6 +184,8 @@ pub struct Settings {
     pub commit_identity: (String, String),
     /// `publish.remote`: the remote publishing pushes to (recorded when a run starts).
     pub publish_remote: Option<String>,
+    /// Whether agents, setup commands and checks are confined.
+    pub sandbox: crate::sandbox::Mode,
 }
 
 /// Why flags and file could not be combined.
@@ -330,6 +334,7 @@ impl Settings {
             exclude,
             commit_identity: file.commit_identity(),
             publish_remote: file.publish.remote.clone(),
+            sandbox: flags.sandbox.or(file.sandbox).unwrap_or_default(),
         })
     }
 }
@@ -672,6 +677,17 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(err(text).to_string(), want, "{text}");
+        }
+        let e = err("agents:\n  mine:\n    command: [x]\n    writable: [~/ok, relative/dir]\n");
+        assert!(
+            e.to_string().starts_with(
+                "fanout.yml:4:22: key `agents.mine.writable[1]`: \"relative/dir\": expected an absolute path"
+            ),
+            "{e}"
+        );
+        for bad in ["'~/../x'", "'/a/../b'", "''", "\"/tmp/a\\nb\""] {
+            let text = format!("agents:\n  mine:\n    command: [x]\n    writable: [{bad}]\n");
+            assert!(err(&text).to_string().contains("writable[0]"), "{bad}");
         }
         // The snippet points at the key.
         insta::assert_snapshot!(

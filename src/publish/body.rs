@@ -113,6 +113,8 @@ impl Templates {
             setup: None,
             selection: None,
             publish: None,
+            sandboxed: false,
+            sandbox_abi: None,
         };
         t.render(&sample, "run", None)?;
         Ok(t)
@@ -251,6 +253,8 @@ mod tests {
             setup: None,
             selection: None,
             publish: None,
+            sandboxed: false,
+            sandbox_abi: None,
         }
     }
 

@@ -148,6 +148,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             pairs => Value::from(Serde(&pairs)),
             integration => Value::from(Serde(&report.integration)),
             cost_notes => cost_notes(report),
+            sandbox_line => sandbox_line(report),
         };
         let mut out = tmpl.render(ctx).expect("summary renders");
         out.truncate(out.trim_end().len());
@@ -383,6 +384,38 @@ pub fn render_pull_requests(report: &RunReport) -> String {
     out
 }
 
+/// How the workers that ran were confined: the notice of a run whose workers ran
+/// without the sandbox (or with a low Landlock ABI), else one line saying so.
+fn sandbox_line(report: &RunReport) -> Option<String> {
+    if let Some(n) = &report.sandbox_notice {
+        return Some(format!("⚠️ **{}**", md_escape(n)));
+    }
+    let ran: Vec<&WorkerResult> = report
+        .results
+        .iter()
+        .filter(|r| r.worktree_path.is_some())
+        .collect();
+    let confined: Vec<&WorkerResult> = ran.iter().copied().filter(|r| r.sandboxed).collect();
+    let abis: std::collections::BTreeSet<String> = confined
+        .iter()
+        .filter_map(|r| r.sandbox_abi.map(|a| a.to_string()))
+        .collect();
+    let abi = abis.into_iter().collect::<Vec<_>>().join(", ");
+    match (ran.len(), confined.len()) {
+        (0, _) => None,
+        (n, c) if n == c => Some(format!(
+            "🔒 Sandbox: every worker ran confined (Landlock ABI {abi})."
+        )),
+        (_, 0) => Some(format!(
+            "Sandbox: off (`sandbox: {}`).",
+            report.plan.sandbox.as_str()
+        )),
+        (n, c) => Some(format!(
+            "⚠️ Sandbox: {c} of {n} workers ran confined (Landlock ABI {abi}); the others ran without it."
+        )),
+    }
+}
+
 /// The summary's notes on costs: estimated ones, and workers the run's budget kept
 /// from starting.
 fn cost_notes(report: &RunReport) -> Vec<String> {
@@ -471,6 +504,8 @@ mod snapshot_tests {
             setup: None,
             selection: None,
             publish: None,
+            sandboxed: false,
+            sandbox_abi: None,
         }
     }
 
@@ -510,12 +545,14 @@ mod snapshot_tests {
                 checks: vec![],
                 select: Default::default(),
                 setup: Default::default(),
+                sandbox: Default::default(),
             },
             totals: Totals::of(&results),
             results,
             exit_code: 1,
             conflicts: None,
             integration: None,
+            sandbox_notice: None,
         }
     }
 

@@ -61,6 +61,19 @@ impl ExecOptions {
     }
 }
 
+/// How the plan's `sandbox:` mode works out on this machine ([`crate::sandbox::decide`]):
+/// the ABI the run confines its workers with, or the refusal (`required` without
+/// Landlock: exit 2, nothing made yet). A notice (`auto` without Landlock) is printed
+/// once, here, and kept for the summary.
+pub fn sandbox_decision(mode: crate::sandbox::Mode) -> Result<crate::sandbox::Decision, Failure> {
+    let probe = crate::sandbox::probe();
+    let decision = crate::sandbox::decide(mode, &probe).map_err(Failure::Usage)?;
+    if let Some(n) = &decision.notice {
+        errln!("fanout: {n}");
+    }
+    Ok(decision)
+}
+
 /// One attempt at a plan, ready to execute.
 #[derive(Debug)]
 pub struct Attempt {
@@ -76,6 +89,8 @@ pub struct Attempt {
     pub kept: BTreeMap<u32, WorkerResult>,
     /// The GitHub token for an agent allowed it (see [`ExecOptions::agent_tokens`]).
     pub agent_tokens: Vec<(String, SecretString)>,
+    /// How its workers are confined.
+    pub sandbox: crate::sandbox::Decision,
 }
 
 /// What an attempt produced: one result per planned worker, in id order (kept ones
@@ -96,6 +111,8 @@ pub struct Attempted {
     pub run_dir: PathBuf,
     /// Removed once the report is written.
     pub pid_file: PidFile,
+    /// Why workers ran unconfined (or less confined than they could), for the summary.
+    pub sandbox_notice: Option<String>,
 }
 
 /// Start a new run of `plan` in `repo`: its run directory, journal and `plan.json`
@@ -110,6 +127,7 @@ pub fn start(
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
     refuse_readable_credentials(repo)?;
+    let sandbox = sandbox_decision(plan.sandbox)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
         return Err(Failure::Usage(format!(
@@ -145,6 +163,7 @@ pub fn start(
         number: 1,
         kept,
         agent_tokens: opts.agent_tokens.clone(),
+        sandbox,
     })
 }
 
@@ -240,9 +259,13 @@ pub fn execute(
         number,
         kept,
         agent_tokens,
+        sandbox,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
+    let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
+    let common_dir = repo.open().map_err(git)?.commondir().to_owned();
     let pid_file = PidFile::create(&run_dir);
+    super::reaper::adopt_orphans();
 
     let plan = Arc::new(plan);
     let executor = Arc::new(Executor {
@@ -256,6 +279,8 @@ pub fn execute(
         agent_tokens,
         kept: kept.clone(),
         attempt: number,
+        sandbox: sandbox.abi,
+        common_dir,
     });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -271,6 +296,16 @@ pub fn execute(
             number,
         ))
         .map_err(|e| fatal("signal handlers", e))?;
+    drop(runtime);
+    // Whatever the agents left running (daemons out of their process groups) stops
+    // before anything reports or publishes.
+    let left = super::reaper::sweep();
+    if left > 0 {
+        errln!(
+            "fanout: stopped {left} process{} the agents left running",
+            if left == 1 { "" } else { "es" }
+        );
+    }
     Ok(Attempted {
         plan: Arc::unwrap_or_clone(plan),
         results,
@@ -279,6 +314,7 @@ pub fn execute(
         clock,
         run_dir,
         pid_file,
+        sandbox_notice: sandbox.notice,
     })
 }
 

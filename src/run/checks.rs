@@ -2,8 +2,9 @@
 //! after harvest, on the committed result. They decide success: a worker whose agent
 //! claims success is `success` only when every check passes. Each check runs with
 //! `sh -c` as its own supervised process group (timeout: SIGTERM, grace, SIGKILL),
-//! with the agent's scrubbed environment, its output in its own log file; the result
-//! keeps whether it passed, its exit code, duration and the last lines of output.
+//! with the agent's scrubbed environment, in the worker's sandbox when the run has
+//! one, its output in its own log file; the result keeps whether it passed, its exit
+//! code, duration and the last lines of output.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -15,6 +16,7 @@ use crate::model::CheckResult;
 use crate::plan::Check;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
+use crate::sandbox::Policy;
 
 /// Lines of output kept in a check's result.
 const TAIL_LINES: usize = 20;
@@ -30,17 +32,37 @@ fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }
 
-/// Run `checks` in order in `dir`; stops at the first failure (the rest are not run).
-/// Logs go to `<log_dir>/w<id>-check-<n>.log`.
+/// Where and how a worker's checks run.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckSite<'a> {
+    /// The worktree.
+    pub dir: &'a Path,
+    /// The complete environment.
+    pub env: &'a [(OsString, OsString)],
+    /// Logs go to `<log_dir>/w<id>-check-<n>.log`.
+    pub log_dir: &'a Path,
+    /// The worker.
+    pub worker_id: u32,
+    /// SIGTERM → SIGKILL grace.
+    pub grace: Duration,
+    /// The worker's sandbox, when it has one.
+    pub confine: Option<&'a Policy>,
+}
+
+/// Run `checks` in order at `site`; stops at the first failure (the rest are not run).
 pub async fn run(
     checks: &[Check],
-    dir: &Path,
-    env: &[(OsString, OsString)],
-    log_dir: &Path,
-    worker_id: u32,
-    grace: Duration,
+    site: CheckSite<'_>,
     stop: watch::Receiver<StopLevel>,
 ) -> Vec<CheckResult> {
+    let CheckSite {
+        dir,
+        env,
+        log_dir,
+        worker_id,
+        grace,
+        confine,
+    } = site;
     let mut out = Vec::new();
     for (i, check) in checks.iter().enumerate() {
         if *stop.borrow() != StopLevel::Run {
@@ -63,6 +85,7 @@ pub async fn run(
             budget: None,
             max_steps: None,
             on_progress: None,
+            confine,
         };
         let result = match supervise(spec, stop.clone(), |_| {}).await {
             Ok(sup) => CheckResult {
@@ -167,16 +190,15 @@ mod tests {
             mk("bad", "echo broken >&2; exit 3", 30.0),
             mk("never", "touch ran-3", 30.0),
         ];
-        let r = run(
-            &checks,
-            dir.path(),
-            &env,
-            dir.path(),
-            1,
-            Duration::from_secs(1),
-            rx.clone(),
-        )
-        .await;
+        let site = |worker_id, grace| CheckSite {
+            dir: dir.path(),
+            env: &env,
+            log_dir: dir.path(),
+            worker_id,
+            grace,
+            confine: None,
+        };
+        let r = run(&checks, site(1, Duration::from_secs(1)), rx.clone()).await;
         assert_eq!(r.len(), 2);
         assert!(r[0].passed && !r[1].passed);
         assert_eq!(r[1].exit_code, Some(3));
@@ -184,16 +206,15 @@ mod tests {
         assert!(dir.path().join("ran-1").exists());
         assert!(!dir.path().join("ran-3").exists());
         let slow = [mk("slow", "sleep 30", 0.3)];
-        let r = run(
-            &slow,
-            dir.path(),
-            &env,
-            dir.path(),
-            2,
-            Duration::from_millis(200),
-            rx,
-        )
-        .await;
+        let site = |worker_id, grace| CheckSite {
+            dir: dir.path(),
+            env: &env,
+            log_dir: dir.path(),
+            worker_id,
+            grace,
+            confine: None,
+        };
+        let r = run(&slow, site(2, Duration::from_millis(200)), rx).await;
         assert!(!r[0].passed && r[0].timed_out, "{r:?}");
     }
 }

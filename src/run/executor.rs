@@ -2,6 +2,12 @@
 //! groups, at most `concurrency` at once, every worker harvested into a
 //! [`WorkerResult`] whatever happens (failure to start, timeout, interruption).
 //!
+//! Each worker runs in its confinement ([`super::confine`]): a private directory,
+//! its git's objects in its worktree's quarantine, and, when the run is sandboxed,
+//! the Landlock policy its agent, setup commands and checks run under. Its branch is
+//! made by harvest ([`super::harvest`]), or at the base when it ends before its
+//! agent runs.
+//!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
 //! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
 //! ([`super::signals`]) owns.
@@ -16,8 +22,9 @@ use git2::Oid;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
+use super::confine::{Confinement, Place};
 use super::event::{Event, StopLevel};
-use super::harvest::{CommitSpec, Harvest, commit_message, harvest};
+use super::harvest::{CommitSpec, Harvest, WorkerTree, commit_message, harvest};
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
@@ -148,6 +155,10 @@ pub struct Executor {
     pub kept: BTreeMap<u32, WorkerResult>,
     /// Which attempt at the run this is (1, then one more per resume).
     pub attempt: u32,
+    /// The Landlock ABI workers are confined with; `None`: unconfined.
+    pub sandbox: Option<u8>,
+    /// The repository's common git directory (harvest opens the repository by it).
+    pub common_dir: PathBuf,
 }
 
 impl Executor {
@@ -166,11 +177,6 @@ impl Executor {
     /// Log file of worker `id`.
     pub fn log_path(run_dir: &Path, id: u32) -> PathBuf {
         run_dir.join("logs").join(format!("w{id}.log"))
-    }
-
-    /// `$FANOUT_RESULT` of worker `id`.
-    pub fn result_file_path(run_dir: &Path, id: u32) -> PathBuf {
-        run_dir.join("agent-results").join(format!("w{id}.json"))
     }
 
     /// Run every worker; returns one result per planned worker, in id order.
@@ -235,7 +241,7 @@ impl Executor {
     /// The run's folders for logs and agent results; and `<git dir>/worktrees`, which
     /// libgit2 makes on first use and fails to when two workers race to make it.
     fn make_dirs(&self) {
-        for dir in ["logs", "agent-results"] {
+        for dir in ["logs", "harvest"] {
             let _ = std::fs::create_dir_all(self.run_dir.join(dir));
         }
         if let Ok(repo) = git2::Repository::open(&self.repo_dir) {
@@ -378,6 +384,8 @@ impl Executor {
             setup: None,
             selection: None,
             publish: None,
+            sandboxed: false,
+            sandbox_abi: None,
         }
     }
 
@@ -499,25 +507,82 @@ impl Executor {
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
         if *stop.borrow() != StopLevel::Run {
-            result.commit = Some(base.to_string());
-            return result;
+            return self.at_base(&w, result, base);
         }
+        let confined = match self.confine(&w, &path) {
+            Ok(c) => c,
+            Err(e) => {
+                result.reason = Some(format!("could not prepare the worker's sandbox: {e}"));
+                return self.at_base(&w, result, base);
+            }
+        };
+        result.sandboxed = confined.abi().is_some();
+        result.sandbox_abi = confined.abi();
+        let live = Live {
+            events: &events,
+            stop: &stop,
+            spend,
+        };
+        let result = self.run_confined(&w, result, base, &confined, live).await;
+        confined.remove();
+        result
+    }
 
-        // Run the agent.
+    /// The result of a worker that ends before its agent ran: its branch is made at
+    /// the base, like a harvest that found nothing.
+    fn at_base(&self, w: &PlannedWorker, mut result: WorkerResult, base: Oid) -> WorkerResult {
+        result.commit = Some(base.to_string());
+        let made = git2::Repository::open(&self.common_dir).and_then(|repo| {
+            repo.reference(
+                &format!("refs/heads/{}", w.branch),
+                base,
+                true,
+                "fanout: worker ended before its agent ran",
+            )
+            .map(drop)
+        });
+        if made.is_ok() {
+            let _ = self.journal.update(w.id, |e| e.branch_created = true);
+        }
+        result
+    }
+
+    /// `w`'s confinement: its private directory, and its sandbox when the run has one.
+    fn confine(&self, w: &PlannedWorker, worktree: &Path) -> std::io::Result<Confinement> {
+        let name = worktree::worktree_name(&self.plan.run_id, w.id);
+        let admin = self.common_dir.join("worktrees").join(name);
+        let at = Place {
+            run_id: &self.plan.run_id,
+            worker_id: w.id,
+            worktree,
+            admin: &admin,
+            common: &self.common_dir,
+        };
+        Confinement::new(at, &self.plan.agent.writable, self.sandbox)
+    }
+
+    /// Set up `w`'s worktree, run its agent and harvest, all in its confinement.
+    async fn run_confined(
+        &self,
+        w: &PlannedWorker,
+        mut result: WorkerResult,
+        base: Oid,
+        confined: &Confinement,
+        live: Live<'_>,
+    ) -> WorkerResult {
         let at = Paths {
             log: Self::log_path(&self.run_dir, w.id),
-            result_file: Self::result_file_path(&self.run_dir, w.id),
-            worktree: path,
+            result_file: confined.result_file.clone(),
+            worktree: result.worktree_path.clone().expect("the worktree was made"),
         };
-        let _ = std::fs::remove_file(&at.result_file);
         result.log_path = Some(at.log.clone());
 
         // Prepare the worktree: a port block (held until this worker is done), copied
         // files, submodules, setup commands. A failure there fails the worker, and the
         // agent never starts.
-        let prepared = self.prepare(&w, &at, &events, &stop).await;
+        let prepared = self.prepare(w, &at, confined, live.events, live.stop).await;
         for message in &prepared.record.warnings {
-            let _ = events.send(Event::Warning {
+            let _ = live.events.send(Event::Warning {
                 id: w.id,
                 message: message.clone(),
             });
@@ -526,35 +591,31 @@ impl Executor {
         let _ports = prepared.lease;
         if let Some(why) = prepared.failure {
             result.reason = Some(why);
-            result.commit = Some(base.to_string());
-            return result;
+            return self.at_base(w, result, base);
         }
 
         let adapter = self.plan.agent.adapter();
-        let live = Live {
-            events: &events,
-            stop: &stop,
-            spend,
-        };
-        match self
-            .run_agent(&w, adapter.as_ref(), &at, prepared.env, live)
-            .await
-        {
+        let stop = live.stop;
+        let ran = self
+            .run_agent(w, adapter.as_ref(), &at, confined, prepared.env, live)
+            .await;
+        match ran {
             Err(why) => {
                 result.reason = Some(why);
-                self.finish_harvest(result, &w, base, None, &stop).await
+                self.finish_harvest(result, w, base, None, stop, confined)
+                    .await
             }
             Ok(sup) => {
-                let outcome = read_outcome(&mut result, adapter.as_ref(), &sup, &at, &w);
-                self.finish_harvest(result, &w, base, Some((sup, outcome)), &stop)
+                let outcome = read_outcome(&mut result, adapter.as_ref(), &sup, &at, w);
+                self.finish_harvest(result, w, base, Some((sup, outcome)), stop, confined)
                     .await
             }
         }
     }
 
-    /// Make `w`'s worktree on its branch, from the plan's base (or `base_override`,
-    /// a dependent's merged dependencies), and note it in the journal; a failure is
-    /// the worker's final result.
+    /// Make `w`'s worktree (its HEAD detached at the plan's base, or `base_override`,
+    /// a dependent's merged dependencies; its branch is made at harvest), and note it
+    /// in the journal; a failure is the worker's final result.
     async fn make_worktree(
         &self,
         w: &PlannedWorker,
@@ -582,10 +643,7 @@ impl Executor {
         };
         match made {
             Ok(Ok(())) => {
-                let _ = self.journal.update(w.id, |e| {
-                    e.branch_created = true;
-                    e.worktree_created = true;
-                });
+                let _ = self.journal.update(w.id, |e| e.worktree_created = true);
                 Ok((base, path))
             }
             Ok(Err(e)) => Err(self.skeleton(
@@ -604,6 +662,7 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         at: &Paths,
+        confined: &Confinement,
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
     ) -> super::setup::Prepared {
@@ -621,6 +680,8 @@ impl Executor {
                 log: &at.log,
                 base_env: &self.base_env,
                 grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
+                confine: confined.policy.as_ref(),
+                extra_env: confined.env(),
             },
             stop.clone(),
             move |line: &str| {
@@ -641,6 +702,7 @@ impl Executor {
         w: &PlannedWorker,
         adapter: &dyn Adapter,
         at: &Paths,
+        confined: &Confinement,
         setup_env: Vec<(String, String)>,
         live: Live<'_>,
     ) -> Result<Supervised, String> {
@@ -662,19 +724,27 @@ impl Executor {
             budget: limits.budget_per_worker,
             timeout,
             result_file: &at.result_file,
+            private_dir: &confined.private,
+            sandboxed: confined.abi().is_some(),
         };
         let cmd = adapter
             .command(&ctx)
             .map_err(|e| format!("could not build the agent's command: {e}"))?;
+        adapter
+            .prepare(&ctx)
+            .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
             worktree: at.worktree.clone(),
             log: at.log.clone(),
         });
-        let env = agent_env_with(
-            self.base_env.iter().cloned(),
-            &[cmd.env.clone(), setup_env, self.agent_token_vars()].concat(),
-            self.plan.agent.allow_github_token,
+        let env = super::setup::with_vars(
+            agent_env_with(
+                self.base_env.iter().cloned(),
+                &[cmd.env.clone(), setup_env, self.agent_token_vars()].concat(),
+                self.plan.agent.allow_github_token,
+            ),
+            confined.env(),
         );
         let line_events = events.clone();
         let id = w.id;
@@ -695,6 +765,7 @@ impl Executor {
                     spend.live(id, c);
                 }
             })),
+            confine: confined.policy.as_ref(),
         };
         let sup = supervise(spec, stop.clone(), move |line| {
             let _ = line_events.send(Event::WorkerOutput {
@@ -718,6 +789,7 @@ impl Executor {
         base: Oid,
         ran: Option<(Supervised, AgentOutcome)>,
         stop: &watch::Receiver<StopLevel>,
+        confined: &Confinement,
     ) -> WorkerResult {
         let Some(path) = result.worktree_path.clone() else {
             return result;
@@ -751,7 +823,7 @@ impl Executor {
         // Checks decide success: run them on the committed result of any worker that
         // could still count (success or partial); a failed check fails the worker.
         if !self.plan.checks.is_empty() && matches!(status, Status::Success | Status::Partial) {
-            self.check(&mut result, w, stop, &mut notes).await;
+            self.check(&mut result, w, stop, confined, &mut notes).await;
         }
         if let Some(n) = harvested.note {
             notes.push(n);
@@ -779,17 +851,29 @@ impl Executor {
         let exclude = self.plan.exclude.clone();
         let identity = self.identity.clone();
         let branch = w.branch.clone();
+        let common = self.common_dir.clone();
+        let name = worktree::worktree_name(&self.plan.run_id, w.id);
+        let scratch = self.run_dir.join("harvest");
         let harvested = tokio::task::spawn_blocking(move || {
             let spec = CommitSpec {
                 identity: (&identity.0, &identity.1),
                 message,
                 exclude: &exclude,
             };
-            harvest(&path, &branch, base, &spec)
+            let wt = WorkerTree {
+                common: &common,
+                name: &name,
+                path: &path,
+                scratch: &scratch,
+            };
+            harvest(&wt, &branch, base, &spec)
         })
         .await;
         match harvested {
-            Ok(Ok(h)) => Ok(h),
+            Ok(Ok(h)) => {
+                let _ = self.journal.update(w.id, |e| e.branch_created = true);
+                Ok(h)
+            }
             Ok(Err(e)) => Err(format!("harvest failed: {}", e.message())),
             Err(_) => Err("harvest failed: task panicked".into()),
         }
@@ -802,6 +886,7 @@ impl Executor {
         result: &mut WorkerResult,
         w: &PlannedWorker,
         stop: &watch::Receiver<StopLevel>,
+        confined: &Confinement,
         notes: &mut Vec<String>,
     ) {
         let Some(dir) = result.worktree_path.clone() else {
@@ -818,16 +903,16 @@ impl Executor {
             ),
             false,
         );
-        result.checks = super::checks::run(
-            &self.plan.checks,
-            &dir,
-            &env,
-            &self.run_dir.join("logs"),
-            w.id,
-            Duration::from_secs_f64(self.plan.limits.kill_grace),
-            stop.clone(),
-        )
-        .await;
+        let env = super::setup::with_vars(env, confined.env());
+        let site = super::checks::CheckSite {
+            dir: &dir,
+            env: &env,
+            log_dir: &self.run_dir.join("logs"),
+            worker_id: w.id,
+            grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
+            confine: confined.policy.as_ref(),
+        };
+        result.checks = super::checks::run(&self.plan.checks, site, stop.clone()).await;
         if let Some(why) = super::checks::failure(&result.checks, self.plan.checks.len()) {
             result.status = Status::Failed;
             notes.insert(0, why);
@@ -856,6 +941,9 @@ struct Paths {
     result_file: PathBuf,
 }
 
+/// Largest `$FANOUT_RESULT` read.
+const RESULT_FILE_MAX: u64 = 16 << 20;
+
 /// What the agent reported (its result file, else its output), into `result`: exit,
 /// signal, duration, steps and cost. The final report wins; what the live output said
 /// fills what it lacks (an agent stopped mid-run prints no final report).
@@ -866,7 +954,8 @@ fn read_outcome(
     at: &Paths,
     w: &PlannedWorker,
 ) -> AgentOutcome {
-    let file = std::fs::read(&at.result_file).ok();
+    // (the agent may have left anything there: a link, a FIFO, a huge file)
+    let file = crate::util::read_regular(&at.result_file, RESULT_FILE_MAX).ok();
     let observed = Observed {
         exit_code: sup.exit_code,
         signal: sup.signal,

@@ -1,13 +1,25 @@
-//! Harvest: after an agent exits, commit whatever it left uncommitted on the worker's
-//! branch (fanout's identity, excluded paths left out, and what worktree setup left
-//! behind: see [`crate::run::setup::Baseline`]), and compute `files_modified` exactly from
-//! the diff between the base commit and the branch.
+//! Harvest: after an agent exits, take the commit its worktree ended on, copy the
+//! objects it wrote into the shared store, commit whatever it left uncommitted
+//! (fanout's identity, excluded paths left out, and what worktree setup left behind:
+//! see [`crate::run::setup::Baseline`]), make the worker's branch there, and compute
+//! `files_modified` exactly from the diff between the base commit and the branch.
+//!
+//! Nothing in the worktree is trusted to say where the repository is: the user's
+//! repository is opened by its common git directory, the worktree's administrative
+//! directory by name (`worktrees/<name>`), never through the worktree's `.git` file.
+//! What the worker could have written there (its `HEAD`, its index, its object
+//! quarantine) is read as data: `HEAD` and the index without following links or
+//! blocking ([`crate::util::read_regular`]), each object copied by re-hashing its
+//! content, and only the objects its commit reaches. fanout writes the index and
+//! `HEAD` it leaves behind in its own run directory and renames them into place.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
-use git2::{IndexAddOption, Oid, Repository, Signature};
+use git2::{Index, IndexAddOption, ObjectType, Odb, Oid, Repository, Signature};
 
 use crate::util::glob::wildcard;
+use crate::util::read_regular;
 
 /// How to make the commit.
 #[derive(Debug, Clone)]
@@ -18,6 +30,27 @@ pub struct CommitSpec<'a> {
     pub message: String,
     /// Paths never committed.
     pub exclude: &'a [String],
+}
+
+/// A worker's worktree, as harvest finds it: through the user's repository.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerTree<'a> {
+    /// The user's repository's common git directory.
+    pub common: &'a Path,
+    /// git's name for the worktree (`worktrees/<name>`).
+    pub name: &'a str,
+    /// The worktree's directory.
+    pub path: &'a Path,
+    /// A directory of fanout's, beside `common` on its file system, that no agent
+    /// writes: the index and `HEAD` are written here, then renamed into place.
+    pub scratch: &'a Path,
+}
+
+impl WorkerTree<'_> {
+    /// The worktree's administrative directory.
+    pub fn admin(&self) -> PathBuf {
+        self.common.join("worktrees").join(self.name)
+    }
 }
 
 /// What harvest found.
@@ -33,64 +66,262 @@ pub struct Harvest {
     pub note: Option<String>,
 }
 
-/// Commit leftovers in `worktree` on `branch` and diff against `base`.
+/// Largest index or `HEAD` file harvest reads.
+const MAX_INDEX_BYTES: u64 = 1 << 30;
+
+/// Harvest the worker in `wt` onto `branch` (made, or moved, to the result) and diff
+/// against `base`.
 pub fn harvest(
-    worktree: &Path,
+    wt: &WorkerTree<'_>,
     branch: &str,
     base: Oid,
     spec: &CommitSpec<'_>,
 ) -> Result<Harvest, git2::Error> {
-    let repo = Repository::open(worktree)?;
-    let branch_ref = format!("refs/heads/{branch}");
-    let head = repo.head().ok();
-    let on_branch = head.as_ref().and_then(|h| h.name().ok()) == Some(branch_ref.as_str());
-    let mut note = None;
-    let mut committed = false;
-    if on_branch {
-        committed = commit_leftovers(&repo, spec)?;
-    } else {
-        let where_ = head
-            .as_ref()
-            .and_then(|h| h.shorthand().ok().map(str::to_owned))
-            .unwrap_or_else(|| "an unborn or detached HEAD".into());
-        note = Some(format!(
-            "agent moved the worktree to {where_}; only commits on {branch} were kept"
-        ));
+    let admin = wt.admin();
+    let quarantine = super::worktree::quarantine(&admin);
+    let shared = Repository::open(wt.common)?;
+    let (head, note) = agent_head(&shared, &admin, base);
+    let import = Import::new(&shared, &quarantine)?;
+    import.reachable(head)?;
+    // Committing reads the shared store and the quarantine (what the worker staged
+    // without committing) and writes the shared store only (libgit2 never writes to
+    // an alternate).
+    let repo = Repository::open(wt.common)?;
+    if quarantine.is_dir() {
+        repo.odb()?
+            .add_disk_alternate(&quarantine.to_string_lossy())?;
     }
-    let tip = repo.find_reference(&branch_ref)?.peel_to_commit()?;
-    let files_modified = changed_paths(&repo, base, tip.id())?;
+    repo.set_workdir(wt.path, false)?;
+    let (tip, committed) = commit_leftovers(&repo, wt, head, spec)?;
+    if committed {
+        let tree = |c: Oid| repo.find_commit(c).map(|c| c.tree_id());
+        import.changed_tree(&repo, tree(tip)?, Some(tree(head)?))?;
+    }
+    shared.reference(
+        &format!("refs/heads/{branch}"),
+        tip,
+        true,
+        "fanout: harvest",
+    )?;
+    let head_file = wt.scratch.join(format!("{}.HEAD", wt.name));
+    write_new(&head_file, format!("{tip}\n").as_bytes()).map_err(io)?;
+    std::fs::rename(&head_file, admin.join("HEAD")).map_err(io)?;
+    let files_modified = changed_paths(&shared, base, tip)?;
     Ok(Harvest {
-        commit: tip.id(),
+        commit: tip,
         committed,
         files_modified,
         note,
     })
 }
 
-fn commit_leftovers(repo: &Repository, spec: &CommitSpec<'_>) -> Result<bool, git2::Error> {
-    let mut index = repo.index()?;
-    let setup = super::setup::Baseline::load(repo.path());
-    let workdir = repo.workdir().unwrap_or(repo.path()).to_owned();
+/// Write a fresh file at `path` (whatever was there removed first; never through a
+/// link left in its place).
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(bytes)
+}
+
+fn io(e: std::io::Error) -> git2::Error {
+    git2::Error::from_str(&e.to_string())
+}
+
+/// The commit the worktree's `HEAD` names (detached, as fanout leaves it; or a branch
+/// the agent checked out), and a note when it is not plainly a commit: an unreadable
+/// `HEAD` is the base (the worktree's files are still committed on it).
+fn agent_head(repo: &Repository, admin: &Path, base: Oid) -> (Oid, Option<String>) {
+    let text = read_regular(&admin.join("HEAD"), 4096)
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    if text.len() >= 40
+        && let Ok(oid) = Oid::from_str(&text)
+    {
+        return (oid, None);
+    }
+    if let Some(name) = text.strip_prefix("ref:").map(str::trim) {
+        return match repo.find_reference(name).and_then(|r| r.peel_to_commit()) {
+            Ok(c) => (
+                c.id(),
+                Some(format!(
+                    "the agent checked out {name}; its work was taken from there"
+                )),
+            ),
+            Err(_) => (
+                base,
+                Some(format!(
+                    "the worktree's HEAD named {name}, which does not exist; its files were committed on the base"
+                )),
+            ),
+        };
+    }
+    (
+        base,
+        Some("the worktree's HEAD was unreadable; its files were committed on the base".into()),
+    )
+}
+
+/// Objects copied from a worktree's quarantine into the shared store, each
+/// re-hashed: an object whose content does not hash to its name, or that is in
+/// neither store, fails harvest.
+pub struct Import<'r> {
+    shared: &'r Repository,
+    main: Odb<'r>,
+    private: Odb<'static>,
+}
+
+impl<'r> Import<'r> {
+    /// Copying from `quarantine` into `shared`'s store.
+    pub fn new(shared: &'r Repository, quarantine: &Path) -> Result<Self, git2::Error> {
+        let private = Odb::new()?;
+        if quarantine.is_dir() {
+            private.add_disk_alternate(&quarantine.to_string_lossy())?;
+        }
+        Ok(Import {
+            shared,
+            main: shared.odb()?,
+            private,
+        })
+    }
+
+    /// Make `oid` present in the shared store; whether it had to be copied.
+    fn ensure(&self, oid: Oid) -> Result<Option<ObjectType>, git2::Error> {
+        if self.main.exists(oid) {
+            return Ok(None);
+        }
+        let obj = self.private.read(oid).map_err(|_| {
+            git2::Error::from_str(&format!(
+                "the worker's commit needs object {oid}, which is missing"
+            ))
+        })?;
+        if self.main.write(obj.kind(), obj.data())? != oid {
+            return Err(git2::Error::from_str(&format!(
+                "object {oid} in the worker's object directory does not hash to its name"
+            )));
+        }
+        Ok(Some(obj.kind()))
+    }
+
+    /// Everything `tip` reaches that the shared store lacks (which holds whatever its
+    /// own objects reach: nothing but harvest writes there for a worker). Returns how
+    /// many objects were copied.
+    pub fn reachable(&self, tip: Oid) -> Result<usize, git2::Error> {
+        let mut todo = vec![tip];
+        let mut seen = HashSet::new();
+        let mut copied = 0;
+        while let Some(oid) = todo.pop() {
+            if !seen.insert(oid) {
+                continue;
+            }
+            if let Some(kind) = self.ensure(oid)? {
+                copied += 1;
+                todo.extend(referents(self.shared, oid, kind)?);
+            }
+        }
+        Ok(copied)
+    }
+
+    /// What `tree` (fanout's commit of the leftovers, read through `repo`, which sees
+    /// the quarantine) holds beyond `old` (its parent's tree, already imported): the
+    /// trees and blobs the worker staged without committing.
+    pub fn changed_tree(
+        &self,
+        repo: &Repository,
+        tree: Oid,
+        old: Option<Oid>,
+    ) -> Result<(), git2::Error> {
+        if Some(tree) == old {
+            return Ok(());
+        }
+        self.ensure(tree)?;
+        let new = repo.find_tree(tree)?;
+        let old = old.map(|o| repo.find_tree(o)).transpose()?;
+        for e in new.iter() {
+            let before = old
+                .as_ref()
+                .and_then(|t| t.get_name_bytes(e.name_bytes()).map(|p| p.id()));
+            match e.kind() {
+                Some(ObjectType::Tree) => self.changed_tree(repo, e.id(), before)?,
+                Some(ObjectType::Blob) if before != Some(e.id()) => {
+                    self.ensure(e.id())?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The objects `oid` (of `kind`, now in the shared store) names.
+fn referents(repo: &Repository, oid: Oid, kind: ObjectType) -> Result<Vec<Oid>, git2::Error> {
+    Ok(match kind {
+        ObjectType::Commit => {
+            let c = repo.find_commit(oid)?;
+            std::iter::once(c.tree_id()).chain(c.parent_ids()).collect()
+        }
+        ObjectType::Tree => repo
+            .find_tree(oid)?
+            .iter()
+            // a submodule's commit lives in the submodule's repository
+            .filter(|e| e.kind() != Some(ObjectType::Commit))
+            .map(|e| e.id())
+            .collect(),
+        ObjectType::Tag => vec![repo.find_tag(oid)?.target_id()],
+        _ => Vec::new(),
+    })
+}
+
+/// Commit what the worktree holds beyond `head` (on top of it); the result and
+/// whether fanout made a commit. The worktree's index, copied into fanout's scratch
+/// directory, serves as a cache of file states; the one fanout leaves is renamed in.
+fn commit_leftovers(
+    repo: &Repository,
+    wt: &WorkerTree<'_>,
+    head: Oid,
+    spec: &CommitSpec<'_>,
+) -> Result<(Oid, bool), git2::Error> {
+    let admin = wt.admin();
+    let parent = repo.find_commit(head)?;
+    let copy = wt.scratch.join(format!("{}.index", wt.name));
+    let cached = read_regular(&admin.join("index"), MAX_INDEX_BYTES)
+        .ok()
+        .and_then(|bytes| write_new(&copy, &bytes).ok());
+    let mut index = match cached.map(|()| Index::open(&copy)) {
+        Some(Ok(i)) => i,
+        _ => {
+            write_new(&copy, b"").map_err(io)?;
+            std::fs::remove_file(&copy).map_err(io)?;
+            let mut i = Index::open(&copy)?;
+            i.read_tree(&parent.tree()?)?;
+            i
+        }
+    };
+    repo.set_index(&mut index)?;
+    let setup = super::setup::Baseline::load(&admin);
+    let workdir = wt.path.to_owned();
     let mut skip = |path: &Path, _: &[u8]| -> i32 {
         let rel = path.to_string_lossy();
-        if is_excluded(&rel, spec.exclude) || setup.keeps_out(&rel, &workdir) {
-            1
-        } else {
-            0
-        }
+        i32::from(is_excluded(&rel, spec.exclude) || setup.keeps_out(&rel, &workdir))
     };
     index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
     index.update_all(["*"], Some(&mut skip))?;
-    index.write()?;
     let tree_id = index.write_tree()?;
-    let parent = repo.head()?.peel_to_commit()?;
+    index.write()?;
+    std::fs::rename(&copy, admin.join("index")).map_err(io)?;
     if parent.tree_id() == tree_id {
-        return Ok(false);
+        return Ok((head, false));
     }
     let tree = repo.find_tree(tree_id)?;
     let sig = Signature::now(spec.identity.0, spec.identity.1)?;
-    repo.commit(Some("HEAD"), &sig, &sig, &spec.message, &tree, &[&parent])?;
-    Ok(true)
+    let tip = repo.commit(None, &sig, &sig, &spec.message, &tree, &[&parent])?;
+    Ok((tip, true))
 }
 
 /// Paths that differ between two commits' trees, sorted, deleted paths included.

@@ -1,9 +1,11 @@
 //! The run stage: running a [`crate::plan::Plan`] on this machine. Each worker gets a
-//! git worktree on its own branch ([`worktree`]), prepared before its agent starts
-//! ([`setup`]: ports, copied files, setup commands), an agent run as a supervised
-//! process group ([`process`], stopped through [`signals`]), its changes committed
-//! ([`harvest`]) and checked ([`checks`]); the [`executor`] schedules all of that and
-//! reports typed [`event`]s as it goes. What fanout created is recorded in the run's
+//! git worktree with its HEAD detached at the base ([`worktree`]) and a confinement
+//! ([`confine`]: a private directory, an object quarantine, the sandbox), prepared
+//! before its agent starts ([`setup`]: ports, copied files, setup commands), an agent
+//! run as a supervised process group ([`process`], stopped through [`signals`]), its
+//! changes committed on its branch ([`harvest`]) and checked ([`checks`]); the
+//! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
+//! [`reaper`] stops what the agents left running before the run reports. What fanout created is recorded in the run's
 //! [`journal`] (cleanup and resume trust nothing else), and each worker's final result
 //! is recorded as soon as it is known ([`resume`]).
 //!
@@ -17,11 +19,13 @@
 pub mod attempt;
 pub mod checks;
 pub mod cleanup;
+pub mod confine;
 pub mod event;
 pub mod executor;
 pub mod harvest;
 pub mod journal;
 pub mod process;
+pub mod reaper;
 pub mod results;
 pub mod resumable;
 pub mod resume;

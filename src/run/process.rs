@@ -1,11 +1,18 @@
 //! One supervised agent process.
 //!
-//! The agent runs as the leader of its own process group (`process_group(0)`), with
+//! The agent runs as the leader of its own session and process group (`setsid`, made
+//! between fork and exec, so the group exists from the first instant; the session has
+//! no controlling terminal, so no keystrokes can be pushed into the user's), with
 //! stdin closed and stdout/stderr drained concurrently into one log file; only a
 //! bounded tail of stdout is kept in memory for the adapter to parse. Stopping is
 //! SIGTERM to the whole group, a grace period, then SIGKILL. When the leader exits,
 //! anything it left running in its group is stopped the same way, so no process an
 //! agent started outlives its worker.
+//!
+//! A confined process ([`ProcessSpec::confine`]) is started through fanout's exec
+//! shim (`/proc/self/exe sandbox exec POLICY -- PROGRAM ARGS…`, see
+//! [`crate::sandbox`]): it restricts itself, then becomes the program, in the same
+//! process — the group, its supervision and the exit status are the program's.
 //!
 //! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
 //! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
@@ -27,6 +34,7 @@ use tokio::sync::watch;
 use super::event::StopLevel;
 use crate::agent::{Progress, StreamWatch, WATCH_LINE_MAX};
 use crate::model::CostSource;
+use crate::sandbox::Policy;
 
 /// How much of stdout is kept in memory for parsing.
 pub const STDOUT_TAIL_BYTES: usize = 4 << 20;
@@ -62,6 +70,8 @@ pub struct ProcessSpec<'a> {
     pub max_steps: Option<u32>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    /// Run it confined by this policy (through the exec shim).
+    pub confine: Option<&'a Policy>,
 }
 
 /// Why the process ended.
@@ -124,7 +134,7 @@ pub async fn supervise(
         .append(true)
         .open(spec.log)
         .await?;
-    let mut cmd = command(&mut spec);
+    let mut cmd = command(&mut spec)?;
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
@@ -180,19 +190,69 @@ pub async fn supervise(
     })
 }
 
-/// The command for `spec`: its own process group, a clean environment, output piped.
-fn command(spec: &mut ProcessSpec<'_>) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(spec.program);
+/// The program every confined process starts as: this very binary (whatever has
+/// replaced the file since), in its `sandbox exec` mode.
+const SHIM: &str = "/proc/self/exe";
+
+/// The command for `spec`: its own session and process group, a clean environment,
+/// output piped; through the exec shim when confined.
+fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Command> {
+    let env = std::mem::take(&mut spec.env);
+    let mut cmd = match spec.confine {
+        None => tokio::process::Command::new(spec.program),
+        Some(policy) => {
+            // The shim reports a missing program only once it runs: say it here, as
+            // a spawn would.
+            find_program(spec.program, spec.cwd, &env)?;
+            let mut c = tokio::process::Command::new(SHIM);
+            c.args(["sandbox", "exec"])
+                .args(policy.to_args())
+                .arg("--")
+                .arg(spec.program);
+            c
+        }
+    };
     cmd.args(spec.args)
         .current_dir(spec.cwd)
         .env_clear()
-        .envs(std::mem::take(&mut spec.env))
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(false);
-    cmd
+    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    Ok(cmd)
+}
+
+/// `program` as `execvp` would find it (in `cwd` when it has a `/`, else along the
+/// `PATH` of `env`), or the error a spawn would give.
+fn find_program(program: &str, cwd: &Path, env: &[(OsString, OsString)]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(&cwd.join(program))
+    } else {
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        std::env::split_paths(&path).any(|d| runnable(&cwd.join(d).join(program)))
+    };
+    if found {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(nix::libc::ENOENT))
+    }
 }
 
 /// How fanout is stopping a process group, if it is: why, when SIGKILL follows the

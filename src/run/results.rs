@@ -43,6 +43,10 @@ pub struct RunReport {
     /// The integration branch (`--integrate`), when one was built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration: Option<Integration>,
+    /// Why the run's workers ran without the sandbox (`sandbox: auto` where the kernel
+    /// has no Landlock), or what a low Landlock ABI leaves open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_notice: Option<String>,
 }
 
 impl RunReport {
@@ -70,6 +74,7 @@ impl RunReport {
             totals,
             conflicts,
             integration: None,
+            sandbox_notice: None,
         }
     }
 

@@ -70,6 +70,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         )));
     }
     let plan = load_plan(&id, &run_dir)?;
+    let sandbox = super::attempt::sandbox_decision(plan.sandbox)?;
     let mut journal = Journal::load(&run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
     let kept = resume::load_finished(&run_dir, &plan);
@@ -117,6 +118,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         number,
         kept,
         agent_tokens: Vec::new(),
+        sandbox,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

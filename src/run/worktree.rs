@@ -1,7 +1,13 @@
-//! Worktrees: one git worktree per worker, on its own branch from the base commit,
-//! outside the user's checkout. Creation is all-or-nothing (a branch made for a
-//! worktree that then fails is deleted again), and removal only ever touches what the
-//! run journal says fanout created.
+//! Worktrees: one git worktree per worker, outside the user's checkout, its HEAD
+//! detached at the base commit. The worker's branch is not made here: harvest makes
+//! it, at the commit the worker ended on ([`super::harvest`]), so that nothing a
+//! worker runs ever needs to write a ref of the shared repository — with the sandbox,
+//! none can. Each worktree has a private object directory in its administrative
+//! directory (`.git/worktrees/<name>/objects`, the *quarantine*): the worker's git
+//! writes its objects there (`GIT_OBJECT_DIRECTORY`, with the shared store as an
+//! alternate), and harvest copies what its result needs into the shared store.
+//! Creation is all-or-nothing, and removal only ever touches what the run journal says
+//! fanout created.
 
 use std::path::{Path, PathBuf};
 
@@ -50,8 +56,14 @@ pub struct Created {
     pub worktree: bool,
 }
 
-/// Create branch `branch` at `base` and a worktree for it at `path`, in the repository
-/// at `repo_dir`. On failure nothing remains (the branch is deleted again).
+/// Where a worktree's objects go until harvest (see the module docs).
+pub fn quarantine(admin: &Path) -> PathBuf {
+    admin.join("objects")
+}
+
+/// Create a worktree at `path` with its HEAD detached at `base`, in the repository at
+/// `repo_dir`, for a worker whose branch `branch` harvest will make (it must not
+/// exist yet). On failure nothing remains.
 ///
 /// libgit2's `git_worktree_add` is not safe to run concurrently in one repository
 /// (it races on `<git dir>/worktrees` and on its "already checked out" check), so the
@@ -80,14 +92,12 @@ pub fn create(
     }
     let commit = repo.find_commit(base)?;
     let filters = filters_may_apply(&repo, &commit.tree()?);
-    let mut br = repo.branch(branch, &commit, false)?;
-    match add_worktree(&admin, path, branch, filters) {
+    match add_worktree(&admin, path, base, filters) {
         Ok(()) => Ok(()),
         Err(e) => {
-            // Undo: no half-made worktree, no stray branch.
+            // Undo: no half-made worktree.
             let _ = std::fs::remove_dir_all(&admin);
             let _ = std::fs::remove_dir_all(path);
-            let _ = br.delete();
             Err(e)
         }
     }
@@ -144,12 +154,7 @@ fn global_attributes_exist() -> bool {
     .any(|p| Path::new(p).exists())
 }
 
-fn add_worktree(
-    admin: &Path,
-    path: &Path,
-    branch: &str,
-    filters: bool,
-) -> Result<(), WorktreeError> {
+fn add_worktree(admin: &Path, path: &Path, base: Oid, filters: bool) -> Result<(), WorktreeError> {
     let io = |p: &Path| {
         let p = p.to_owned();
         move |source| WorktreeError::Io { path: p, source }
@@ -164,7 +169,8 @@ fn add_worktree(
     let dotgit = path.join(".git");
     std::fs::write(admin.join("commondir"), "../..\n").map_err(io(admin))?;
     std::fs::write(admin.join("gitdir"), format!("{}\n", dotgit.display())).map_err(io(admin))?;
-    std::fs::write(admin.join("HEAD"), format!("ref: refs/heads/{branch}\n")).map_err(io(admin))?;
+    std::fs::write(admin.join("HEAD"), format!("{base}\n")).map_err(io(admin))?;
+    std::fs::create_dir(quarantine(admin)).map_err(io(admin))?;
     std::fs::write(&dotgit, format!("gitdir: {}\n", admin_abs.display())).map_err(io(&dotgit))?;
     let wt = Repository::open(&path)?;
     let mut co = git2::build::CheckoutBuilder::new();

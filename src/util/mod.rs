@@ -15,6 +15,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Read at most `max` bytes of the regular file at `path`, never following a symbolic
+/// link at its last component nor blocking on a FIFO or device: for files another
+/// process (an agent) could have replaced. Anything but a regular file is an error.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: not a regular file", path.display()),
+        ));
+    }
+    let mut out = Vec::new();
+    f.take(max).read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// RFC 3339 timestamp of `t`.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     time::OffsetDateTime::from(t)
@@ -40,5 +61,26 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_regular_refuses_links_fifos_and_bounds_the_size() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("f");
+        std::fs::write(&file, "0123456789").unwrap();
+        assert_eq!(read_regular(&file, 4).unwrap(), b"0123");
+        let link = d.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_regular(&link, 100).is_err());
+        let fifo = d.path().join("p");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read_regular(&fifo, 100).is_err());
+        assert!(read_regular(Path::new("/dev/zero"), 100).is_err());
+        assert!(read_regular(&d.path().join("missing"), 100).is_err());
     }
 }

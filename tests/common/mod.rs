@@ -120,6 +120,14 @@ impl TestEnv {
         c
     }
 
+    /// A directory test agents may write besides their worktree (declared `writable:`
+    /// by the configs made here, so that they work in the sandbox): traces, logs.
+    pub fn shared(&self) -> PathBuf {
+        let d = self.root().join("shared");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
     /// Write a config file outside the repository; returns its path.
     pub fn config(&self, yaml: &str) -> PathBuf {
         let p = self.root().join("fanout.yml");
@@ -155,12 +163,14 @@ impl TestEnv {
         format!("[{}]", items.join(", "))
     }
 
-    /// A config with the fake agent and worktrees under the temp dir.
+    /// A config with the fake agent (which may write [`TestEnv::shared`]) and
+    /// worktrees under the temp dir.
     pub fn fake_config(&self, agent_args: &[&str], extra_yaml: &str) -> PathBuf {
         self.config(&format!(
-            "parallel_runs:\n  agent: fake\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\n{extra_yaml}",
+            "parallel_runs:\n  agent: fake\nworktree_dir: '{}'\nagents:\n  fake:\n    command: {}\n    writable: ['{}']\n{extra_yaml}",
             self.worktrees.display(),
-            Self::fake_agent_yaml(agent_args)
+            Self::fake_agent_yaml(agent_args),
+            self.shared().display(),
         ))
     }
 

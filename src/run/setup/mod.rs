@@ -10,7 +10,9 @@
 //! appended to the worker's log. Any failure fails the worker with a reason saying
 //! what failed, and the agent is not started.
 //!
-//! Setup commands (and the agent, and checks) get `FANOUT_RUN_ID`, `FANOUT_WORKER_ID`,
+//! Setup commands run in the worker's sandbox, like its agent and checks (the
+//! submodule step is fanout's own git, unconfined). They (and the agent, and checks)
+//! get `FANOUT_RUN_ID`, `FANOUT_WORKER_ID`,
 //! `FANOUT_BRANCH`, `FANOUT_WORKTREE`, `FANOUT_PORT` (the block's first port) and
 //! `FANOUT_PORTS` (`first-last`), with the agent's scrubbed environment.
 //!
@@ -67,6 +69,11 @@ pub struct Worker<'a> {
     pub base_env: &'a [(OsString, OsString)],
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
+    /// The worker's sandbox, for setup commands.
+    pub confine: Option<&'a crate::sandbox::Policy>,
+    /// Variables of the worker's confinement (temporary directory, object quarantine)
+    /// every setup command gets.
+    pub extra_env: &'a [(OsString, OsString)],
 }
 
 /// What setup did.
@@ -143,6 +150,7 @@ async fn prepare_steps(
                 .collect(),
             env: inv.env,
             timeout: SUBMODULE_TIMEOUT,
+            confined: false,
         };
         let (rec, why) = run_step(&step, w, stop, on_line.clone(), log).await;
         out.record.submodules = Some(rec);
@@ -235,16 +243,19 @@ async fn run_commands(
     out: &mut Prepared,
     log: &mut Log,
 ) -> Result<(), String> {
-    let env = crate::agent::agent_env_with(
-        w.base_env.iter().cloned(),
-        &worker_vars(
-            w.run_id,
-            w.worker_id,
-            w.branch,
-            w.worktree,
-            out.record.ports,
+    let env = with_vars(
+        crate::agent::agent_env_with(
+            w.base_env.iter().cloned(),
+            &worker_vars(
+                w.run_id,
+                w.worker_id,
+                w.branch,
+                w.worktree,
+                out.record.ports,
+            ),
+            false,
         ),
-        false,
+        w.extra_env,
     );
     let total = plan.commands.len();
     for (i, c) in plan.commands.iter().enumerate() {
@@ -255,6 +266,7 @@ async fn run_commands(
             args: vec!["-c".to_owned(), c.run.clone()],
             env: env.clone(),
             timeout: c.timeout,
+            confined: true,
         };
         let (rec, why) = run_step(&step, w, stop, on_line.clone(), log).await;
         out.record.commands.push(SetupStep {
@@ -339,6 +351,8 @@ struct Step {
     args: Vec<String>,
     env: Vec<(OsString, OsString)>,
     timeout: f64,
+    /// Runs in the worker's sandbox (setup commands; not fanout's own git).
+    confined: bool,
 }
 
 /// Run one step under supervision; its record, and why it failed.
@@ -374,6 +388,7 @@ async fn run_step(
         budget: None,
         max_steps: None,
         on_progress: None,
+        confine: w.confine.filter(|_| step.confined),
     };
     let sup = match supervise(spec, stop.clone(), on_line).await {
         Ok(s) => s,
@@ -507,7 +522,7 @@ impl Baseline {
 
     /// The baseline saved in `git_dir`, or an empty one.
     pub fn load(git_dir: &Path) -> Baseline {
-        std::fs::read(git_dir.join(BASELINE_FILE))
+        crate::util::read_regular(&git_dir.join(BASELINE_FILE), 64 << 20)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
@@ -540,6 +555,19 @@ fn content_id(path: &Path) -> String {
         None
     };
     oid.map(|o| o.to_string()).unwrap_or_else(|| "?".into())
+}
+
+/// `env` with `extra` set on top (a variable in both takes `extra`'s value).
+pub fn with_vars(
+    env: Vec<(OsString, OsString)>,
+    extra: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut out: Vec<(OsString, OsString)> = env
+        .into_iter()
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .collect();
+    out.extend(extra.iter().cloned());
+    out
 }
 
 /// `FANOUT_PORT` (a block's first port) and `FANOUT_PORTS` (`first-last`).

@@ -1,0 +1,92 @@
+//! fanout as the reaper of whatever its workers leave running. A worker's process
+//! group is stopped when its agent exits ([`super::process`]), but a process can leave
+//! its group: a daemon that forks twice and calls `setsid`. fanout makes itself a
+//! child subreaper ([`adopt_orphans`], `PR_SET_CHILD_SUBREAPER`), so such a process is
+//! re-parented to fanout rather than to init, and [`sweep`] kills and reaps every
+//! child fanout still has once its workers are done — before the run reports,
+//! publishes or exits — so no daemon an agent started outlives the run (or rewrites
+//! its records after it).
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+
+/// Become the reaper of every orphan among this process's descendants (Linux; a no-op
+/// elsewhere).
+pub fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+}
+
+/// How long [`sweep`] waits for killed processes to be gone.
+const SWEEP_WAIT: Duration = Duration::from_secs(5);
+
+/// Kill (SIGKILL) and reap every child of this process, round after round until none
+/// is left (a dying child's own children are re-parented here); returns how many were
+/// still running (children that had already exited are only reaped). Only for when
+/// fanout has no child of its own left running.
+pub fn sweep() -> usize {
+    let me = nix::unistd::getpid().as_raw();
+    let until = Instant::now() + SWEEP_WAIT;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut running = 0;
+    loop {
+        let children = children_of(me);
+        if children.is_empty() {
+            break;
+        }
+        for (pid, state) in &children {
+            let pid = Pid::from_raw(*pid);
+            if seen.insert(pid) && *state != 'Z' {
+                running += 1;
+                let _ = kill(pid, Signal::SIGKILL);
+            }
+            let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+        }
+        if Instant::now() > until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    running
+}
+
+/// Processes whose parent is `parent`, with their state (`Z`: exited, not reaped).
+fn children_of(parent: i32) -> Vec<(i32, char)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let (state, ppid) = stat(pid)?;
+            (ppid == parent).then_some((pid, state))
+        })
+        .collect()
+}
+
+/// The state and parent of `pid`: the third and fourth fields of `/proc/<pid>/stat`,
+/// after the command name in parentheses (which may itself hold spaces and
+/// parentheses).
+fn stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    Some((state, rest.next()?.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_and_parent_are_read_past_the_command_name() {
+        let me = std::process::id() as i32;
+        let (state, parent) = stat(me).unwrap();
+        assert_eq!(parent, nix::unistd::getppid().as_raw());
+        assert!("RS".contains(state), "{state}");
+        assert_eq!(stat(-5), None);
+    }
+}

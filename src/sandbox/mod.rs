@@ -1,0 +1,286 @@
+//! The agent sandbox (issue #11): what the kernel offers, what the user asked for, and
+//! the confinement of one process — a leaf every stage may use.
+//!
+//! - [`Mode`]: `sandbox: auto|required|off` in `fanout.yml` (`--sandbox` on `run`,
+//!   `plan`, `worker`); `auto` by default.
+//! - [`probe`]: Linux's Landlock and its ABI version (`landlock_create_ruleset` with
+//!   `LANDLOCK_CREATE_RULESET_VERSION`), lowered by `FANOUT_LANDLOCK_MAX_ABI` (a testing
+//!   knob that can only downgrade); [`decide`] turns a mode and the probe into the ABI
+//!   a run confines its processes with, or a refusal (`required` where the kernel has
+//!   less than [`REQUIRED_ABI`]), or a notice (`auto` without Landlock).
+//! - [`Policy`]: what one confined process may write (everything else is read and
+//!   execute only), carried to the exec shim on its command line ([`Policy::to_args`]).
+//! - [`exec`]: the shim itself. fanout runs every agent, setup command and check as
+//!   `/proc/self/exe sandbox exec POLICY -- PROGRAM ARGS…`; the re-executed fanout drops
+//!   every capability when it has any (root), sets `no_new_privs`, restricts itself with
+//!   a Landlock ruleset handling every file-system right of the ABI (and, from ABI 6,
+//!   scoping signals and abstract unix sockets to the sandbox), then executes the
+//!   program. Without the sandbox (policy ABI 0) it only drops a root fanout's
+//!   capabilities: root could otherwise read fanout's memory, token included. The
+//!   session (`setsid`) is made by the spawning side, before the shim runs, so that a
+//!   stop request can reach the group from the first instant.
+//!
+//! ABI levels: 1 (Linux 5.13) handles the basic rights but refuses every rename or
+//! link across directories, which git needs to store an object, so fanout confines
+//! nothing below [`MIN_ABI`] = 2 (5.19, `Refer`); `required` needs [`REQUIRED_ABI`] = 3
+//! (6.2, `Truncate`): below it a confined process may still truncate any file its user
+//! can write — outside the worktree, user data would be lost. 4 adds network rules
+//! (unused: fanout does not confine the network), 5 device ioctls (handled: closes
+//! terminal injection with `TIOCSTI`), 6 signal and abstract-socket scoping (used: an
+//! agent cannot signal fanout or any process outside its sandbox).
+
+#[cfg(target_os = "linux")]
+mod landlock;
+mod policy;
+
+pub use policy::Policy;
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+/// The lowest Landlock ABI fanout confines with (`auto`).
+pub const MIN_ABI: u8 = 2;
+/// The lowest Landlock ABI `sandbox: required` accepts.
+pub const REQUIRED_ABI: u8 = 3;
+/// The environment variable that lowers the ABI fanout uses (testing knob; it never
+/// raises it).
+pub const MAX_ABI_VAR: &str = "FANOUT_LANDLOCK_MAX_ABI";
+
+/// `sandbox:` in `fanout.yml`, `--sandbox` on the command line.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Confine agents where the kernel has Landlock (ABI 2 or later); elsewhere run them
+    /// unconfined and say so.
+    #[default]
+    Auto,
+    /// Confine agents; refuse to run (exit 2, before anything is made) where the kernel
+    /// lacks Landlock ABI 3.
+    Required,
+    /// Never confine agents.
+    Off,
+}
+
+impl Mode {
+    /// `auto`, `required`, `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Required => "required",
+            Mode::Off => "off",
+        }
+    }
+
+    /// Whether this is the default (`auto`), for `skip_serializing_if`.
+    pub fn is_auto(&self) -> bool {
+        *self == Mode::Auto
+    }
+}
+
+/// What the kernel offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The Landlock ABI fanout may use: the kernel's, capped by what fanout knows and
+    /// by [`MAX_ABI_VAR`]; `None` when there is none.
+    pub abi: Option<u8>,
+    /// The kernel's own ABI, when it has Landlock.
+    pub kernel_abi: Option<u8>,
+    /// Why there is no Landlock, or why the ABI is lower than the kernel's.
+    pub note: Option<String>,
+}
+
+/// Probe the kernel (and [`MAX_ABI_VAR`]).
+pub fn probe() -> Probe {
+    let kernel = kernel_abi();
+    let cap = std::env::var(MAX_ABI_VAR).ok();
+    cap_probe(kernel, cap.as_deref())
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_abi() -> Result<u8, String> {
+    landlock::kernel_abi()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_abi() -> Result<u8, String> {
+    Err("Landlock is a Linux feature; this system has no sandbox fanout can use".into())
+}
+
+/// The highest ABI this build of fanout knows how to use.
+pub const KNOWN_ABI: u8 = 10;
+
+/// [`probe`]'s arithmetic: the kernel's answer, capped by fanout and the knob.
+fn cap_probe(kernel: Result<u8, String>, cap: Option<&str>) -> Probe {
+    let kernel = match kernel {
+        Ok(v) => v,
+        Err(why) => {
+            return Probe {
+                abi: None,
+                kernel_abi: None,
+                note: Some(why),
+            };
+        }
+    };
+    let mut abi = kernel.min(KNOWN_ABI);
+    let mut note = None;
+    match cap.map(|c| (c, c.trim().parse::<u8>())) {
+        None => {}
+        Some((_, Ok(max))) if max < abi => {
+            abi = max;
+            note = Some(format!(
+                "{MAX_ABI_VAR}={max} lowers the kernel's ABI {kernel}"
+            ));
+        }
+        Some((_, Ok(_))) => {}
+        Some((given, Err(_))) => {
+            note = Some(format!("{MAX_ABI_VAR}={given:?} is not a number (ignored)"));
+        }
+    }
+    Probe {
+        abi: (abi > 0).then_some(abi),
+        kernel_abi: Some(kernel),
+        note: if abi == 0 {
+            Some(format!("{MAX_ABI_VAR}=0: Landlock treated as missing"))
+        } else {
+            note
+        },
+    }
+}
+
+/// How a run confines its agents: the ABI to use (`None`: unconfined), and a notice
+/// to show once (on stderr and in the summary) when that is not what the user may expect.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// The Landlock ABI every confined process of the run uses.
+    pub abi: Option<u8>,
+    /// Said once: why agents run unconfined under `auto`, or what a low ABI leaves open.
+    pub notice: Option<String>,
+}
+
+/// Decide for `mode` with what the kernel offers; an error (for `required`) says why
+/// the run cannot start.
+pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
+    let why = || {
+        let note = probe.note.as_deref();
+        match (probe.abi, probe.kernel_abi, note) {
+            (None, None, Some(n)) => n.to_owned(),
+            (None, None, None) => "the kernel has no Landlock".to_owned(),
+            (Some(a), _, None) => format!("Landlock ABI {a} is available"),
+            (Some(a), _, Some(n)) => format!("Landlock ABI {a} is available ({n})"),
+            (None, Some(_), n) => format!("Landlock is not usable ({})", n.unwrap_or("?")),
+        }
+    };
+    match (mode, probe.abi) {
+        (Mode::Off, _) => Ok(Decision::default()),
+        (Mode::Required, Some(a)) if a >= REQUIRED_ABI => Ok(Decision {
+            abi: Some(a),
+            notice: None,
+        }),
+        (Mode::Required, _) => Err(format!(
+            "sandbox: required, but {}; fanout needs Landlock ABI {REQUIRED_ABI} (Linux 6.2) or later to confine agents. Run with `sandbox: auto` (or --sandbox auto) to go on without it",
+            why()
+        )),
+        (Mode::Auto, Some(a)) if a >= REQUIRED_ABI => Ok(Decision {
+            abi: Some(a),
+            notice: None,
+        }),
+        (Mode::Auto, Some(a)) if a >= MIN_ABI => Ok(Decision {
+            abi: Some(a),
+            notice: Some(format!(
+                "sandbox: Landlock ABI {a}: agents are confined, but may still truncate files outside their worktree (that needs ABI {REQUIRED_ABI}, Linux 6.2)"
+            )),
+        }),
+        (Mode::Auto, _) => Ok(Decision {
+            abi: None,
+            notice: Some(format!(
+                "sandbox: {}; agents run WITHOUT a sandbox (fanout needs Landlock ABI {MIN_ABI}, Linux 5.19, or later). Set `sandbox: off` to silence this, or `sandbox: required` to refuse to run",
+                why()
+            )),
+        }),
+    }
+}
+
+/// Confine this process as `policy` says and execute `program` with `args` (looked
+/// up in `PATH`); returns only on failure, saying what failed.
+pub fn exec(policy: &Policy, program: &std::ffi::OsStr, args: &[OsString]) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        landlock::exec(policy, program, args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (policy, program, args);
+        "Landlock is a Linux feature".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(kernel: Result<u8, &str>, cap: Option<&str>) -> Probe {
+        cap_probe(kernel.map_err(str::to_owned), cap)
+    }
+
+    #[test]
+    fn the_knob_only_lowers_the_abi() {
+        assert_eq!(p(Ok(7), None).abi, Some(7));
+        assert_eq!(p(Ok(7), Some("3")).abi, Some(3));
+        assert!(p(Ok(7), Some("3")).note.unwrap().contains("=3"));
+        assert_eq!(p(Ok(4), Some("9")).abi, Some(4));
+        assert_eq!(p(Ok(4), Some("9")).note, None);
+        assert_eq!(p(Ok(12), None).abi, Some(KNOWN_ABI));
+        assert_eq!(p(Ok(12), None).kernel_abi, Some(12));
+        assert_eq!(p(Ok(7), Some("0")).abi, None);
+        assert_eq!(p(Ok(7), Some("x")).abi, Some(7));
+        assert!(p(Ok(7), Some("x")).note.unwrap().contains("not a number"));
+        let none = p(Err("ENOSYS"), Some("3"));
+        assert_eq!((none.abi, none.note.as_deref()), (None, Some("ENOSYS")));
+    }
+
+    #[test]
+    fn decisions_by_mode_and_abi() {
+        let at = |abi: Option<u8>| Probe {
+            abi,
+            kernel_abi: abi,
+            note: None,
+        };
+        for mode in [Mode::Auto, Mode::Required, Mode::Off] {
+            let d = decide(mode, &at(Some(7)));
+            let want = if mode == Mode::Off { None } else { Some(7) };
+            assert_eq!(d.unwrap().abi, want, "{mode:?}");
+        }
+        let e = decide(Mode::Required, &at(Some(2))).unwrap_err();
+        assert!(
+            e.contains("Landlock ABI 2 is available") && e.contains("ABI 3"),
+            "{e}"
+        );
+        let e = decide(Mode::Required, &at(None)).unwrap_err();
+        assert!(e.contains("no Landlock"), "{e}");
+        let missing = p(Err("the kernel has no Landlock (ENOSYS)"), None);
+        let e = decide(Mode::Required, &missing).unwrap_err();
+        assert!(
+            e.starts_with("sandbox: required, but the kernel has no Landlock (ENOSYS);"),
+            "{e}"
+        );
+        let d = decide(Mode::Auto, &at(Some(2))).unwrap();
+        assert_eq!(d.abi, Some(2));
+        assert!(d.notice.unwrap().contains("truncate"));
+        let d = decide(Mode::Auto, &at(Some(1))).unwrap();
+        assert_eq!(d.abi, None);
+        assert!(d.notice.unwrap().contains("WITHOUT a sandbox"));
+        assert_eq!(decide(Mode::Off, &at(None)).unwrap(), Decision::default());
+    }
+}

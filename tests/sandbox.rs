@@ -1,0 +1,536 @@
+//! The agent sandbox (issue #11, part S) with the real binary and real processes:
+//! what a confined worker can and cannot write, that an honest worker still commits
+//! (its objects reach the shared store through its quarantine, its branch is made at
+//! harvest), that harvest never trusts the worktree's `.git` file, that no daemon an
+//! agent starts outlives the run, how the Landlock ABI is chosen (`sandbox:` modes,
+//! the `FANOUT_LANDLOCK_MAX_ABI` knob, a kernel without Landlock simulated by a
+//! seccomp filter), and `fanout sandbox`'s report.
+//!
+//! Every scenario here needs Landlock (ABI 6 or later for the signal test); the
+//! tests say so and fail where the kernel lacks it, rather than passing vacuously.
+
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// A repository with a command agent running `script` (a shell script body) and
+/// worktrees under the test's directory; `extra` goes at the end of fanout.yml,
+/// `agent_extra` under the agent's definition.
+fn setup(t: &TestEnv, script: &str, agent_extra: &str, extra: &str) -> PathBuf {
+    let path = t.root().join("agent.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+    t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, '{}']\n    result: {{format: exit-code}}\n{agent_extra}{extra}",
+        t.worktrees.display(),
+        path.display()
+    ))
+}
+
+fn run(t: &TestEnv, cfg: &Path, args: &[&str]) -> (Output, Value) {
+    let out = run_with(t, cfg, args, |_| {});
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}, {:?}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
+fn run_with(t: &TestEnv, cfg: &Path, args: &[&str], tweak: impl FnOnce(&mut Command)) -> Output {
+    let mut c = t.fanout(&["--config", cfg.to_str().unwrap(), "run", "--json", "-q"]);
+    c.args(args);
+    tweak(&mut c);
+    c.output().unwrap()
+}
+
+fn log(r: &Value) -> String {
+    std::fs::read_to_string(r["log_path"].as_str().unwrap_or("/nonexistent")).unwrap_or_default()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The kernel's Landlock ABI (from `fanout sandbox --json`); panics without one, so
+/// that these tests never pass on a machine that cannot run them.
+fn kernel_abi(t: &TestEnv) -> u64 {
+    let out = t.fanout(&["sandbox", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["landlock_abi"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("these tests need Landlock: {v}"))
+}
+
+#[test]
+fn a_confined_worker_writes_only_its_worktree_temp_dir_and_writable_paths() {
+    let t = TestEnv::new();
+    let cache = t.root().join("cache");
+    let outside = t.root().join("outside.txt");
+    let cfg = setup(
+        &t,
+        &format!(
+            r#"try() {{ what=$1; shift; if "$@" 2>/dev/null; then echo "DID $what"; else echo "DENIED $what"; fi; }}
+echo work > mine.txt
+try tmp sh -c 'echo x > "$(mktemp)"'
+try devnull sh -c 'echo x > /dev/null'
+try cache sh -c 'echo x > "{cache}/entry"'
+try outside sh -c 'echo x > "{outside}"'
+try home sh -c 'echo x > "$HOME/.profile"'
+try checkout sh -c 'echo x >> "{repo}/README.md"'
+try parent sh -c 'echo x > ../escape.txt'
+try refs git update-ref refs/heads/main HEAD
+try config git config user.name mallory
+try objects sh -c 'echo x > "$(git rev-parse --git-common-dir)/objects/planted"'
+try other-admin sh -c 'mkdir -p "$(git rev-parse --git-common-dir)/worktrees/other"'
+"#,
+            cache = cache.display(),
+            outside = outside.display(),
+            repo = t.repo.display(),
+        ),
+        &format!("    writable: ['{}']\n", cache.display()),
+        "sandbox: required\n",
+    );
+    let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
+    let (out, report) = run(&t, &cfg, &["-w", "1", "work"]);
+    let r = &report["results"][0];
+    let log = log(r);
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{log}");
+    for did in ["tmp", "devnull", "cache"] {
+        assert!(log.contains(&format!("DID {did}\n")), "{did}:\n{log}");
+    }
+    for denied in [
+        "outside",
+        "home",
+        "checkout",
+        "parent",
+        "refs",
+        "config",
+        "objects",
+        "other-admin",
+    ] {
+        assert!(
+            log.contains(&format!("DENIED {denied}\n")),
+            "{denied}:\n{log}"
+        );
+    }
+    assert!(!outside.exists());
+    assert!(!t.home.join(".profile").exists());
+    assert_eq!(
+        std::fs::read(t.repo.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert_eq!(r["sandboxed"], true, "{r:#}");
+    assert_eq!(r["sandbox_abi"].as_u64(), Some(kernel_abi(&t)), "{r:#}");
+    let summary = std::fs::read_to_string(t.run_dir(&t.runs()[0]).join("summary.md")).unwrap();
+    assert!(
+        summary.contains("Sandbox: every worker ran confined"),
+        "{summary}"
+    );
+}
+
+/// Honest work: commits (amended too), with the sandbox on; the objects reach the
+/// shared store, the branch is made at harvest at the agent's own commit, and the
+/// worktree is left on it, clean.
+#[test]
+fn an_honest_worker_commits_through_its_quarantine() {
+    let t = TestEnv::new();
+    let cfg = setup(
+        &t,
+        r#"echo "one $FANOUT_WORKER_ID" > "w$FANOUT_WORKER_ID.txt"
+git add -A && git commit -q -m "first" || exit 11
+echo more >> "w$FANOUT_WORKER_ID.txt" && git commit -q -a -m "second" || exit 12
+git commit -q --amend -m "the agent's own commit" || exit 13
+git log --oneline -2 >/dev/null && git diff HEAD~1 --stat >/dev/null || exit 14
+echo left over > leftover.txt
+# staged, never committed: its objects are only in the quarantine (aider does this)
+echo staged > staged.txt && mkdir -p sub && : > sub/empty.txt && git add staged.txt sub
+git write-tree >/dev/null
+"#,
+        "",
+        "sandbox: required\n",
+    );
+    let (out, report) = run(&t, &cfg, &["-w", "2", "-t", "a", "-t", "b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{report:#}\n{}",
+        text(&out.stderr)
+    );
+    for r in report["results"].as_array().unwrap() {
+        let branch = r["branch"].as_str().unwrap();
+        let id = r["worker_id"].as_u64().unwrap();
+        assert_eq!(r["committed_by_fanout"], true, "{r:#}");
+        assert_eq!(
+            t.git(&["log", "--format=%s", &format!("{branch}~1..{branch}")]),
+            format!("fanout: {}\n", r["task"].as_str().unwrap()),
+        );
+        assert_eq!(
+            t.git(&["log", "-1", "--format=%s", &format!("{branch}~1")])
+                .trim(),
+            "the agent's own commit"
+        );
+        assert_eq!(
+            t.git(&["show", &format!("{branch}:w{id}.txt")]),
+            format!("one {id}\nmore\n")
+        );
+        assert_eq!(
+            t.git(&["show", &format!("{branch}:staged.txt")]),
+            "staged\n"
+        );
+        assert_eq!(t.git(&["show", &format!("{branch}:sub/empty.txt")]), "");
+        assert_eq!(
+            t.git(&["show", &format!("{branch}:leftover.txt")]),
+            "left over\n"
+        );
+        // the worktree is on the branch's commit, with nothing left to commit
+        let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
+        let head = t.git_in(&wt, &["rev-parse", "HEAD"]);
+        assert_eq!(head, t.git(&["rev-parse", branch]));
+        assert_eq!(t.git_in(&wt, &["status", "--porcelain"]), "");
+    }
+    // Every object is in the shared store: with the worktrees (and their quarantines)
+    // gone, the branches are whole.
+    t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "cleanup",
+        "--all",
+        "--keep-branches",
+    ]);
+    assert!(
+        !t.repo
+            .join(".git/worktrees")
+            .read_dir()
+            .unwrap()
+            .any(|_| true)
+    );
+    t.git(&["fsck", "--connectivity-only", "--no-dangling"]);
+    for r in report["results"].as_array().unwrap() {
+        t.git(&["cat-file", "-e", r["commit"].as_str().unwrap()]);
+    }
+}
+
+/// An agent (sandboxed or not: the worktree is its own) points its worktree's `.git`
+/// file at the user's repository and leaves changes: harvest still commits them on the
+/// worker's branch, never in the user's repository.
+#[test]
+fn harvest_never_follows_the_worktree_git_file() {
+    for mode in ["required", "off"] {
+        let t = TestEnv::new();
+        let cfg = setup(
+            &t,
+            &format!(
+                "echo planted > planted.txt\necho 'gitdir: {}/.git' > .git\n",
+                t.repo.display()
+            ),
+            "",
+            &format!("sandbox: {mode}\n"),
+        );
+        let main = t.git(&["rev-parse", "main"]);
+        let before = t.snapshot();
+        let (_, report) = run(&t, &cfg, &["-w", "1", "plant"]);
+        let r = &report["results"][0];
+        assert_eq!(r["status"], "success", "{mode}: {r:#}\n{}", log(r));
+        assert_eq!(t.git(&["rev-parse", "main"]), main, "{mode}");
+        assert_eq!(
+            t.snapshot(),
+            before,
+            "{mode}: the user's checkout or index changed"
+        );
+        let branch = r["branch"].as_str().unwrap();
+        assert_eq!(
+            t.git(&["show", &format!("{branch}:planted.txt")]),
+            "planted\n"
+        );
+        assert_eq!(
+            r["files_modified"],
+            serde_json::json!(["planted.txt"]),
+            "{mode}"
+        );
+    }
+}
+
+/// A daemon that forks twice and calls `setsid` leaves the agent's process group;
+/// fanout (a child subreaper) stops it before it reports.
+#[test]
+fn no_daemon_outlives_the_run() {
+    for mode in ["required", "off"] {
+        let t = TestEnv::new();
+        let m = marker("daemon");
+        let cfg = setup(
+            &t,
+            &format!(
+                r#"echo work > work.txt
+python3 -c '
+import os, sys, time
+if os.fork(): sys.exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+open("daemon.pid", "w").write(str(os.getpid()))
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2): os.dup2(null, fd)
+time.sleep(300)
+' {m}
+while [ ! -s daemon.pid ]; do sleep 0.05; done
+"#
+            ),
+            "",
+            &format!("sandbox: {mode}\n"),
+        );
+        let (out, report) = run(&t, &cfg, &["-w", "1", "daemonize"]);
+        let r = &report["results"][0];
+        let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
+        let pid = std::fs::read_to_string(wt.join("daemon.pid")).unwrap();
+        assert!(
+            processes_with(&m).is_empty(),
+            "{mode}: the daemon {pid} outlived the run: {:?}",
+            processes_with(&m)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("stopped 1 process the agents left running"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+/// From ABI 6 a confined agent cannot signal fanout (nor any process outside its
+/// sandbox); `FANOUT_LANDLOCK_MAX_ABI=5` lowers the ABI fanout uses, and then it can.
+#[test]
+fn signals_are_scoped_from_abi_6_and_the_knob_lowers_the_abi() {
+    let t = TestEnv::new();
+    assert!(kernel_abi(&t) >= 6, "this test needs Landlock ABI 6");
+    let cfg = setup(
+        &t,
+        "echo work > work.txt\nif kill -0 \"$PPID\" 2>/dev/null; then echo SIGNAL-SENT; else echo SIGNAL-DENIED; fi\n",
+        "",
+        "",
+    );
+    let (_, report) = run(&t, &cfg, &["-w", "1", "signal"]);
+    let r = &report["results"][0];
+    assert!(log(r).contains("SIGNAL-DENIED"), "{}", log(r));
+    let out = run_with(&t, &cfg, &["-w", "1", "signal"], |c| {
+        c.env("FANOUT_LANDLOCK_MAX_ABI", "5");
+    });
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["results"][0];
+    assert!(log(r).contains("SIGNAL-SENT"), "{}", log(r));
+    assert_eq!(r["sandbox_abi"], 5, "{r:#}");
+    assert_eq!(r["sandboxed"], true, "{r:#}");
+}
+
+/// `required` needs ABI 3: at ABI 2 it refuses up front (exit 2, nothing made); `auto`
+/// confines at ABI 2 and says what is left open; at ABI 1 `auto` runs unconfined and
+/// says so, on stderr and in the summary.
+#[test]
+fn the_abi_decides_required_and_auto() {
+    let t = TestEnv::new();
+    let cfg = setup(&t, "echo work > work.txt\n", "", "sandbox: required\n");
+    let branches = t.branches();
+    let out = run_with(&t, &cfg, &["-w", "1", "x"], |c| {
+        c.env("FANOUT_LANDLOCK_MAX_ABI", "2");
+    });
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sandbox: required, but Landlock ABI 2 is available") && err.contains("ABI 3"),
+        "{err}"
+    );
+    assert!(t.runs().is_empty());
+    assert_eq!(t.branches(), branches);
+    assert!(!t.worktrees.exists());
+
+    let cfg = setup(&t, "echo work > work.txt\n", "", "sandbox: auto\n");
+    for (abi, sandboxed, says) in [
+        ("2", true, "may still truncate files outside their worktree"),
+        ("1", false, "agents run WITHOUT a sandbox"),
+    ] {
+        let out = run_with(&t, &cfg, &["-w", "1", "x"], |c| {
+            c.env("FANOUT_LANDLOCK_MAX_ABI", abi);
+        });
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &report["results"][0];
+        assert_eq!(r["status"], "success", "ABI {abi}: {r:#}\n{}", log(r));
+        assert_eq!(r["sandboxed"], sandboxed, "ABI {abi}: {r:#}");
+        let err = text(&out.stderr);
+        assert_eq!(err.matches(says).count(), 1, "ABI {abi}: said once: {err}");
+        assert!(report["sandbox_notice"].as_str().unwrap().contains(says));
+        let run = report["run_id"].as_str().unwrap();
+        let summary = std::fs::read_to_string(t.run_dir(run).join("summary.md")).unwrap();
+        assert!(summary.contains(says), "ABI {abi}: {summary}");
+    }
+}
+
+/// A kernel without Landlock (a seccomp filter makes its system calls fail with
+/// ENOSYS): `fanout sandbox` says so; `required` refuses before anything is made;
+/// `auto` runs unconfined and says so once.
+#[test]
+fn without_landlock_required_refuses_and_auto_says_so() {
+    let t = TestEnv::new();
+    let mut c = t.fanout(&["sandbox"]);
+    without_landlock(&mut c);
+    let out = c.output().unwrap();
+    let said = text(&out.stdout);
+    assert!(said.contains("Landlock: unavailable"), "{said}");
+    assert!(said.contains("ENOSYS"), "{said}");
+
+    let cfg = setup(&t, "touch \"$HOME/agent-ran\"\n", "", "sandbox: required\n");
+    let out = run_with(&t, &cfg, &["-w", "1", "x"], without_landlock);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sandbox: required, but the kernel has no Landlock (ENOSYS)"),
+        "{err}"
+    );
+    assert!(t.runs().is_empty() && !t.worktrees.exists());
+    assert!(!t.home.join("agent-ran").exists());
+
+    let cfg = setup(&t, "echo work > work.txt\n", "", "");
+    let out = run_with(
+        &t,
+        &cfg,
+        &["-w", "2", "-t", "a", "-t", "b"],
+        without_landlock,
+    );
+    let err = text(&out.stderr);
+    assert_eq!(
+        err.matches("WITHOUT a sandbox").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(err.contains("the kernel has no Landlock (ENOSYS)"), "{err}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in report["results"].as_array().unwrap() {
+        assert_eq!(
+            (&r["status"], &r["sandboxed"]),
+            (&"success".into(), &false.into()),
+            "{r:#}"
+        );
+    }
+}
+
+/// Run `c` with Landlock missing: a seccomp filter (installed in the child before it
+/// execs fanout, and inherited by everything fanout starts) makes the three Landlock
+/// system calls fail with ENOSYS, as on a kernel built without it.
+fn without_landlock(c: &mut Command) {
+    use nix::libc;
+    use std::os::unix::process::CommandExt;
+    fn install() -> std::io::Result<()> {
+        // landlock_create_ruleset, landlock_add_rule, landlock_restrict_self: 444–446 on
+        // every architecture (system calls added after 5.1 share one number table).
+        const FIRST: u32 = 444;
+        const LAST: u32 = 446;
+        const LD_W_ABS: u16 = 0x20;
+        const JGE_K: u16 = 0x35;
+        const JGT_K: u16 = 0x25;
+        const RET_K: u16 = 0x06;
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        let ins = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        let filter = [
+            ins(LD_W_ABS, 0, 0, 0), // A = seccomp_data.nr
+            ins(JGE_K, 0, 2, FIRST),
+            ins(JGT_K, 1, 0, LAST),
+            ins(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+            ins(RET_K, 0, 0, RET_ALLOW),
+        ];
+        let prog = libc::sock_fprog {
+            len: filter.len() as u16,
+            filter: filter.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: plain system calls between fork and exec, on data that outlives them.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &prog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+    // SAFETY: `install` only makes system calls (async-signal-safe).
+    unsafe {
+        c.pre_exec(install);
+    }
+}
+
+/// `fanout sandbox --json` reports the kernel's ABI, and what each mode does.
+#[test]
+fn the_probe_reports_the_abi() {
+    let t = TestEnv::new();
+    let out = t
+        .fanout(&["sandbox", "--json"])
+        .env("FANOUT_LANDLOCK_MAX_ABI", "4")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kernel = v["kernel_abi"].as_u64().expect("Landlock");
+    assert_eq!(v["landlock_abi"].as_u64(), Some(kernel.min(4)), "{v}");
+    assert_eq!(v["auto"]["confined"], kernel >= 2, "{v}");
+    assert_eq!(v["required"]["ok"], kernel >= 3, "{v}");
+    let _ = Duration::ZERO;
+}
+
+/// `plan --sandbox` records the mode in the plan, which matrix workers follow;
+/// `worker --sandbox` overrides it.
+#[test]
+fn the_plan_carries_the_mode_and_a_worker_may_override_it() {
+    let t = TestEnv::new();
+    let cfg = setup(&t, "echo work > work.txt\n", "", "");
+    let cfg = cfg.to_str().unwrap();
+    for (run, flag, sandboxed) in [("plan-a", None, true), ("plan-b", Some("off"), false)] {
+        let plan = t.root().join(format!("{run}.json"));
+        let plan = plan.to_str().unwrap();
+        let args = [
+            "--config",
+            cfg,
+            "plan",
+            "--sandbox",
+            "required",
+            "--run-id",
+            run,
+            "-w",
+            "1",
+            "--plan-file",
+            plan,
+            "x",
+        ];
+        t.run_ok(&args);
+        let p: Value = serde_json::from_slice(&std::fs::read(plan).unwrap()).unwrap();
+        assert_eq!(p["sandbox"], "required", "{p:#}");
+        let out = t.root().join(format!("out-{run}"));
+        let mut args = vec![
+            "--config",
+            cfg,
+            "worker",
+            "--plan",
+            plan,
+            "--id",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(flag.iter().flat_map(|f| ["--sandbox", f]));
+        t.run_ok(&args);
+        let r: Value = serde_json::from_slice(
+            &std::fs::read(out.join("fanout-result-1/result.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r["result"]["sandboxed"], sandboxed, "{run}: {r:#}");
+        assert_eq!(r["result"]["status"], "success", "{run}: {r:#}");
+    }
+}
