@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The composite action's main step (action.yml): turns the action's inputs, which
 # arrive only as FANOUT_IN_* environment variables (never `${{ }}` in shell text),
-# into one fanout command line. Runs `fanout run|plan|worker|aggregate`.
+# into one fanout command line. Runs `fanout run|plan|worker|aggregate`, and, as the
+# action's own step after `run` (`publish-run`, not an input mode), `fanout publish`.
 #
-# The GitHub token reaches fanout only in the modes that publish; fanout itself
-# removes it from every agent's environment.
+# The GitHub token reaches fanout only where nothing but fanout runs: `aggregate`, and
+# the publish step after `run` (the agents of `run` mode run in a step without it);
+# fanout itself also removes it from every child's environment.
 set -euo pipefail
 # Portable to bash 3.2 (macOS): no ${x,,}, empty arrays expanded with ${a[@]+…}.
 
@@ -60,7 +62,7 @@ use_token() {
     fi
     publish=(--publish)
 }
-if ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
+if [[ "$mode" != publish-run ]] && ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
     unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY
 fi
 
@@ -73,10 +75,23 @@ results_dir="${FANOUT_IN_RESULTS_DIR:-fanout-results}"
 
 case "$mode" in
     run)
-        truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
+        # Agents run in this step: never a token here, whatever the workflow passed.
+        # With `publish`, the action's next step publishes this run (`publish-run`).
+        unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY FANOUT_IN_GITHUB_TOKEN
+        if truthy "${FANOUT_IN_PUBLISH:-false}" publish && [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+            echo "publish=true" >>"$GITHUB_OUTPUT"
+        fi
         empty=()
         truthy "${FANOUT_IN_ALLOW_EMPTY:-false}" allow-empty && empty+=(--allow-empty)
-        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${empty[@]+"${empty[@]}"} ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
+        cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${empty[@]+"${empty[@]}"} ${integrate[@]+"${integrate[@]}"})
+        ;;
+    publish-run)
+        if [[ -z "${FANOUT_IN_RUN_ID:-}" ]]; then
+            echo "::error title=fanout::publish-run needs the run id of the run step" >&2
+            exit 2
+        fi
+        use_token
+        cmd=("$fanout" ${global[@]+"${global[@]}"} publish --run "$FANOUT_IN_RUN_ID")
         ;;
     plan)
         extra=()

@@ -52,6 +52,17 @@ impl Fixture {
         Self::setup(extra, false)
     }
 
+    /// The `local` workflow (`mode: run`, publishing), whose agent is `agent`.
+    fn local(agent: &str) -> Option<Fixture> {
+        Self::setup_kind(
+            "local",
+            &format!(
+                "parallel_runs:\n  agent: probe\nagents:\n  probe:\n    command: [sh, '{agent}']\n"
+            ),
+            false,
+        )
+    }
+
     /// The action as on a branch without release assets (dist/manifest.json's URLs
     /// are null until a release): it builds fanout from its own source, with a
     /// stand-in cargo that logs each build to `<root>/cargo-builds`.
@@ -60,6 +71,17 @@ impl Fixture {
     }
 
     fn setup(extra: &str, build: bool) -> Option<Fixture> {
+        Self::setup_kind(
+            "matrix",
+            &format!(
+                "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --fail-on, FAILME, --write, 'out-{{worker_id}}.txt', '{{task}}']\n{extra}"
+            ),
+            build,
+        )
+    }
+
+    /// `fanout init --kind KIND`'s workflow, with `config` as the repository's fanout.yml.
+    fn setup_kind(kind: &str, config: &str, build: bool) -> Option<Fixture> {
         let act = act_support::binary()?;
         let t = TestEnv::new();
         let root = t.root().to_path_buf();
@@ -79,16 +101,11 @@ impl Fixture {
 
         // The repository a user would have: a config with the fake agent, the workflow
         // written by `fanout init`, the action (a copy of this crate's) and the stand-ins.
-        t.write(
-        "fanout.yml",
-        &format!(
-            "parallel_runs:\n  agent: fake\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --fail-on, FAILME, --write, 'out-{{worker_id}}.txt', '{{task}}']\n{extra}"
-        ),
-    );
+        t.write("fanout.yml", config);
         copy_action(&t.repo.join(".fanout-action"), build);
         act_support::install(&t.repo);
         for check in [false, true] {
-            let mut args = vec!["init", "--kind", "matrix", "--action", "./.fanout-action"];
+            let mut args = vec!["init", "--kind", kind, "--action", "./.fanout-action"];
             args.extend(["--output", ".github/workflows/fanout.yml"]);
             if check {
                 args.push("--check");
@@ -472,5 +489,94 @@ fn without_a_release_asset_a_workflow_of_20_workers_builds_fanout_once() {
         "{}",
         log.raw
     );
+    gh.assert_no_violations();
+}
+
+/// The `local` workflow (`mode: run`, `publish: true`): the agents run in a step of the
+/// action that holds no token, and the action's next step publishes. The agent looks
+/// for the token in its own environment and in every ancestor's; it finds nothing,
+/// and the pull requests are still opened.
+#[test]
+fn run_mode_runs_agents_without_the_token_and_publishes_in_a_later_step() {
+    let probe = std::env::temp_dir().join(format!("fanout-act-probe-{}.sh", std::process::id()));
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\n# where an agent could find the token: its environment, its ancestors'\nout=\"$FANOUT_WORKTREE/../saw-$FANOUT_WORKER_ID.txt\"\n{ env; p=$PPID; while [ \"$p\" -gt 1 ]; do echo \"== $p\"; tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null; p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2); done; } > \"$out\"\necho \"work $FANOUT_WORKER_ID\" > \"out-$FANOUT_WORKER_ID.txt\"\n",
+    )
+    .unwrap();
+    let Some(f) = Fixture::local(probe.to_str().unwrap()) else {
+        let _ = std::fs::remove_file(&probe);
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let (out, log, _) = f.act(
+        &gh,
+        serde_json::json!({"tasks": "first task\nsecond task\n", "models": "", "workers": "2"}),
+    );
+    let _ = std::fs::remove_file(&probe);
+    let fail = |what: &str| -> ! {
+        panic!(
+            "{what}\n--- act stdout ---\n{}\n--- act stderr ---\n{}",
+            log.raw,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    if !out.status.success() {
+        fail("the workflow failed");
+    }
+    let Some(run_id) = log.output("fanout", "run-id") else {
+        fail("no run-id output")
+    };
+    // The agents looked everywhere they could: no token.
+    let worktrees = f.t.home.join("data/fanout/worktrees");
+    let mut seen = 0;
+    for id in 1..=2 {
+        let saw = std::fs::read_dir(&worktrees)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|d| d.path().join(run_id).join(format!("saw-{id}.txt")))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| {
+                fail(&format!(
+                    "worker {id} left no probe under {}",
+                    worktrees.display()
+                ))
+            });
+        let text = std::fs::read_to_string(saw).unwrap();
+        assert!(
+            !text.contains("act-token"),
+            "worker {id} found the token:\n{text}"
+        );
+        assert!(text.contains("FANOUT_WORKER_ID"), "{text}");
+        seen += 1;
+    }
+    assert_eq!(seen, 2);
+    // The publish step (the only one with the token) opened both pull requests.
+    let prs: Value = serde_json::from_str(log.output("fanout", "pull-requests").unwrap_or(""))
+        .unwrap_or_else(|e| fail(&format!("pull-requests output: {e}")));
+    let ops: Vec<&str> = prs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["operation"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["created", "created"], "{prs:#}");
+    assert_eq!(gh.pulls().len(), 2);
+    let messages: Vec<String> = log.messages("fanout").collect();
+    let run_at = messages.iter().position(|m| m.contains("fanout run"));
+    let publish_at = messages.iter().position(|m| m.contains("fanout publish"));
+    assert!(
+        matches!((run_at, publish_at), (Some(r), Some(p)) if r < p),
+        "expected the run step, then the publish step: {messages:#?}"
+    );
+    for pr in gh.pulls() {
+        let on_remote = f.t.git_in(
+            &f.remote,
+            &["rev-parse", &format!("refs/heads/{}", pr.head_ref)],
+        );
+        assert!(!on_remote.trim().is_empty());
+    }
     gh.assert_no_violations();
 }

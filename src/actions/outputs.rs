@@ -91,13 +91,14 @@ pub fn results_output(report: &RunReport) -> String {
     .to_string()
 }
 
-/// Write the outputs of a finished run: `count`, `results` (JSON), and the paths of
-/// the full report (`report`, results.json) and of the Markdown `summary`.
+/// Write the outputs of a finished run: `run-id`, `count`, `results` (JSON), and the
+/// paths of the full report (`report`, results.json) and of the Markdown `summary`.
 pub fn write_run_outputs(
     file: &Path,
     report: &RunReport,
     paths: &ReportPaths,
 ) -> std::io::Result<()> {
+    write_output(file, "run-id", &report.run_id)?;
     write_output(file, "count", &report.results.len().to_string())?;
     write_output(file, "results", &results_output(report))?;
     write_output(file, "report", &paths.results.display().to_string())?;
