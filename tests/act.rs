@@ -501,7 +501,7 @@ fn run_mode_runs_agents_without_the_token_and_publishes_in_a_later_step() {
     let probe = std::env::temp_dir().join(format!("fanout-act-probe-{}.sh", std::process::id()));
     std::fs::write(
         &probe,
-        "#!/bin/sh\n# where an agent could find the token: its environment, its ancestors'\nout=\"$FANOUT_WORKTREE/../saw-$FANOUT_WORKER_ID.txt\"\n{ env; p=$PPID; while [ \"$p\" -gt 1 ]; do echo \"== $p\"; tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null; p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2); done; } > \"$out\"\necho \"work $FANOUT_WORKER_ID\" > \"out-$FANOUT_WORKER_ID.txt\"\n",
+        "#!/bin/sh\n# where an agent could find the token: its environment, its ancestors'\nout=\"saw-$FANOUT_WORKER_ID.txt\"\n{ env; p=$PPID; while [ \"$p\" -gt 1 ]; do echo \"== $p\"; tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null; p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2); done; } > \"$out\"\necho \"work $FANOUT_WORKER_ID\" > \"out-$FANOUT_WORKER_ID.txt\"\n",
     )
     .unwrap();
     let Some(f) = Fixture::local(probe.to_str().unwrap()) else {
@@ -528,7 +528,8 @@ fn run_mode_runs_agents_without_the_token_and_publishes_in_a_later_step() {
     let Some(run_id) = log.output("fanout", "run-id") else {
         fail("no run-id output")
     };
-    // The agents looked everywhere they could: no token.
+    // The agents looked everywhere they could: no token. (The probe writes into its
+    // worktree, the one place a sandboxed agent may write, so it is committed too.)
     let worktrees = f.t.home.join("data/fanout/worktrees");
     let mut seen = 0;
     for id in 1..=2 {
@@ -536,7 +537,7 @@ fn run_mode_runs_agents_without_the_token_and_publishes_in_a_later_step() {
             .into_iter()
             .flatten()
             .flatten()
-            .map(|d| d.path().join(run_id).join(format!("saw-{id}.txt")))
+            .map(|d| d.path().join(run_id).join(format!("w{id}/saw-{id}.txt")))
             .find(|p| p.is_file())
             .unwrap_or_else(|| {
                 fail(&format!(
