@@ -173,6 +173,13 @@ pub struct PublishArgs {
     /// First wait after a 5xx or a dropped connection (default 1s).
     #[arg(long, value_name = "DURATION", value_parser = seconds, hide = true)]
     pub server_error_backoff: Option<f64>,
+    /// `stable`: one branch and pull request per task across runs; `per-run`: new ones
+    /// every run (default: `stable` in a scheduled workflow, else `per-run`).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub branch: Option<crate::config::BranchMode>,
+    /// Stable branches: open a pull request again although a human closed the last one.
+    #[arg(long)]
+    pub reopen: bool,
 }
 
 impl PublishArgs {
@@ -207,6 +214,8 @@ impl PublishArgs {
             max_wait: self.max_wait,
             max_attempts: self.max_attempts,
             server_error_backoff: self.server_error_backoff,
+            branch: self.branch,
+            reopen: self.reopen,
         }
     }
 }

@@ -340,6 +340,27 @@ pub struct PublishConfig {
     pub max_wait: Option<Seconds>,
     /// Most attempts per API request (default 6).
     pub max_attempts: Option<u32>,
+    /// `stable`: one branch and one open pull request per task, updated by every run
+    /// (`<prefix>/<task-key>`); `per-run`: new branches every run. Default: `stable`
+    /// in a scheduled workflow (`GITHUB_EVENT_NAME=schedule`), else `per-run`.
+    pub branch: Option<BranchMode>,
+    /// Stable branches: close a task's pull request (and delete its branch) when a run
+    /// finds nothing to change (default `true`).
+    pub close_stale: Option<bool>,
+}
+
+/// Which branch a worker's pull request comes from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum BranchMode {
+    /// `<prefix>/<run-id>/w<N>-…`: new branches (and pull requests) every run.
+    #[default]
+    PerRun,
+    /// `<prefix>/<task-key>`: one branch and one open pull request per task, updated by
+    /// every run.
+    Stable,
 }
 
 /// Statuses that may be published besides `success`.

@@ -276,6 +276,9 @@ pub enum Operation {
     Updated,
     /// The open pull request was already up to date.
     Unchanged,
+    /// The task's open pull request was closed (and its branch deleted): tonight's
+    /// worker found nothing to change (stable branches, `close_stale`).
+    Closed,
     /// Not eligible (status, empty diff): no push, no pull request.
     Skipped,
     /// Something went wrong; see the reason.
@@ -289,6 +292,7 @@ impl Operation {
             Operation::Created => "created",
             Operation::Updated => "updated",
             Operation::Unchanged => "unchanged",
+            Operation::Closed => "closed",
             Operation::Skipped => "skipped",
             Operation::Failed => "failed",
         }

@@ -3,8 +3,10 @@
 //! - the lease comes from the remote, asked at push time: a branch is written when the
 //!   remote has none, when its tip is work after the run's base that the commit pushed
 //!   contains (a fast-forward), or when its tip is a commit of this very worker (its
-//!   `Fanout-Run:`/`Fanout-Worker:` trailers) — a branch someone else moved is never
-//!   overwritten; the lease is checked again inside the push itself (libgit2's push
+//!   `Fanout-Run:`/`Fanout-Worker:` trailers), or when it is a commit a marked pull
+//!   request of this task says fanout pushed (the lease's `claimed` tips, from
+//!   [`super::stable`]) — a branch someone else moved is never overwritten, and a
+//!   branch is deleted only at a claimed tip; the lease is checked again inside the push itself (libgit2's push
 //!   negotiation, git's `--force-with-lease`), so a change between the look and the
 //!   push is caught too;
 //! - the URL is the one given: libgit2 pushes through an anonymous remote (no
@@ -42,7 +44,7 @@ impl Owner {
 }
 
 /// One branch to push.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lease {
     /// Branch name.
     pub branch: String,
@@ -52,6 +54,25 @@ pub struct Lease {
     pub base: Oid,
     /// Whose branch it is.
     pub owner: Owner,
+    /// Remote tips fanout may replace because its marked pull request says it pushed
+    /// them (stable branches); empty for per-run branches.
+    pub claimed: Vec<Oid>,
+    /// Delete the remote branch (only at a claimed tip) instead of pushing `local`.
+    pub delete: bool,
+}
+
+impl Lease {
+    /// Delete `branch` when the remote's tip is one of `claimed`.
+    pub fn deletion(branch: &str, claimed: Vec<Oid>, owner: Owner) -> Lease {
+        Lease {
+            branch: branch.to_owned(),
+            local: Oid::ZERO_SHA1,
+            base: Oid::ZERO_SHA1,
+            owner,
+            claimed,
+            delete: true,
+        }
+    }
 }
 
 /// What happened to one branch.
@@ -95,6 +116,26 @@ fn decide(
     let mut to_push = ToPush::new();
     for lease in leases {
         let name = format!("refs/heads/{}", lease.branch);
+        if lease.delete {
+            match current.get(&name) {
+                None => {
+                    results.insert(lease.branch.clone(), PushResult::UpToDate);
+                }
+                Some(oid) if lease.claimed.contains(oid) => {
+                    to_push.insert(name, (Oid::ZERO_SHA1, Some(*oid)));
+                }
+                Some(oid) => {
+                    results.insert(
+                        lease.branch.clone(),
+                        PushResult::Refused(format!(
+                            "the remote branch is at {}, which fanout did not push; not deleted",
+                            &oid.to_string()[..7]
+                        )),
+                    );
+                }
+            }
+            continue;
+        }
         match current.get(&name) {
             Some(oid) if *oid == lease.local => {
                 results.insert(lease.branch.clone(), PushResult::UpToDate);
@@ -120,6 +161,9 @@ fn decide(
 /// this worker, or work on top of the run's base that the lease's commit contains
 /// (a fast-forward; the base itself, or anything not built on it, is someone else's).
 fn ours(repo: &Repository, tip: Oid, lease: &Lease) -> bool {
+    if lease.claimed.contains(&tip) {
+        return true;
+    }
     let after_base =
         tip != lease.base && repo.graph_descendant_of(tip, lease.base).unwrap_or(false);
     after_base && repo.graph_descendant_of(lease.local, tip).unwrap_or(false)
@@ -187,10 +231,7 @@ fn with_libgit2(
     if to_push.is_empty() {
         return Ok(results);
     }
-    let refspecs: Vec<String> = to_push
-        .iter()
-        .map(|(name, (oid, _))| format!("+{oid}:{name}"))
-        .collect();
+    let refspecs: Vec<String> = to_push.iter().map(refspec).collect();
     let rejected = std::cell::RefCell::new(BTreeMap::<String, String>::new());
     let lease_broken = std::cell::RefCell::new(None::<String>);
     let pushed = {
@@ -243,6 +284,15 @@ fn with_libgit2(
     Ok(results)
 }
 
+/// `+<commit>:<ref>`, or `:<ref>` to delete it.
+fn refspec((name, (oid, _)): (&String, &(Oid, Option<Oid>))) -> String {
+    if oid.is_zero() {
+        format!(":{name}")
+    } else {
+        format!("+{oid}:{name}")
+    }
+}
+
 fn branch_of(refname: &str) -> String {
     refname.trim_start_matches("refs/heads/").to_owned()
 }
@@ -278,11 +328,7 @@ fn with_git(
         args.push(format!("--force-with-lease={name}:{seen}"));
     }
     args.push(url.to_owned());
-    args.extend(
-        to_push
-            .iter()
-            .map(|(name, (oid, _))| format!("+{oid}:{name}")),
-    );
+    args.extend(to_push.iter().map(refspec));
     let inv = git()
         .args(&args)
         .invocation()
@@ -308,7 +354,7 @@ fn porcelain_result(out: &str, refname: &str, stderr: &str) -> PushResult {
             .is_some_and(|(_, to)| to == refname)
     });
     match line.and_then(|l| l.chars().next()) {
-        Some(' ' | '+' | '*') => PushResult::Pushed,
+        Some(' ' | '+' | '*' | '-') => PushResult::Pushed,
         Some('=') => PushResult::UpToDate,
         Some(_) => {
             let why = line

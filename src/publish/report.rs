@@ -16,7 +16,7 @@ use super::github::auth::{Credentials, connect};
 use super::github::{GitHub, RepoSlug, RetryPolicy};
 use super::target::{self, PushInputs, PushTo};
 use super::{PublishOptions, counts, publish, record as record_outcomes};
-use crate::config::{ConfigFile, IncludeStatus};
+use crate::config::{BranchMode, ConfigFile, IncludeStatus};
 use crate::exit::{self, Failure};
 use crate::model::PublishOutcome;
 use crate::repo::{PushRecord, UserRepo};
@@ -64,6 +64,10 @@ pub struct PublishFlags {
     pub max_attempts: Option<u32>,
     /// First wait after a 5xx or a dropped connection, in seconds.
     pub server_error_backoff: Option<f64>,
+    /// Per-run or stable branches.
+    pub branch: Option<crate::config::BranchMode>,
+    /// Open a pull request again although a human closed the last one.
+    pub reopen: bool,
 }
 
 /// Read a `results.json`.
@@ -231,7 +235,21 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         push: target.push.clone(),
         run_url: target.run_url.clone(),
         server_url: target.server_url.clone(),
+        branch: branch_mode(args.branch.or(cfg.branch)),
+        close_stale: cfg.close_stale.unwrap_or(true),
+        reopen: args.reopen,
     }
+}
+
+/// The branch mode asked for, else `stable` in a scheduled workflow, else `per-run`.
+fn branch_mode(asked: Option<BranchMode>) -> BranchMode {
+    asked.unwrap_or_else(|| {
+        if env("GITHUB_EVENT_NAME").as_deref() == Some("schedule") {
+            BranchMode::Stable
+        } else {
+            BranchMode::PerRun
+        }
+    })
 }
 
 /// Talking to GitHub.

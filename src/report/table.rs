@@ -109,7 +109,10 @@ pub fn pr_table(report: &RunReport) -> String {
     for r in &report.results {
         let Some(p) = &r.publish else { continue };
         let what = match (p.operation, &p.url) {
-            (Operation::Created | Operation::Updated | Operation::Unchanged, Some(url)) => {
+            (
+                Operation::Created | Operation::Updated | Operation::Unchanged | Operation::Closed,
+                Some(url),
+            ) => {
                 format!("#{} {url}", p.number.unwrap_or_default())
             }
             _ => p.reason.clone().unwrap_or_default(),

@@ -165,6 +165,38 @@ pub struct PullRequest {
     pub created_at: u64,
     pub updated_at: u64,
     pub closed_at: Option<u64>,
+    /// Merged (then also `closed`).
+    pub merged: bool,
+}
+
+/// An issue held by the fake (pull requests are kept apart, in `pulls`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub number: u64,
+    /// `"open"` or `"closed"`.
+    pub state: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub labels: Vec<String>,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// A comment on an issue or pull request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comment {
+    /// The issue's or pull request's number.
+    pub number: u64,
+    pub body: String,
+}
+
+/// A review submitted on a pull request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Review {
+    pub pull_number: u64,
+    pub body: String,
+    /// `COMMENT`, `APPROVE`, `REQUEST_CHANGES`, or empty (pending).
+    pub event: String,
 }
 
 /// Handle to a running fake GitHub server.
@@ -312,6 +344,45 @@ impl FakeGitHub {
         )
     }
 
+    /// Closes a pull request as a human would (without merging).
+    pub fn close_pull(&self, number: u64) {
+        let mut state = self.lock();
+        let pr = state
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
+        pr.state = "closed".into();
+        pr.closed_at = Some(now_secs());
+    }
+
+    /// Merges a pull request (its state becomes `closed`, `merged_at` is set).
+    pub fn merge_pull(&self, number: u64) {
+        self.close_pull(number);
+        let mut state = self.lock();
+        let pr = state
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
+        pr.merged = true;
+    }
+
+    /// Current issues (pull requests not included).
+    pub fn issues(&self) -> Vec<Issue> {
+        self.lock().issues.clone()
+    }
+
+    /// Comments posted so far, oldest first.
+    pub fn comments(&self) -> Vec<Comment> {
+        self.lock().comments.clone()
+    }
+
+    /// Reviews submitted so far, oldest first.
+    pub fn reviews(&self) -> Vec<Review> {
+        self.lock().reviews.clone()
+    }
+
     /// Times at which POST and PATCH requests were received, in order.
     pub fn mutation_times(&self) -> Vec<Instant> {
         self.lock().mutation_times.clone()
@@ -448,6 +519,9 @@ struct State {
     app: Option<App>,
     installation_tokens: Vec<String>,
     pulls: Vec<PullRequest>,
+    issues: Vec<Issue>,
+    comments: Vec<Comment>,
+    reviews: Vec<Review>,
     faults: Vec<Fault>,
     requests: Vec<RecordedRequest>,
     violations: Vec<String>,
@@ -527,6 +601,9 @@ impl State {
             app: None,
             installation_tokens: Vec::new(),
             pulls: Vec::new(),
+            issues: Vec::new(),
+            comments: Vec::new(),
+            reviews: Vec::new(),
             faults: Vec::new(),
             requests: Vec::new(),
             violations: Vec::new(),
@@ -826,6 +903,11 @@ impl State {
             "pulls/update" => self.update_pull(number("pull_number"), call),
             "issues/add-labels" => self.add_labels(number("issue_number"), call),
             "pulls/request-reviewers" => self.request_reviewers(number("pull_number"), call),
+            "pulls/create-review" => self.create_review(number("pull_number"), call),
+            "issues/create-comment" => self.create_comment(number("issue_number"), call),
+            "issues/list-for-repo" => self.list_issues(call),
+            "issues/create" => self.create_issue(call),
+            "issues/update" => self.update_issue(number("issue_number"), call),
             "apps/get-repo-installation" => Reply::json(200, self.installation_json()),
             "apps/create-installation-access-token" => {
                 self.create_token(number("installation_id"), call)
@@ -872,7 +954,7 @@ impl State {
         maintainer_can_modify: bool,
         now: u64,
     ) -> u64 {
-        let number = self.pulls.iter().map(|pr| pr.number).max().unwrap_or(0) + 1;
+        let number = self.next_number();
         let head_sha = fake_sha(&format!("{head_owner}:{head_ref}#{number}"));
         self.pulls.push(PullRequest {
             number,
@@ -895,8 +977,16 @@ impl State {
             created_at: now,
             updated_at: now,
             closed_at: None,
+            merged: false,
         });
         number
+    }
+
+    /// Issues and pull requests share one sequence of numbers.
+    fn next_number(&self) -> u64 {
+        let pulls = self.pulls.iter().map(|pr| pr.number);
+        let issues = self.issues.iter().map(|i| i.number);
+        pulls.chain(issues).max().unwrap_or(0) + 1
     }
 
     fn list_pulls(&self, call: &Call<'_>) -> Reply {
@@ -1144,6 +1234,198 @@ impl State {
         Reply::json(201, self.pull_json(&pr, false))
     }
 
+    fn create_comment(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        let exists =
+            self.find_pull(number).is_some() || self.issues.iter().any(|i| i.number == number);
+        if !exists {
+            return Reply::not_found(
+                "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
+            );
+        }
+        let body = call.body["body"].as_str().unwrap_or_default().to_string();
+        self.comments.push(Comment {
+            number,
+            body: body.clone(),
+        });
+        let id = self.comments.len() as u64;
+        let mut v = spec().examples["issue-comment"]["value"].clone();
+        rewrite_strings(&mut v, &[("https://api.github.com", &self.base_url)]);
+        let api = self.api_repo_url();
+        v["id"] = json!(id);
+        v["node_id"] = json!(format!("IC_fake{id}"));
+        v["body"] = json!(body);
+        v["url"] = json!(format!("{api}/issues/comments/{id}"));
+        v["issue_url"] = json!(format!("{api}/issues/{number}"));
+        v["html_url"] = json!(format!(
+            "https://github.com/{}/{}/issues/{number}#issuecomment-{id}",
+            self.owner, self.repo
+        ));
+        v["user"] = self.user_json(&self.owner);
+        v["created_at"] = json!(rfc3339(call.now));
+        v["updated_at"] = json!(rfc3339(call.now));
+        Reply::json(201, v)
+    }
+
+    fn create_review(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        if self.find_pull(number).is_none() {
+            return Reply::not_found(
+                "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request",
+            );
+        }
+        let body = call.body["body"].as_str().unwrap_or_default().to_string();
+        let event = call.body["event"].as_str().unwrap_or_default().to_string();
+        if matches!(event.as_str(), "COMMENT" | "REQUEST_CHANGES") && body.is_empty() {
+            return Reply::validation_failed(
+                json!([{"resource": "PullRequestReview", "code": "missing_field", "field": "body"}]),
+                "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request",
+            );
+        }
+        self.reviews.push(Review {
+            pull_number: number,
+            body: body.clone(),
+            event: event.clone(),
+        });
+        let id = self.reviews.len() as u64;
+        let mut v = spec().examples["pull-request-review"]["value"].clone();
+        rewrite_strings(&mut v, &[("https://api.github.com", &self.base_url)]);
+        let api = self.api_repo_url();
+        let html = format!(
+            "https://github.com/{}/{}/pull/{number}",
+            self.owner, self.repo
+        );
+        v["id"] = json!(id);
+        v["node_id"] = json!(format!("PRR_fake{id}"));
+        v["body"] = json!(body);
+        v["user"] = self.user_json(&self.owner);
+        v["state"] = json!(match event.as_str() {
+            "APPROVE" => "APPROVED",
+            "REQUEST_CHANGES" => "CHANGES_REQUESTED",
+            "COMMENT" => "COMMENTED",
+            _ => "PENDING",
+        });
+        v["html_url"] = json!(format!("{html}#pullrequestreview-{id}"));
+        v["pull_request_url"] = json!(format!("{api}/pulls/{number}"));
+        v["_links"] = json!({"html": {"href": format!("{html}#pullrequestreview-{id}")},
+                             "pull_request": {"href": format!("{api}/pulls/{number}")}});
+        v["submitted_at"] = json!(rfc3339(call.now));
+        Reply::json(200, v)
+    }
+
+    fn issue_json(&self, issue: &Issue) -> Value {
+        let mut v = spec().examples["issue"]["value"].clone();
+        rewrite_strings(&mut v, &[("https://api.github.com", &self.base_url)]);
+        let api = self.api_repo_url();
+        let n = issue.number;
+        v["id"] = json!(2_000_000 + n);
+        v["node_id"] = json!(format!("I_fake{n}"));
+        v["url"] = json!(format!("{api}/issues/{n}"));
+        v["repository_url"] = json!(api.clone());
+        v["labels_url"] = json!(format!("{api}/issues/{n}/labels{{/name}}"));
+        v["comments_url"] = json!(format!("{api}/issues/{n}/comments"));
+        v["events_url"] = json!(format!("{api}/issues/{n}/events"));
+        v["html_url"] = json!(format!(
+            "https://github.com/{}/{}/issues/{n}",
+            self.owner, self.repo
+        ));
+        v["number"] = json!(n);
+        v["state"] = json!(issue.state);
+        v["state_reason"] = Value::Null;
+        v["title"] = json!(issue.title);
+        v["body"] = json!(issue.body);
+        v["user"] = self.user_json(&self.owner);
+        v["labels"] = Value::Array(issue.labels.iter().map(|l| self.label_json(l)).collect());
+        v["assignee"] = Value::Null;
+        v["assignees"] = json!([]);
+        v["milestone"] = Value::Null;
+        v["locked"] = json!(false);
+        v["active_lock_reason"] = Value::Null;
+        v["comments"] = json!(self.comments.iter().filter(|c| c.number == n).count());
+        v["closed_at"] = Value::Null;
+        v["closed_by"] = Value::Null;
+        v["created_at"] = json!(rfc3339(issue.created_at));
+        v["updated_at"] = json!(rfc3339(issue.updated_at));
+        if let Some(object) = v.as_object_mut() {
+            object.remove("pull_request");
+        }
+        v
+    }
+
+    fn list_issues(&self, call: &Call<'_>) -> Reply {
+        let state = call.query.get("state").map_or("open", String::as_str);
+        let labels: Vec<&str> = call
+            .query
+            .get("labels")
+            .map(|l| l.split(',').filter(|x| !x.is_empty()).collect())
+            .unwrap_or_default();
+        let mut matching: Vec<&Issue> = self
+            .issues
+            .iter()
+            .filter(|i| state == "all" || i.state == state)
+            .filter(|i| {
+                labels
+                    .iter()
+                    .all(|l| i.labels.iter().any(|have| have.eq_ignore_ascii_case(l)))
+            })
+            .collect();
+        matching.sort_by_key(|i| std::cmp::Reverse(i.number));
+        let per_page = call
+            .query
+            .get("per_page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(30)
+            .clamp(1, 100);
+        let items: Vec<Value> = matching
+            .iter()
+            .take(per_page)
+            .map(|i| self.issue_json(i))
+            .collect();
+        Reply::json(200, Value::Array(items))
+    }
+
+    fn create_issue(&mut self, call: &Call<'_>) -> Reply {
+        let Some(title) = call.body["title"].as_str() else {
+            return Reply::validation_failed(
+                json!([{"resource": "Issue", "code": "missing_field", "field": "title"}]),
+                "https://docs.github.com/rest/issues/issues#create-an-issue",
+            );
+        };
+        let labels: Vec<String> = call.body["labels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.as_str().map(str::to_string))
+            .collect();
+        let issue = Issue {
+            number: self.next_number(),
+            state: "open".into(),
+            title: title.to_string(),
+            body: call.body["body"].as_str().map(str::to_string),
+            labels,
+            created_at: call.now,
+            updated_at: call.now,
+        };
+        self.issues.push(issue.clone());
+        Reply::json(201, self.issue_json(&issue))
+    }
+
+    fn update_issue(&mut self, number: u64, call: &Call<'_>) -> Reply {
+        let Some(issue) = self.issues.iter_mut().find(|i| i.number == number) else {
+            return Reply::not_found("https://docs.github.com/rest/issues/issues#update-an-issue");
+        };
+        if let Some(title) = call.body["title"].as_str() {
+            issue.title = title.to_string();
+        }
+        if let Some(body) = call.body["body"].as_str() {
+            issue.body = Some(body.to_string());
+        }
+        if let Some(state) = call.body["state"].as_str() {
+            issue.state = state.to_string();
+        }
+        issue.updated_at = call.now;
+        let issue = issue.clone();
+        Reply::json(200, self.issue_json(&issue))
+    }
+
     fn create_token(&mut self, installation_id: u64, call: &Call<'_>) -> Reply {
         if installation_id != INSTALLATION_ID {
             return Reply::not_found(
@@ -1363,7 +1645,11 @@ impl State {
         set(&mut v, "created_at", json!(rfc3339(pr.created_at)));
         set(&mut v, "updated_at", json!(rfc3339(pr.updated_at)));
         set(&mut v, "closed_at", json!(pr.closed_at.map(rfc3339)));
-        set(&mut v, "merged_at", Value::Null);
+        set(
+            &mut v,
+            "merged_at",
+            json!(pr.merged.then(|| rfc3339(pr.closed_at.unwrap_or(0)))),
+        );
         set(&mut v, "merge_commit_sha", Value::Null);
         set(&mut v, "head", head);
         set(&mut v, "base", base);
@@ -1385,7 +1671,7 @@ impl State {
         set(&mut v, "auto_merge", Value::Null);
         set(&mut v, "draft", json!(pr.draft));
         if full {
-            set(&mut v, "merged", json!(false));
+            set(&mut v, "merged", json!(pr.merged));
             set(&mut v, "mergeable", Value::Null);
             set(&mut v, "rebaseable", Value::Null);
             set(&mut v, "mergeable_state", json!("unknown"));

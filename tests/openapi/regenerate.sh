@@ -2,7 +2,8 @@
 # Regenerates the trimmed copies of GitHub's official OpenAPI description (as
 # published in the npm package @octokit/openapi) that the loopback fakes check
 # requests and responses against:
-#   github-trimmed.json   pull requests, App tokens (tests/common/fake_github.rs)
+#   github-trimmed.json   pull requests, issues and comments, reviews, App tokens
+#                         (tests/common/fake_github.rs)
 #   github-releases.json  releases and their assets (tests/support/fake_release.rs)
 #
 # Each trimmed file keeps only the operations its fake implements, plus every
@@ -65,6 +66,11 @@ OUTPUTS = {
         "apps/get-repo-installation",
         "apps/create-installation-access-token",
         "repos/get",
+        "issues/create-comment",
+        "issues/list-for-repo",
+        "issues/create",
+        "issues/update",
+        "pulls/create-review",
     ],
     "github-releases.json": [
         "repos/list-releases",

@@ -1,5 +1,6 @@
-//! The GitHub REST client fanout needs, and nothing more: pull requests (find, create,
-//! update, label, request reviewers) and GitHub App installation tokens.
+//! The GitHub REST client fanout needs, and nothing more: pull requests (find, list,
+//! create, update, close, label, request reviewers), issue comments, and GitHub App
+//! installation tokens.
 //!
 //! Requests go through octocrab's raw calls (`_get`, `_post`, `_patch`) so that fanout
 //! sees every status and header: mutations are serialized and paced, rate limits are
@@ -101,6 +102,9 @@ pub struct PullRequest {
     /// Labels.
     #[serde(default)]
     pub labels: Vec<Label>,
+    /// When it was merged (`None`: not merged).
+    #[serde(default)]
+    pub merged_at: Option<String>,
 }
 
 /// `head` / `base` of a pull request.
@@ -396,6 +400,50 @@ impl GitHub {
         let pulls: Vec<PullRequest> =
             serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pulls: {e}")))?;
         Ok(pulls.into_iter().find(|p| p.head.branch == branch))
+    }
+
+    /// Every pull request (open or closed, newest first; the first 100) whose head is
+    /// `branch` in this repository.
+    pub async fn list_pulls(&self, branch: &str) -> Result<Vec<PullRequest>, ApiError> {
+        let path = self.repo_path(&format!(
+            "/pulls?state=all&head={}&sort=created&direction=desc&per_page=100",
+            encode(&format!("{}:{branch}", self.repo.owner)),
+        ));
+        let v = self.request(Verb::Get, &path, None, true).await?;
+        let pulls: Vec<PullRequest> =
+            serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pulls: {e}")))?;
+        Ok(pulls
+            .into_iter()
+            .filter(|p| p.head.branch == branch)
+            .collect())
+    }
+
+    /// Close a pull request (without merging it).
+    pub async fn close_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
+        let payload = serde_json::json!({"state": "closed"});
+        let v = self
+            .request(
+                Verb::Patch,
+                &self.repo_path(&format!("/pulls/{number}")),
+                Some(&payload),
+                true,
+            )
+            .await?;
+        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
+    }
+
+    /// Comment on an issue or pull request. Not retried after an ambiguous failure (a
+    /// second comment would be a duplicate).
+    pub async fn comment(&self, number: u64, body: &str) -> Result<(), ApiError> {
+        let payload = serde_json::json!({ "body": body });
+        self.request(
+            Verb::Post,
+            &self.repo_path(&format!("/issues/{number}/comments")),
+            Some(&payload),
+            false,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Create a pull request. Not retried after an ambiguous failure.

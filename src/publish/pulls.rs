@@ -1,0 +1,386 @@
+//! What both ways of publishing share ([`super::publish`] for per-run branches,
+//! [`super::lifecycle`] for stable ones): the options, which workers are eligible,
+//! checking a worker's branch against the plan, pushing, and opening or updating a
+//! pull request with its labels and reviewers.
+
+use std::collections::BTreeMap;
+
+use git2::Oid;
+
+use super::github::{ApiError, GitHub, NewPull, PullRequest};
+use super::push::{self, Lease, PushResult};
+use super::stable;
+use super::target;
+
+use crate::model::{Operation, PublishOutcome, Status, WorkerResult};
+use crate::run::results::RunReport;
+
+/// How to publish.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// Also publish `partial` workers.
+    pub include_partial: bool,
+    /// Labels for every pull request.
+    pub labels: Vec<String>,
+    /// Open as drafts.
+    pub draft: bool,
+    /// Users asked to review.
+    pub reviewers: Vec<String>,
+    /// Teams asked to review.
+    pub team_reviewers: Vec<String>,
+    /// Base branch override (default: the plan's base branch).
+    pub base: Option<String>,
+    /// Where to push (decided and checked before: [`target::push_to`]).
+    pub push: target::PushTo,
+    /// Link to the Actions run, for PR bodies.
+    pub run_url: Option<String>,
+    /// Web base (`https://github.com`) for compare links.
+    pub server_url: String,
+    /// Per-run branches, or one stable branch per task ([`stable`]).
+    pub branch: stable::BranchMode,
+    /// Stable branches: close a task's pull request when its worker changed nothing.
+    pub close_stale: bool,
+    /// Stable branches: open a pull request again after a human closed it.
+    pub reopen: bool,
+}
+
+/// Why a worker is not published, or `None` when it is.
+pub fn ineligible(r: &WorkerResult, include_partial: bool) -> Option<String> {
+    match r.status {
+        Status::Success => {}
+        Status::Partial if include_partial => {}
+        Status::Partial => {
+            return Some("status partial (use --include partial to publish it)".into());
+        }
+        s => return Some(format!("status {s}")),
+    }
+    if r.files_modified.is_empty() {
+        return Some("no changes".into());
+    }
+    if r.commit.is_none() {
+        return Some("no commit".into());
+    }
+    None
+}
+
+pub(super) fn outcome(op: Operation, reason: Option<String>) -> PublishOutcome {
+    PublishOutcome {
+        operation: op,
+        number: None,
+        url: None,
+        reason,
+        pushed_commit: None,
+        compare_url: None,
+    }
+}
+
+/// What may be pushed for `r`, trusting nothing in it that an agent could have
+/// written: its branch must be the plan's branch for that worker (the run's
+/// integration branch for worker 0), inside the run's namespace
+/// (`<prefix>/<run-id>/`); its commit must exist here and descend from the plan's base
+/// commit.
+pub fn verify(
+    repo: &git2::Repository,
+    report: &RunReport,
+    r: &WorkerResult,
+) -> Result<Lease, String> {
+    let plan = &report.plan;
+    let first = plan.workers.first().ok_or("the plan has no worker")?;
+    let namespace = match first.branch.rsplit_once('/') {
+        Some((ns, _)) if ns.ends_with(&format!("/{}", plan.run_id)) || ns == plan.run_id => {
+            format!("{ns}/")
+        }
+        _ => {
+            return Err(format!(
+                "the plan's branch {} is outside any run's namespace",
+                first.branch
+            ));
+        }
+    };
+    let (planned, worker) = if r.worker_id == 0 {
+        (format!("{namespace}integration"), None)
+    } else {
+        let w = plan
+            .workers
+            .iter()
+            .find(|w| w.id == r.worker_id)
+            .ok_or_else(|| format!("worker {} is not in the plan", r.worker_id))?;
+        (w.branch.clone(), Some(w.id))
+    };
+    if r.branch != planned || !planned.starts_with(&namespace) || report.run_id != plan.run_id {
+        return Err(format!(
+            "branch {:?} is not the plan's branch for this worker ({planned})",
+            r.branch
+        ));
+    }
+    let local: Oid = r
+        .commit
+        .as_deref()
+        .and_then(|c| c.parse().ok())
+        .ok_or("bad commit id")?;
+    let base: Oid = plan
+        .base
+        .commit
+        .parse()
+        .map_err(|_| "the plan's base commit is not a commit id")?;
+    repo.find_commit(local).map_err(|_| {
+        format!(
+            "commit {} is not in this repository",
+            crate::util::short(&local.to_string())
+        )
+    })?;
+    if !repo.graph_descendant_of(local, base).unwrap_or(false) {
+        return Err(format!(
+            "commit {} does not descend from the run's base {}",
+            crate::util::short(&local.to_string()),
+            crate::util::short(&plan.base.commit)
+        ));
+    }
+    Ok(Lease {
+        branch: planned,
+        local,
+        base,
+        owner: push::Owner {
+            run_id: plan.run_id.clone(),
+            worker,
+        },
+        claimed: Vec::new(),
+        delete: false,
+    })
+}
+
+/// One push for every branch; an error says why none was pushed.
+pub(super) async fn push_all(
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    push_token: Option<&str>,
+    leases: &[(u32, Lease)],
+) -> Result<BTreeMap<String, PushResult>, String> {
+    let repo_dir = repo_dir.to_owned();
+    let to = opts.push.clone();
+    let token = push_token.map(str::to_owned);
+    let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
+    let pushed = tokio::task::spawn_blocking(move || {
+        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
+        push::push(&repo, &to, token.as_deref(), &batch)
+    })
+    .await;
+    match pushed {
+        Ok(result) => result,
+        Err(_) => Err("push task failed".into()),
+    }
+}
+
+pub(super) fn compare_url(
+    opts: &PublishOptions,
+    github: &GitHub,
+    base: &str,
+    branch: &str,
+) -> String {
+    format!(
+        "{}/{}/compare/{}...{}?expand=1",
+        opts.server_url.trim_end_matches('/'),
+        github.repo(),
+        base,
+        branch
+    )
+}
+
+/// The base branch of the pull requests of `report`.
+pub(super) fn base_of(report: &RunReport, opts: &PublishOptions) -> Option<String> {
+    opts.base
+        .clone()
+        .or_else(|| report.plan.base.branch.clone())
+}
+
+/// Open the pull request of the pushed branch `head` into `base`, or update the open
+/// one; then its labels and reviewers.
+pub(super) async fn open_or_update(
+    head: &str,
+    base: &str,
+    title: &str,
+    body: &str,
+    github: &GitHub,
+    opts: &PublishOptions,
+) -> PublishOutcome {
+    let failed = |e: &ApiError| {
+        let mut o = outcome(Operation::Failed, Some(e.to_string()));
+        o.compare_url = Some(compare_url(opts, github, base, head));
+        o
+    };
+    let mut notes: Vec<String> = Vec::new();
+    let existing = match github.find_open_pull(head, base).await {
+        Ok(p) => p,
+        Err(e) => return failed(&e),
+    };
+    let pull = Pull {
+        head,
+        base,
+        title,
+        body,
+    };
+    let made = match existing {
+        Some(pr) => update_if_needed(github, pr, title, body)
+            .await
+            .map_err(|e| failed(&e)),
+        None => create(github, &pull, opts.draft, &failed, &mut notes).await,
+    };
+    let (op, pr) = match made {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let op = extras(github, &pr, op, opts, &mut notes).await;
+    PublishOutcome {
+        operation: op,
+        number: Some(pr.number),
+        url: Some(pr.html_url),
+        reason: (!notes.is_empty()).then(|| notes.join("; ")),
+        pushed_commit: None,
+        compare_url: None,
+    }
+}
+
+/// A pull request to open: its branch, base, title and body.
+struct Pull<'a> {
+    head: &'a str,
+    base: &'a str,
+    title: &'a str,
+    body: &'a str,
+}
+
+/// Open `pull`: as a draft when asked and the repository allows it; when someone
+/// opened it meanwhile (a concurrent run, an earlier attempt), update theirs; after
+/// an unclear answer, look before sending again. An error is the worker's outcome.
+async fn create(
+    github: &GitHub,
+    pull: &Pull<'_>,
+    draft: bool,
+    failed: &dyn Fn(&ApiError) -> PublishOutcome,
+    notes: &mut Vec<String>,
+) -> Result<(Operation, PullRequest), PublishOutcome> {
+    let mut draft = draft;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let new = NewPull {
+            title: pull.title,
+            head: pull.head,
+            base: pull.base,
+            body: pull.body,
+            draft,
+            maintainer_can_modify: true,
+        };
+        match github.create_pull(&new).await {
+            Ok(pr) => return Ok((Operation::Created, pr)),
+            Err(e) if e.status() == Some(422) && e.message_lower().contains("already exists") => {
+                return match github.find_open_pull(pull.head, pull.base).await {
+                    Ok(Some(pr)) => update_if_needed(github, pr, pull.title, pull.body)
+                        .await
+                        .map_err(|e| failed(&e)),
+                    Ok(None) => Err(failed(&e)),
+                    Err(e) => Err(failed(&e)),
+                };
+            }
+            Err(e) if draft && e.status() == Some(422) && e.message_lower().contains("draft") => {
+                notes.push("draft pull requests are not supported in this repository; opened as ready for review".into());
+                draft = false;
+            }
+            Err(e)
+                if e.status() == Some(403)
+                    && e.message_lower().contains("not permitted to create") =>
+            {
+                let mut o = failed(&e);
+                o.reason = Some(format!(
+                    "{e}. Enable \"Allow GitHub Actions to create and approve pull requests\" (Settings → Actions → General), or use a GitHub App token; open it by hand from the compare link"
+                ));
+                return Err(o);
+            }
+            Err(ApiError::Ambiguous(why)) if attempts < 3 => {
+                // Never re-send blindly: did it take effect?
+                match github.find_open_pull(pull.head, pull.base).await {
+                    Ok(Some(pr)) => {
+                        notes.push(format!("confirmed after an unclear answer ({why})"));
+                        return match update_if_needed(github, pr, pull.title, pull.body).await {
+                            Ok((_, pr)) => Ok((Operation::Created, pr)),
+                            Err(e) => Err(failed(&e)),
+                        };
+                    }
+                    Ok(None) => continue,
+                    Err(e) => return Err(failed(&e)),
+                }
+            }
+            Err(e) => return Err(failed(&e)),
+        }
+    }
+}
+
+/// Labels and reviewers: extras, they never fail the worker (a problem is a note).
+/// Returns the operation, `updated` when labels were added to an unchanged one.
+pub(super) async fn extras(
+    github: &GitHub,
+    pr: &PullRequest,
+    op: Operation,
+    opts: &PublishOptions,
+    notes: &mut Vec<String>,
+) -> Operation {
+    let missing: Vec<String> = opts
+        .labels
+        .iter()
+        .filter(|l| !pr.labels.iter().any(|have| &have.name == *l))
+        .cloned()
+        .collect();
+    let mut op = op;
+    if !missing.is_empty() {
+        match github.add_labels(pr.number, &missing).await {
+            Ok(()) => {
+                if op == Operation::Unchanged {
+                    op = Operation::Updated;
+                }
+            }
+            Err(e) => notes.push(format!("labels not added: {e}")),
+        }
+    }
+    if op == Operation::Created
+        && !(opts.reviewers.is_empty() && opts.team_reviewers.is_empty())
+        && let Err(e) = github
+            .request_reviewers(pr.number, &opts.reviewers, &opts.team_reviewers)
+            .await
+    {
+        notes.push(format!("reviewers not requested: {e}"));
+    }
+    op
+}
+
+async fn update_if_needed(
+    github: &GitHub,
+    pr: PullRequest,
+    title: &str,
+    body: &str,
+) -> Result<(Operation, PullRequest), ApiError> {
+    let same_body = pr.body.as_deref().map(str::trim_end) == Some(body.trim_end());
+    if pr.title == title && same_body {
+        return Ok((Operation::Unchanged, pr));
+    }
+    let updated = github.update_pull(pr.number, title, body).await?;
+    Ok((Operation::Updated, updated))
+}
+
+/// Attach outcomes to the report's results.
+pub fn record(report: &mut RunReport, outcomes: BTreeMap<u32, PublishOutcome>) {
+    for r in &mut report.results {
+        if let Some(o) = outcomes.get(&r.worker_id) {
+            r.publish = Some(o.clone());
+        }
+    }
+}
+
+/// Counts of operations, for messages and exit codes.
+pub fn counts(report: &RunReport) -> BTreeMap<&'static str, usize> {
+    let mut m = BTreeMap::new();
+    for r in &report.results {
+        if let Some(p) = &r.publish {
+            *m.entry(p.operation.as_str()).or_insert(0) += 1;
+        }
+    }
+    m
+}

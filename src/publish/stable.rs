@@ -1,0 +1,231 @@
+//! Stable task identity across runs (`branch: stable`): a task's key, the one remote
+//! branch each task publishes to night after night, and the marker by which fanout
+//! recognises its own pull requests (and so its own branches) in later runs.
+//!
+//! Worktrees keep their per-run local branches (`<prefix>/<run-id>/w<N>-…`); only the
+//! branch pushed is stable: `<prefix>/<task-key>`, plus `-<model>` when one task runs
+//! on several models. The key is the task's `id`, else a slug of its prompt.
+//!
+//! # Recognition, and its limits
+//!
+//! A pull request is fanout's when it carries the label [`LABEL`] and a hidden
+//! [`Marker`] for that task key in its body. The marker records the commit fanout
+//! pushed (`head`, and the one before it, `prev`), so a remote branch is overwritten
+//! only when its tip is a commit a marked pull request says fanout pushed: a branch of
+//! the same name someone else created, or fanout's branch with a commit a human added
+//! on top, is never overwritten. Names alone are never trusted. What this does not
+//! stop: someone with write access to the repository (who can push branches, write
+//! pull request bodies and apply labels) can forge a marker; anyone without it cannot
+//! create a branch in the repository at all.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Plan, Task};
+
+/// The label on every pull request fanout opens for a stable branch.
+pub const LABEL: &str = "fanout";
+
+/// Longest marker fanout reads from a body (anything longer is not fanout's).
+const MARKER_LIMIT: usize = 4096;
+const MARKER_OPEN: &str = "<!-- fanout:task ";
+const MARKER_CLOSE: &str = " -->";
+
+pub use crate::config::BranchMode;
+
+/// A task's key: its `id`, else a slug of its prompt.
+pub fn task_key(task: &Task) -> String {
+    match &task.id {
+        Some(id) => crate::plan::assign::slug(id, 48),
+        None => crate::plan::assign::slug(&task.prompt, 48),
+    }
+}
+
+/// A short, stable hash of a prompt (FNV-1a, 64 bits, hex): a changed prompt lets
+/// fanout open a pull request a human closed.
+pub fn prompt_hash(prompt: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in prompt.trim().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The branch prefix of a plan, from its first worker's branch
+/// (`<prefix>/<run-id>/w1-…`).
+pub fn prefix(plan: &Plan) -> Option<String> {
+    let first = plan.workers.first()?;
+    let (ns, _) = first.branch.rsplit_once('/')?;
+    let prefix = ns.strip_suffix(&format!("/{}", plan.run_id))?;
+    (!prefix.is_empty()).then(|| prefix.to_owned())
+}
+
+/// Each worker's stable identity: `(task key, branch)` by worker id. Two different
+/// tasks with the same key are an error (give them ids).
+pub fn branches(plan: &Plan) -> Result<BTreeMap<u32, (String, String)>, String> {
+    let prefix = prefix(plan).ok_or("the plan's branches have no prefix")?;
+    let mut models: BTreeMap<String, Vec<Option<&str>>> = BTreeMap::new();
+    let mut owner: BTreeMap<String, &Task> = BTreeMap::new();
+    for w in &plan.workers {
+        let key = task_key(&w.task);
+        if key.is_empty() {
+            return Err(format!(
+                "worker {}: the task has no usable key; give it an id",
+                w.id
+            ));
+        }
+        match owner.get(&key) {
+            Some(t) if t.prompt != w.task.prompt || t.id != w.task.id => {
+                return Err(format!(
+                    "two tasks share the key {key:?} (so would share a branch); give them distinct ids"
+                ));
+            }
+            _ => {
+                owner.insert(key.clone(), &w.task);
+            }
+        }
+        let list = models.entry(key).or_default();
+        if !list.contains(&w.model.as_deref()) {
+            list.push(w.model.as_deref());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for w in &plan.workers {
+        let key = task_key(&w.task);
+        let branch = if models[&key].len() > 1 {
+            let m = crate::plan::assign::slug(w.model_label(), 32);
+            format!("{prefix}/{key}-{m}")
+        } else {
+            format!("{prefix}/{key}")
+        };
+        out.insert(w.id, (key, branch));
+    }
+    Ok(out)
+}
+
+/// What fanout writes, hidden, at the end of a pull request's body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// The task key.
+    pub task: String,
+    /// The commit fanout pushed last.
+    pub head: String,
+    /// The commit it pushed before that, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
+    /// The base commit `head` was made on.
+    pub base: String,
+    /// `head`'s tree: the same tree on the same base is the same change.
+    pub tree: String,
+    /// [`prompt_hash`] of the task's prompt.
+    pub prompt: String,
+    /// The run that pushed `head`.
+    pub run: String,
+    /// The files `head` changes (the first 50).
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+impl Marker {
+    /// The hidden comment: JSON in which `<`, `>` and `&` are escaped, so nothing in
+    /// it can end the comment.
+    pub fn render(&self) -> String {
+        let mut m = self.clone();
+        m.files.truncate(50);
+        let json = serde_json::to_string(&m)
+            .expect("serializes")
+            .replace('<', "\\u003c")
+            .replace('>', "\\u003e")
+            .replace('&', "\\u0026");
+        format!("{MARKER_OPEN}{json}{MARKER_CLOSE}")
+    }
+
+    /// The marker in `body`, if there is one that parses (bounded: a marker longer
+    /// than 4 KiB is not fanout's). The last one wins: fanout appends it.
+    pub fn parse(body: &str) -> Option<Marker> {
+        let start = body.rfind(MARKER_OPEN)? + MARKER_OPEN.len();
+        let rest = &body[start..];
+        let end = rest.find(MARKER_CLOSE)?;
+        if end > MARKER_LIMIT {
+            return None;
+        }
+        let m: Marker = serde_json::from_str(&rest[..end]).ok()?;
+        let hex = |s: &str| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let ok = hex(&m.head)
+            && m.prev.as_deref().is_none_or(hex)
+            && hex(&m.base)
+            && hex(&m.tree)
+            && m.task.len() <= 64;
+        ok.then_some(m)
+    }
+
+    /// The commits a pull request with this marker vouches fanout pushed.
+    pub fn pushed(&self) -> Vec<String> {
+        std::iter::once(self.head.clone())
+            .chain(self.prev.clone())
+            .collect()
+    }
+}
+
+/// `body` with `marker` appended, the body cut so that both fit GitHub's limit.
+pub fn with_marker(body: &str, marker: &Marker) -> String {
+    let m = marker.render();
+    let room = super::body::BODY_LIMIT - m.chars().count() - 2;
+    let body = if body.chars().count() > room {
+        let cut: String = body.chars().take(room).collect();
+        cut
+    } else {
+        body.to_owned()
+    };
+    format!("{}\n\n{m}", body.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker() -> Marker {
+        Marker {
+            task: "docs".into(),
+            head: "a".repeat(40),
+            prev: Some("b".repeat(40)),
+            base: "c".repeat(40),
+            tree: "d".repeat(40),
+            prompt: prompt_hash("Improve the docs"),
+            run: "r1".into(),
+            files: vec!["x-->y<z>.md".into()],
+        }
+    }
+
+    #[test]
+    fn markers_round_trip_and_cannot_end_the_comment() {
+        let m = marker();
+        let text = m.render();
+        assert_eq!(text.matches("-->").count(), 1, "{text}");
+        assert!(text.ends_with(" -->"));
+        let body = with_marker("## Title\n\nbody", &m);
+        assert_eq!(Marker::parse(&body), Some(m.clone()));
+        // A forged or broken marker is no marker.
+        assert_eq!(Marker::parse(&body.replace(&"a".repeat(40), "zz")), None);
+        assert_eq!(Marker::parse("<!-- fanout:task {\"task\": -->"), None);
+        let huge = format!("{MARKER_OPEN}{}{MARKER_CLOSE}", " ".repeat(5000));
+        assert_eq!(Marker::parse(&huge), None);
+        assert_eq!(m.pushed(), vec!["a".repeat(40), "b".repeat(40)]);
+    }
+
+    #[test]
+    fn a_long_body_keeps_its_marker() {
+        let m = marker();
+        let body = with_marker(&"x".repeat(70_000), &m);
+        assert!(body.chars().count() <= super::super::body::BODY_LIMIT);
+        assert_eq!(Marker::parse(&body), Some(m));
+    }
+
+    #[test]
+    fn prompt_hashes_differ_with_the_prompt() {
+        assert_eq!(prompt_hash("a b"), prompt_hash(" a b\n"));
+        assert_ne!(prompt_hash("a b"), prompt_hash("a c"));
+    }
+}

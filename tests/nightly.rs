@@ -1,0 +1,352 @@
+//! Overnight maintenance across nights (issue #12): the same tasks run night after
+//! night, each from a fresh clone of one bare `origin`, publishing to stable branches
+//! against one loopback fake GitHub (every request checked against GitHub's OpenAPI
+//! description). One pull request per task across nights; a change no longer needed
+//! closes its pull request; a pull request a human closed stays closed; a branch
+//! fanout did not push is never overwritten.
+
+mod common;
+#[path = "common/fake_github.rs"]
+#[allow(dead_code)]
+mod fake_github;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use fake_github::FakeGitHub;
+use serde_json::Value;
+
+const TOKEN: &str = "test-token-nightly-4c1d";
+
+/// The agent: each task writes its file with the content the night gives it
+/// (`A_OUT`, `B_OUT`, `C_OUT`); an empty one changes nothing.
+const AGENT: &str = r#"[sh, -c, 'case "$FANOUT_TASK" in *alpha*) v=$A_OUT f=alpha.txt;; *beta*) v=$B_OUT f=beta.txt;; *) v=$C_OUT f=gamma.txt;; esac; test -z "$v" || echo "$v" > $f']"#;
+
+struct Nights {
+    t: TestEnv,
+    gh: FakeGitHub,
+    remote: PathBuf,
+    night: u32,
+}
+
+impl Nights {
+    fn new() -> Nights {
+        let t = TestEnv::new();
+        let remote = t.bare_origin();
+        let gh = FakeGitHub::start("octo", "demo");
+        gh.set_token(TOKEN);
+        Nights {
+            t,
+            gh,
+            remote,
+            night: 0,
+        }
+    }
+
+    /// A fresh clone of `origin` (a new runner), its config beside it.
+    fn clone(&mut self) -> (PathBuf, PathBuf) {
+        self.night += 1;
+        let dir = self.t.root().join(format!("night-{}", self.night));
+        self.t.git_in(
+            self.t.root(),
+            &[
+                "clone",
+                "-q",
+                self.remote.to_str().unwrap(),
+                dir.to_str().unwrap(),
+            ],
+        );
+        let cfg = self.t.root().join(format!("fanout-{}.yml", self.night));
+        std::fs::write(
+            &cfg,
+            format!(
+                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\ntasks:\n  - {{id: alpha, prompt: 'alpha: keep the docs fresh'}}\n  - {{id: beta, prompt: 'beta: tidy the changelog'}}\n  - {{id: gamma, prompt: 'gamma: fix the typo'}}\npublish:\n  branch: stable\n",
+                self.t.root().join(format!("wt-{}", self.night)).display()
+            ),
+        )
+        .unwrap();
+        (dir, cfg)
+    }
+
+    /// One night: run the three tasks with these outputs, then publish. Returns the
+    /// publish report and stderr.
+    fn night(&mut self, outputs: [&str; 3], extra: &[&str]) -> (Value, String) {
+        let (dir, cfg) = self.clone();
+        let run = self
+            .t
+            .command(FANOUT, &dir)
+            .args(["--config", cfg.to_str().unwrap(), "run", "--json"])
+            .env("A_OUT", outputs[0])
+            .env("B_OUT", outputs[1])
+            .env("C_OUT", outputs[2])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&run.stdout).unwrap_or_else(|e| {
+            panic!(
+                "run printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&run.stderr)
+            )
+        });
+        let run_id = report["run_id"].as_str().unwrap().to_owned();
+        self.publish(&dir, &cfg, &run_id, extra)
+    }
+
+    fn publish(&self, dir: &Path, cfg: &Path, run_id: &str, extra: &[&str]) -> (Value, String) {
+        let url = self.gh.url();
+        let mut args = vec![
+            "--config",
+            cfg.to_str().unwrap(),
+            "publish",
+            "--json",
+            "--run",
+            run_id,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        let out = self
+            .t
+            .command(FANOUT, dir)
+            .args(&args)
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("publish printed no JSON ({e}):\n{stderr}"));
+        (v, stderr)
+    }
+
+    /// The operation of each task's worker, by task id.
+    fn ops(report: &Value) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["task_id"].as_str().unwrap_or("?").to_owned(),
+                    r["publish"]["operation"].as_str().unwrap_or("-").to_owned(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn remote_branch(&self, branch: &str) -> Option<String> {
+        let out = self
+            .t
+            .command("git", self.t.root())
+            .args(["--git-dir", self.remote.to_str().unwrap()])
+            .args(["rev-parse", "--verify", "-q"])
+            .arg(format!("refs/heads/{branch}"))
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    fn remote_file(&self, branch: &str, file: &str) -> String {
+        self.t.git_in(
+            self.t.root(),
+            &[
+                "--git-dir",
+                self.remote.to_str().unwrap(),
+                "show",
+                &format!("{branch}:{file}"),
+            ],
+        )
+    }
+
+    fn pull_of(&self, branch: &str) -> fake_github::PullRequest {
+        let pulls: Vec<_> = self
+            .gh
+            .pulls()
+            .into_iter()
+            .filter(|p| p.head_ref == branch)
+            .collect();
+        assert_eq!(pulls.len(), 1, "{branch}: {pulls:?}");
+        pulls.into_iter().next().unwrap()
+    }
+}
+
+fn pair(task: &str, op: &str) -> (String, String) {
+    (task.to_owned(), op.to_owned())
+}
+
+#[test]
+fn three_nights_of_the_same_tasks_keep_one_pull_request_each() {
+    let mut n = Nights::new();
+
+    // Night 1: three changes, three pull requests on stable branches.
+    let (r, err) = n.night(["alpha 1", "beta 1", "gamma 1"], &[]);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("alpha", "created"),
+            pair("beta", "created"),
+            pair("gamma", "created")
+        ],
+        "{err}"
+    );
+    assert_eq!(n.gh.pulls().len(), 3);
+    for task in ["alpha", "beta", "gamma"] {
+        let pr = n.pull_of(&format!("fanout/{task}"));
+        assert_eq!(pr.state, "open");
+        assert!(pr.labels.contains(&"fanout".to_owned()), "{pr:?}");
+        assert!(
+            pr.body.as_deref().unwrap().contains("<!-- fanout:task {"),
+            "{pr:?}"
+        );
+        assert!(n.remote_branch(&format!("fanout/{task}")).is_some());
+    }
+    let alpha_1 = n.remote_branch("fanout/alpha").unwrap();
+    let beta_1 = n.remote_branch("fanout/beta").unwrap();
+
+    // Night 2 (a fresh clone): alpha's change differs, beta's is the same, gamma's
+    // is no longer needed. One updated, one left, one closed; no new pull request.
+    let (r, err) = n.night(["alpha 2", "beta 1", ""], &[]);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("alpha", "updated"),
+            pair("beta", "unchanged"),
+            pair("gamma", "closed")
+        ],
+        "{err}"
+    );
+    assert_eq!(n.gh.pulls().len(), 3, "no new pull request");
+    let alpha_2 = n.remote_branch("fanout/alpha").unwrap();
+    assert_ne!(alpha_2, alpha_1, "alpha's branch force-pushed");
+    assert_eq!(n.remote_file("fanout/alpha", "alpha.txt"), "alpha 2\n");
+    assert_eq!(n.remote_branch("fanout/beta").unwrap(), beta_1, "beta left");
+    assert_eq!(
+        n.remote_branch("fanout/gamma"),
+        None,
+        "gamma's branch deleted"
+    );
+    let gamma = n.pull_of("fanout/gamma");
+    assert_eq!(gamma.state, "closed");
+    let comments = n.gh.comments();
+    let alpha_pr = n.pull_of("fanout/alpha");
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.number == alpha_pr.number && c.body.contains("Updated by fanout run")),
+        "{comments:?}"
+    );
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.number == gamma.number && c.body.contains("Closed by fanout")),
+        "{comments:?}"
+    );
+    assert!(alpha_pr.body.unwrap().contains(&alpha_2));
+
+    // Night 3: a human closed beta's pull request; beta's change now differs, but
+    // the pull request is not opened again (nor a new one), and its branch is kept.
+    let beta = n.pull_of("fanout/beta");
+    n.gh.close_pull(beta.number);
+    let (r, err) = n.night(["alpha 2", "beta 3", ""], &[]);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("alpha", "unchanged"),
+            pair("beta", "skipped"),
+            pair("gamma", "skipped")
+        ],
+        "{err}"
+    );
+    let beta_result = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["task_id"] == "beta")
+        .unwrap();
+    assert!(
+        beta_result["publish"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("closed without merging"),
+        "{beta_result}"
+    );
+    assert_eq!(n.gh.pulls().len(), 3, "no new pull request");
+    assert_eq!(n.pull_of("fanout/beta").state, "closed");
+    assert_eq!(n.remote_branch("fanout/beta").unwrap(), beta_1);
+
+    // Night 4: --reopen opens beta again; alpha was merged, so its next change
+    // starts fresh in a new pull request.
+    n.gh.merge_pull(alpha_pr.number);
+    let (r, err) = n.night(["alpha 4", "beta 3", ""], &["--reopen"]);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("alpha", "created"),
+            pair("beta", "created"),
+            pair("gamma", "skipped")
+        ],
+        "{err}"
+    );
+    assert_eq!(n.gh.pulls().len(), 5);
+    assert_eq!(n.remote_file("fanout/alpha", "alpha.txt"), "alpha 4\n");
+    n.gh.assert_no_violations();
+}
+
+#[test]
+fn a_branch_fanout_did_not_push_is_never_overwritten() {
+    let mut n = Nights::new();
+    // Someone's own branch, named like a task's.
+    n.t.git(&["checkout", "-q", "-b", "fanout/alpha"]);
+    n.t.write("mine.txt", "mine\n");
+    n.t.git(&["add", "-A"]);
+    n.t.git(&["commit", "-q", "-m", "my own work"]);
+    n.t.git(&["push", "-q", "origin", "fanout/alpha"]);
+    n.t.git(&["checkout", "-q", "main"]);
+    let theirs = n.remote_branch("fanout/alpha").unwrap();
+    // Even with an open pull request from it (no fanout marker, no label).
+    n.gh.add_pull("octo:fanout/alpha", "main", "My own work");
+
+    let (r, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("alpha", "failed"), "{err}");
+    assert_eq!(ops[1], pair("beta", "created"), "{err}");
+    let alpha = &r["results"].as_array().unwrap()[0];
+    assert!(
+        alpha["publish"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("fanout did not push"),
+        "{alpha}"
+    );
+    assert_eq!(n.remote_branch("fanout/alpha").unwrap(), theirs);
+
+    // A human adds a commit on top of fanout's own branch: the next night does not
+    // overwrite it either.
+    let clone = n.t.root().join("human");
+    n.t.git_in(
+        n.t.root(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "fanout/beta",
+            n.remote.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(clone.join("beta.txt"), "a human's fix\n").unwrap();
+    n.t.git_in(&clone, &["commit", "-q", "-am", "human fix"]);
+    n.t.git_in(&clone, &["push", "-q", "origin", "fanout/beta"]);
+    let human = n.remote_branch("fanout/beta").unwrap();
+    let (r, err) = n.night(["alpha 1", "beta 2", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[1], pair("beta", "failed"), "{err}");
+    assert_eq!(n.remote_branch("fanout/beta").unwrap(), human);
+    n.gh.assert_no_violations();
+}
