@@ -61,7 +61,11 @@ use_token() {
         export GITHUB_TOKEN="$FANOUT_IN_GITHUB_TOKEN"
     fi
     publish=(--publish)
+    if [[ -n "${FANOUT_IN_BRANCH:-}" ]]; then
+        publish_flags+=(--branch "$FANOUT_IN_BRANCH")
+    fi
 }
+publish_flags=()
 if [[ "$mode" != publish-run ]] && ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
     unset GITHUB_TOKEN GH_TOKEN FANOUT_APP_PRIVATE_KEY
 fi
@@ -91,7 +95,7 @@ case "$mode" in
             exit 2
         fi
         use_token
-        cmd=("$fanout" ${global[@]+"${global[@]}"} publish --run "$FANOUT_IN_RUN_ID")
+        cmd=("$fanout" ${global[@]+"${global[@]}"} publish --run "$FANOUT_IN_RUN_ID" ${publish_flags[@]+"${publish_flags[@]}"})
         ;;
     plan)
         extra=()
@@ -116,7 +120,7 @@ case "$mode" in
     aggregate)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
         cmd=("$fanout" ${global[@]+"${global[@]}"} aggregate --plan "$plan_file" --from "$results_dir"
-            ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"})
+            ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"} ${publish_flags[@]+"${publish_flags[@]}"})
         ;;
     *)
         echo "::error title=fanout::input mode: expected run, plan, worker or aggregate, got '$mode'" >&2

@@ -18,7 +18,7 @@ use super::target::{self, PushInputs, PushTo};
 use super::{PublishOptions, counts, publish, record as record_outcomes};
 use crate::config::{BranchMode, ConfigFile, IncludeStatus};
 use crate::exit::{self, Failure};
-use crate::model::PublishOutcome;
+use crate::model::{Operation, PublishOutcome};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
@@ -335,9 +335,15 @@ fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure
             .chain(integration.iter())
             .filter_map(|r| {
                 let p = r.publish.as_ref()?;
+                let pr_operation = match p.operation {
+                    Operation::Created => "created",
+                    Operation::Updated => "updated",
+                    Operation::Closed => "closed",
+                    _ => "none",
+                };
                 Some(serde_json::json!({
                     "worker_id": r.worker_id, "branch": r.branch, "operation": p.operation,
-                    "number": p.number, "url": p.url,
+                    "number": p.number, "url": p.url, "pr_operation": pr_operation,
                 }))
             })
             .collect();
