@@ -295,7 +295,7 @@ impl Context {
                     self.cwd.join(p)
                 };
                 let shown = p.clone();
-                let text = std::fs::read_to_string(&path)
+                let text = crate::util::read_capped_string(&path, crate::util::CONFIG_LIMIT)
                     .map_err(|e| CliError::Usage(format!("--config {}: {e}", p.display())))?;
                 Ok((crate::plan::settings::parse_config(&text, &shown)?, shown))
             }

@@ -585,11 +585,18 @@ pub struct CommitIdentity {
 
 /// Read and parse a config file.
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = read_text(path)?;
     parse(&text, path)
+}
+
+/// The text of the config file at `path` (at most [`crate::util::CONFIG_LIMIT`] bytes).
+pub fn read_text(path: &Path) -> Result<String, ConfigError> {
+    crate::util::read_capped_string(path, crate::util::CONFIG_LIMIT).map_err(|source| {
+        ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        }
+    })
 }
 
 /// Parse config text; `path` is used in error messages only.

@@ -28,6 +28,13 @@ pub struct WorkerArtifact {
     pub bundle: Option<String>,
 }
 
+impl WorkerArtifact {
+    /// An artifact from its `result.json`'s bytes.
+    pub fn parse(bytes: &[u8]) -> Result<WorkerArtifact, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
 /// The directory name of a worker's artifact.
 pub fn artifact_dir_name(id: u32) -> String {
     format!("fanout-result-{id}")
@@ -89,9 +96,9 @@ pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> 
             "the worker's job left no result (it failed before fanout finished, was cancelled, or its artifact was not uploaded)".into(),
         );
     };
-    let artifact: WorkerArtifact = match std::fs::read(&path)
+    let artifact = match crate::util::read_capped(&path, crate::util::RECORD_LIMIT)
         .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        .and_then(|b| WorkerArtifact::parse(&b).map_err(|e| e.to_string()))
     {
         Ok(a) => a,
         Err(e) => return missing(w, format!("unreadable result.json: {e}")),
@@ -165,7 +172,7 @@ fn import(
             if result.commit.as_deref() != Some(tip.as_str()) {
                 result.reason = Some(format!(
                     "the bundle's commit {} differs from the reported one; the bundle wins",
-                    &tip[..tip.len().min(12)]
+                    crate::util::head(&tip, 12)
                 ));
             }
             result.commit = Some(tip);

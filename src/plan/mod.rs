@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
 pub use crate::repo::Base;
+use crate::util::{RECORD_LIMIT, read_capped};
 use setup::SetupPlan;
 
 /// Version of the plan's JSON shape.
@@ -169,11 +170,16 @@ impl Plan {
         )
     }
 
-    /// Read a plan file (`fanout plan --plan-file`), of a version this fanout reads.
+    /// Read a plan file (`fanout plan --plan-file`, a run's `plan.json`; at most
+    /// [`RECORD_LIMIT`] bytes), of a version this fanout reads.
     pub fn read(path: &std::path::Path) -> Result<Plan, String> {
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        Plan::parse(&read_capped(path, RECORD_LIMIT).map_err(|e| e.to_string())?)
+    }
+
+    /// [`Plan::read`] from the file's bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Plan, String> {
         let plan: Plan =
-            serde_json::from_slice(&bytes).map_err(|e| format!("not a fanout plan: {e}"))?;
+            serde_json::from_slice(bytes).map_err(|e| format!("not a fanout plan: {e}"))?;
         if plan.schema_version != PLAN_SCHEMA_VERSION {
             return Err(format!(
                 "plan version {} is not supported by this fanout (expects {PLAN_SCHEMA_VERSION})",

@@ -21,10 +21,7 @@ use crate::config::{ConfigError, ConfigFile, KeySeg, MAX_WORKERS, Problem, TaskE
 
 /// Read the config file at `path` and check it ([`parse_config`]).
 pub fn load_config(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = crate::config::read_text(path)?;
     parse_config(&text, path)
 }
 

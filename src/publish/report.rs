@@ -23,6 +23,7 @@ use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
 use crate::util::out::{errln, outln};
+use crate::util::{CONFIG_LIMIT, read_capped_string};
 
 /// The publishing flags (`--label`, `--token`, …) as given on the command line, all
 /// optional; the config file's `publish:` block fills in the rest.
@@ -72,14 +73,7 @@ pub struct PublishFlags {
 
 /// Read a `results.json`.
 pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
-    let bytes =
-        std::fs::read(path).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Failure::Usage(format!(
-            "{}: not a fanout results.json: {e}",
-            path.display()
-        ))
-    })
+    RunReport::read(path).map_err(Failure::Usage)
 }
 
 /// Publish `report` (read from `results_path`, which is rewritten with the outcomes),
@@ -208,7 +202,7 @@ fn templates(repo: &UserRepo, file: &ConfigFile) -> Result<Templates, Failure> {
     let body_template = match &cfg.body_template {
         Some(p) => {
             let path = repo.workdir.join(p);
-            Some(std::fs::read_to_string(&path).map_err(|e| {
+            Some(read_capped_string(&path, CONFIG_LIMIT).map_err(|e| {
                 Failure::Usage(format!("publish.body_template {}: {e}", path.display()))
             })?)
         }

@@ -7,8 +7,8 @@
 //!   tail of its log, and an `::error`/`::warning` annotation per unsuccessful worker.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -21,6 +21,8 @@ use crate::util::out::{errln, outln};
 
 /// Lines of a worker's log shown in its Actions group.
 const LOG_TAIL_LINES: usize = 40;
+/// Most bytes of a worker's log read for those lines.
+const LOG_TAIL_BYTES: u64 = 64 * 1024;
 
 /// Which reporter to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,23 +175,9 @@ pub fn escape_workflow_data(s: &str) -> String {
         .replace('\n', "%0A")
 }
 
-fn print_tail(log: &PathBuf) {
-    let Ok(f) = std::fs::File::open(log) else {
-        return;
-    };
-    let mut tail = std::collections::VecDeque::with_capacity(LOG_TAIL_LINES);
-    for line in std::io::BufReader::new(f)
-        .split(b'\n')
-        .map_while(Result::ok)
-    {
-        if tail.len() == LOG_TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(line);
-    }
+fn print_tail(log: &Path) {
     let mut out = std::io::stdout().lock();
-    for line in tail {
-        let text = String::from_utf8_lossy(&line);
+    for text in log_tail(log) {
         // A log line must not be able to issue workflow commands.
         if text.trim_start().starts_with("::") {
             let _ = writeln!(out, " {text}");
@@ -197,6 +185,21 @@ fn print_tail(log: &PathBuf) {
             let _ = writeln!(out, "{text}");
         }
     }
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of a worker's log. The agent wrote it: only its
+/// last [`LOG_TAIL_BYTES`] are read (a log of one endless line, or a FIFO in its
+/// place, must not hold the report up).
+fn log_tail(log: &Path) -> Vec<String> {
+    let Ok(bytes) = crate::util::read_tail(log, LOG_TAIL_BYTES) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect()
 }
 
 /// indicatif bars on a terminal.
@@ -307,5 +310,33 @@ impl Reporter for Bars {
                 b.finish();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_tail_reads_only_the_end_and_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("w1.log");
+        // One 4 MiB line, then 50 short ones: the long line is cut, the last 40 shown.
+        let mut bytes = vec![b'x'; 4 << 20];
+        for i in 0..50 {
+            bytes.extend_from_slice(format!("\nline {i}").as_bytes());
+        }
+        std::fs::write(&log, &bytes).unwrap();
+        let tail = log_tail(&log);
+        assert_eq!(tail.len(), LOG_TAIL_LINES);
+        assert_eq!(tail[0], "line 10");
+        assert_eq!(tail[LOG_TAIL_LINES - 1], "line 49");
+        // All of a long line's end that fits.
+        std::fs::write(&log, vec![b'y'; 4 << 20]).unwrap();
+        assert_eq!(log_tail(&log), ["y".repeat(LOG_TAIL_BYTES as usize)]);
+        // A FIFO in the log's place: nothing, at once.
+        std::fs::remove_file(&log).unwrap();
+        nix::unistd::mkfifo(&log, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(log_tail(&log).is_empty());
     }
 }

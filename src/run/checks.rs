@@ -25,9 +25,8 @@ const TAIL_BYTES: usize = 4000;
 
 /// The last lines of `log` (bounded).
 fn tail(log: &Path) -> String {
-    let bytes = std::fs::read(log).unwrap_or_default();
-    let start = bytes.len().saturating_sub(TAIL_BYTES);
-    let text = String::from_utf8_lossy(&bytes[start..]);
+    let bytes = crate::util::read_tail(log, TAIL_BYTES as u64).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }

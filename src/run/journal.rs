@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::util::write_atomic;
+use crate::util::{RECORD_LIMIT, read_capped, write_atomic};
 
 /// Version of the journal's shape.
 pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
@@ -63,10 +63,14 @@ impl Journal {
         run_dir.join("journal.json")
     }
 
-    /// Read a run's journal.
+    /// Read a run's journal (at most [`RECORD_LIMIT`] bytes).
     pub fn load(run_dir: &Path) -> std::io::Result<Journal> {
-        let bytes = std::fs::read(Self::path_in(run_dir))?;
-        serde_json::from_slice(&bytes)
+        Journal::parse(&read_capped(&Self::path_in(run_dir), RECORD_LIMIT)?)
+    }
+
+    /// A journal from `journal.json`'s bytes.
+    pub fn parse(bytes: &[u8]) -> std::io::Result<Journal> {
+        serde_json::from_slice(bytes)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 

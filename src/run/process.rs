@@ -473,15 +473,29 @@ impl Watching {
 }
 
 /// Splits a byte stream into lines, each cut at [`WATCH_LINE_MAX`] bytes.
-#[derive(Default)]
-struct LineSplitter {
+pub(crate) struct LineSplitter {
     partial: Vec<u8>,
+    max: usize,
+}
+
+impl Default for LineSplitter {
+    fn default() -> Self {
+        LineSplitter::with_max(WATCH_LINE_MAX)
+    }
 }
 
 impl LineSplitter {
-    fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+    /// Lines cut at `max` bytes (the fuzz target cuts short lines, to reach the cut).
+    pub(crate) fn with_max(max: usize) -> LineSplitter {
+        LineSplitter {
+            partial: Vec::new(),
+            max,
+        }
+    }
+
+    pub(crate) fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
         for part in chunk.split_inclusive(|b| *b == b'\n') {
-            let room = WATCH_LINE_MAX.saturating_sub(self.partial.len());
+            let room = self.max.saturating_sub(self.partial.len());
             let body = part.strip_suffix(b"\n").unwrap_or(part);
             self.partial
                 .extend_from_slice(&body[..body.len().min(room)]);
@@ -492,7 +506,7 @@ impl LineSplitter {
         }
     }
 
-    fn flush(&mut self, mut each: impl FnMut(&[u8])) {
+    pub(crate) fn flush(&mut self, mut each: impl FnMut(&[u8])) {
         if !self.partial.is_empty() {
             each(&self.partial);
             self.partial.clear();
@@ -573,16 +587,21 @@ async fn drain(
 
 /// The last complete, non-blank output line (bounded).
 #[derive(Default)]
-struct LastLine {
+pub(crate) struct LastLine {
     partial: Vec<u8>,
     last: String,
 }
 
 impl LastLine {
-    const MAX: usize = 400;
+    pub(crate) const MAX: usize = 400;
+
+    /// The last complete line.
+    pub(crate) fn last(&self) -> &str {
+        &self.last
+    }
 
     /// Feed bytes; true when a new complete line arrived.
-    fn feed(&mut self, chunk: &[u8]) -> bool {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> bool {
         let mut updated = false;
         for part in chunk.split_inclusive(|b| *b == b'\n') {
             let complete = part.last() == Some(&b'\n');

@@ -94,7 +94,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
     clear_unfinished(repo, &id, &mut journal, &todo)?;
-    let number = resume::attempt(&run_dir) + 1;
+    let number = resume::attempt(&run_dir).saturating_add(1);
     resume::set_attempt(&run_dir, number).map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let worktree_root = journal.worktree_root.clone();
     let journal = JournalHandle::create(&run_dir, journal)
@@ -224,7 +224,6 @@ fn pick(repo: &UserRepo, given: Option<&str>) -> Result<Option<(String, PathBuf)
 
 /// The run's `plan.json`.
 fn load_plan(id: &str, run_dir: &Path) -> Result<Plan, Failure> {
-    let bytes = std::fs::read(run_dir.join("plan.json"))
-        .map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
+    Plan::read(&run_dir.join("plan.json"))
+        .map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
 }

@@ -23,7 +23,7 @@ use nix::unistd::Pid;
 use super::results::RunReport;
 use crate::model::WorkerResult;
 use crate::plan::Plan;
-use crate::util::write_atomic;
+use crate::util::{RECORD_LIMIT, read_capped, write_atomic};
 
 /// Folder of the per-worker result records in a run directory.
 pub const RECORDS_DIR: &str = "results";
@@ -51,29 +51,34 @@ pub fn finished(result: &WorkerResult) -> bool {
         .any(|p| reason.starts_with(p))
 }
 
+/// A worker's record from its bytes.
+pub fn parse_record(bytes: &[u8]) -> Result<WorkerResult, serde_json::Error> {
+    serde_json::from_slice(bytes)
+}
+
+/// Worker `id`'s record in `run_dir`, when it has a readable one.
+pub fn read_record(run_dir: &Path, id: u32) -> Option<WorkerResult> {
+    parse_record(&read_capped(&record_path(run_dir, id), RECORD_LIMIT).ok()?).ok()
+}
+
 /// The finished workers of `plan` in `run_dir`, by id: from their records, else (for a
 /// run made before records existed) from `results.json`.
 pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult> {
-    let report: Option<RunReport> = std::fs::read(run_dir.join("results.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let report = RunReport::read(&run_dir.join("results.json")).ok();
     let mut out = BTreeMap::new();
     for w in &plan.workers {
-        let recorded = std::fs::read(record_path(run_dir, w.id))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<WorkerResult>(&b).ok())
-            .or_else(|| {
-                let r = report
-                    .as_ref()?
-                    .results
-                    .iter()
-                    .find(|r| r.worker_id == w.id)?;
-                // Selection is recomputed over the merged results.
-                Some(WorkerResult {
-                    selection: None,
-                    ..r.clone()
-                })
-            });
+        let recorded = read_record(run_dir, w.id).or_else(|| {
+            let r = report
+                .as_ref()?
+                .results
+                .iter()
+                .find(|r| r.worker_id == w.id)?;
+            // Selection is recomputed over the merged results.
+            Some(WorkerResult {
+                selection: None,
+                ..r.clone()
+            })
+        });
         if let Some(r) = recorded.filter(|r| r.worker_id == w.id && finished(r)) {
             out.insert(w.id, r);
         }
@@ -83,9 +88,15 @@ pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult>
 
 /// The run's latest attempt (1 until it is resumed).
 pub fn attempt(run_dir: &Path) -> u32 {
-    std::fs::read_to_string(run_dir.join(ATTEMPT_FILE))
+    parse_attempt(&read_capped(&run_dir.join(ATTEMPT_FILE), 64).unwrap_or_default())
+}
+
+/// The attempt number an `attempt` file's bytes hold: 1 when they hold none (never 0).
+pub fn parse_attempt(bytes: &[u8]) -> u32 {
+    std::str::from_utf8(bytes)
         .ok()
         .and_then(|s| s.trim().parse().ok())
+        .filter(|n| *n >= 1)
         .unwrap_or(1)
 }
 
@@ -121,12 +132,11 @@ pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
     records.sort();
     let mut out = Vec::new();
     for record in records {
-        let text = std::fs::read_to_string(&record).unwrap_or_default();
-        let mut lines = text.lines();
-        let pgid: Option<i32> = lines.next().and_then(|l| l.trim().parse().ok());
-        let program = lines.next().unwrap_or_default().to_owned();
-        match pgid {
-            Some(pgid) if pgid > 1 && group_runs(pgid, &program) => out.push(Survivor {
+        let parsed = read_capped(&record, 64 * 1024)
+            .ok()
+            .and_then(|b| parse_group_record(&b));
+        match parsed {
+            Some((pgid, program)) if group_runs(pgid, &program) => out.push(Survivor {
                 pgid,
                 program,
                 record,
@@ -137,6 +147,16 @@ pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
         }
     }
     out
+}
+
+/// A process-group record's `(pgid, program)`: `<pgid>\n<program>\n`, with a group
+/// id above 1 and a program named (an empty name would match every process).
+pub fn parse_group_record(bytes: &[u8]) -> Option<(i32, String)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut lines = text.lines();
+    let pgid: i32 = lines.next()?.trim().parse().ok().filter(|p| *p > 1)?;
+    let program = lines.next()?.trim();
+    (!program.is_empty()).then(|| (pgid, program.to_owned()))
 }
 
 /// Whether process group `pgid` is alive and runs `program` (see [`survivors`]).
@@ -304,6 +324,54 @@ mod tests {
         assert_eq!(attempt(d), 1);
         set_attempt(d, 2).unwrap();
         assert_eq!(attempt(d), 2);
+    }
+
+    #[test]
+    fn group_records_and_attempts_that_say_nothing_are_refused() {
+        assert_eq!(
+            parse_group_record(b"4242\nclaude\n"),
+            Some((4242, "claude".to_owned()))
+        );
+        for bad in [
+            &b"4242\n\n"[..],
+            b"4242\n",
+            b"4242",
+            b"1\nsh\n",
+            b"0\nsh\n",
+            b"-5\nsh\n",
+            b"x\nsh\n",
+            b"\xff\nsh\n",
+        ] {
+            assert_eq!(parse_group_record(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_attempt(b"3\n"), 3);
+        for bad in [&b""[..], b"0", b"-1", b"many", b"99999999999"] {
+            assert_eq!(parse_attempt(bad), 1, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_record_naming_no_program_is_no_survivor() {
+        // A live group whose record names no program: an empty name would match any
+        // process, so `resume --stop-survivors` would signal a group fanout never made.
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let mut c = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::fs::write(logs.join("w1.pgid"), format!("{}\n\n", c.id())).unwrap();
+        let found = survivors(dir.path());
+        std::fs::write(logs.join("w2.pgid"), format!("{}\nsleep\n", c.id())).unwrap();
+        let named = survivors(dir.path());
+        let _ = c.kill();
+        let _ = c.wait();
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(named.len(), 1, "{named:?}");
+        assert_eq!(named[0].program, "sleep");
     }
 
     #[test]

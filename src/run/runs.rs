@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::results::RunReport;
 use crate::plan::Plan;
+use crate::util::read_capped_string;
 
 /// Marker file holding the pid of the fanout process running a run.
 pub const PID_FILE: &str = "fanout.pid";
@@ -55,7 +56,7 @@ impl PidFile {
 
 /// The pid of a live fanout process still running this run, if any.
 pub fn live_pid(run_dir: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(run_dir.join(PID_FILE)).ok()?;
+    let text = read_capped_string(&run_dir.join(PID_FILE), 64).ok()?;
     let pid: i32 = text.trim().parse().ok()?;
     if pid <= 0 || pid == std::process::id() as i32 {
         return None;
@@ -67,10 +68,10 @@ pub fn live_pid(run_dir: &Path) -> Option<i32> {
 
 /// A run's `results.json`, when it has a readable one.
 pub fn read_report(run_dir: &Path) -> Option<RunReport> {
-    serde_json::from_slice(&std::fs::read(run_dir.join("results.json")).ok()?).ok()
+    RunReport::read(&run_dir.join("results.json")).ok()
 }
 
 /// A run's `plan.json`, when it has a readable one.
 pub fn read_plan(run_dir: &Path) -> Option<Plan> {
-    serde_json::from_slice(&std::fs::read(run_dir.join("plan.json")).ok()?).ok()
+    Plan::read(&run_dir.join("plan.json")).ok()
 }

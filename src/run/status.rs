@@ -13,7 +13,6 @@ use super::journal::{Journal, JournalEntry};
 use super::results::RunReport;
 use super::runs::{PID_FILE, live_pid, read_plan, read_report};
 use super::worktree::disk_usage;
-use crate::model::WorkerResult;
 
 /// One run.
 #[derive(Debug, Serialize)]
@@ -119,9 +118,7 @@ fn worker(
         worker_id: e.worker_id,
         branch: e.branch.clone(),
         branch_exists: git.find_branch(&e.branch, git2::BranchType::Local).is_ok(),
-        status: std::fs::read(super::resume::record_path(dir, e.worker_id))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<WorkerResult>(&b).ok())
+        status: super::resume::read_record(dir, e.worker_id)
             .or_else(|| {
                 report?
                     .results

@@ -1,6 +1,7 @@
 //! Small helpers every stage may use, importing nothing of fanout's: atomic file
-//! writes, timestamps, short commit ids, human sizes, durations ([`duration`]), path
-//! patterns ([`glob`]) and output that a closed pipe cannot break ([`out`]).
+//! writes, bounded file reads, timestamps, short commit ids, human sizes, durations
+//! ([`duration`]), path patterns ([`glob`]) and output that a closed pipe cannot break
+//! ([`out`]).
 
 pub mod duration;
 pub mod glob;
@@ -36,6 +37,76 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Most bytes read of a run record an agent or a job could have written
+/// (`results.json`, `journal.json`, `plan.json`, worker records and artifacts).
+pub const RECORD_LIMIT: u64 = 64 << 20;
+
+/// Most bytes read of a configuration file (`fanout.yml`, a PR body template).
+pub const CONFIG_LIMIT: u64 = 4 << 20;
+
+/// Open `path` for reading if it is a regular file (never blocking on a FIFO or a
+/// device someone put in its place).
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok(f)
+}
+
+/// The whole file at `path`, when it holds at most `limit` bytes; a larger file (or
+/// one that is not a regular file) is an error naming the limit, and is never read
+/// whole into memory.
+pub fn read_capped(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_regular(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {}, more than fanout reads of such a file",
+                human_bytes(limit)
+            ),
+        ));
+    }
+    Ok(buf)
+}
+
+/// [`read_capped`], as text.
+pub fn read_capped_string(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_capped(path, limit)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()))
+}
+
+/// The first `n` bytes (at most) of the file at `path`; only those are read.
+pub fn read_head(path: &Path, n: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_regular(path)?.take(n).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// The last `n` bytes (at most) of the file at `path`; only those are read.
+pub fn read_tail(path: &Path, n: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = open_regular(path)?;
+    let len = f.metadata()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(n)))?;
+    let mut buf = Vec::new();
+    f.take(n).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// RFC 3339 timestamp of `t`.
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     time::OffsetDateTime::from(t)
@@ -45,7 +116,13 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
 
 /// First 7 characters of a commit id.
 pub fn short(commit: &str) -> &str {
-    &commit[..commit.len().min(7)]
+    head(commit, 7)
+}
+
+/// The first `n` characters of `s` (never cut inside one: what a record holds may
+/// not be the hex it should be).
+pub fn head(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }
 
 /// Human size: `12.3 MiB`.
@@ -82,5 +159,47 @@ mod tests {
         assert!(read_regular(&fifo, 100).is_err());
         assert!(read_regular(Path::new("/dev/zero"), 100).is_err());
         assert!(read_regular(&d.path().join("missing"), 100).is_err());
+    }
+
+    #[test]
+    fn capped_reads_refuse_large_files_fifos_and_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("results.json");
+        std::fs::write(&p, b"0123456789").unwrap();
+        assert_eq!(read_capped(&p, 10).unwrap(), b"0123456789");
+        let e = read_capped(&p, 9).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(
+            e.to_string(),
+            "larger than 9 B, more than fanout reads of such a file"
+        );
+        assert_eq!(read_tail(&p, 3).unwrap(), b"789");
+        assert_eq!(read_tail(&p, 64).unwrap(), b"0123456789");
+        assert_eq!(read_head(&p, 3).unwrap(), b"012");
+        // A FIFO in a record's place would block a plain read forever.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(
+            read_capped(&fifo, 10).unwrap_err().to_string(),
+            "not a regular file"
+        );
+        assert_eq!(
+            read_tail(&fifo, 10).unwrap_err().to_string(),
+            "not a regular file"
+        );
+        let e = read_capped(Path::new("/dev/zero"), 10).unwrap_err();
+        assert_eq!(e.to_string(), "not a regular file");
+        std::fs::write(&p, [0xff, 0xfe]).unwrap();
+        assert!(read_capped_string(&p, 10).is_err());
+    }
+
+    #[test]
+    fn heads_never_cut_a_character() {
+        assert_eq!(short("0123456789abcdef"), "0123456");
+        assert_eq!(short("abc"), "abc");
+        // A "commit" from a tampered record (found by fuzz/bundle_header).
+        assert_eq!(short("ééééééééé"), "ééééééé");
+        assert_eq!(head("aé", 12), "aé");
+        assert_eq!(head("", 3), "");
     }
 }

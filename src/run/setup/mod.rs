@@ -432,10 +432,10 @@ fn secs(s: f64) -> String {
 
 /// The last non-blank line written to `log` after byte `from`.
 fn last_line(log: &Path, from: u64) -> Option<String> {
-    let bytes = std::fs::read(log).ok()?;
-    let start = (from as usize).min(bytes.len());
-    let tail = &bytes[start.max(bytes.len().saturating_sub(64 * 1024))..];
-    let text = String::from_utf8_lossy(tail);
+    const TAIL: u64 = 64 * 1024;
+    let len = std::fs::metadata(log).ok()?.len();
+    let bytes = crate::util::read_tail(log, TAIL.min(len.saturating_sub(from))).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .rev()
         .find(|l| !l.trim().is_empty())
@@ -524,8 +524,13 @@ impl Baseline {
     pub fn load(git_dir: &Path) -> Baseline {
         crate::util::read_regular(&git_dir.join(BASELINE_FILE), 64 << 20)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|b| Baseline::parse(&b).ok())
             .unwrap_or_default()
+    }
+
+    /// A baseline from its file's bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Baseline, serde_json::Error> {
+        serde_json::from_slice(bytes)
     }
 
     /// Should harvest leave `rel` (relative to `worktree`) out of the commit?
