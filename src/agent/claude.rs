@@ -107,6 +107,16 @@ fn denied_tools(result: &Value) -> Vec<String> {
     names
 }
 
+/// How the process ended, when that was not a clean exit: a report of success from
+/// a process that failed or was killed is not one.
+fn failed_exit(observed: &Observed<'_>) -> Option<String> {
+    match (observed.exit_code, observed.signal) {
+        (Some(0), _) | (None, None) => None,
+        (Some(code), _) => Some(format!("exited with code {code}")),
+        (None, Some(sig)) => Some(format!("was killed by signal {sig}")),
+    }
+}
+
 impl Adapter for ClaudeAdapter {
     fn command(&self, ctx: &WorkerContext<'_>) -> Result<CommandLine, String> {
         let mut args: Vec<String> = vec![
@@ -220,10 +230,10 @@ impl Adapter for ClaudeAdapter {
             });
         }
         if status == AgentStatus::Success
-            && let Some(code) = observed.exit_code.filter(|c| *c != 0)
+            && let Some(why) = failed_exit(observed)
         {
             status = AgentStatus::Failed;
-            reason = Some(format!("reported success but exited with code {code}"));
+            reason = Some(format!("reported success but {why}"));
         }
         AgentOutcome {
             status,
@@ -396,6 +406,17 @@ mod tests {
         // Claimed success, failing exit code.
         let o = run(r#"{"type":"result","is_error":false,"num_turns":1}"#, 2);
         assert_eq!(o.status, AgentStatus::Failed);
+        // Claimed success, killed by a signal (found by fuzz/agent_claude).
+        let o = a.outcome(&Observed {
+            exit_code: None,
+            signal: Some(9),
+            ..observed(br#"{"type":"result","is_error":false,"num_turns":1}"#, 0)
+        });
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("reported success but was killed by signal 9")
+        );
         // Nothing usable.
         let o = run("Error: something broke\n", 1);
         assert_eq!(o.status, AgentStatus::Failed);

@@ -122,11 +122,11 @@ impl Tally {
                         .and_then(Value::as_i64)
                         .is_some_and(|c| c != 0)
                 {
-                    self.failed_commands += 1;
+                    self.failed_commands = self.failed_commands.saturating_add(1);
                 }
             }
             Some("turn.completed") => {
-                self.turns_completed += 1;
+                self.turns_completed = self.turns_completed.saturating_add(1);
                 let u = &v["usage"];
                 let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
                 self.usage.add(Usage {
@@ -221,6 +221,9 @@ impl Adapter for CodexAdapter {
             )
         } else if let Some(code) = observed.exit_code.filter(|c| *c != 0) {
             (AgentStatus::Failed, Some(format!("exit code {code}")))
+        } else if let (None, Some(sig)) = (observed.exit_code, observed.signal) {
+            // A completed turn does not make a killed process a success.
+            (AgentStatus::Failed, Some(format!("killed by signal {sig}")))
         } else {
             let note = match t.failed_commands {
                 0 => None,
@@ -359,6 +362,15 @@ mod tests {
         assert_eq!(o.reason.as_deref(), Some("no turn completed (exit code 1)"));
         let o = run(r#"{"type":"turn.completed","usage":{}}"#, 3);
         assert_eq!(o.reason.as_deref(), Some("exit code 3"));
+        // A completed turn, then killed by a signal (found by fuzz/agent_codex).
+        let out = br#"{"type":"turn.completed","usage":{}}"#;
+        let o = a.outcome(&Observed {
+            exit_code: None,
+            signal: Some(9),
+            ..observed_with_model(out, 0, None)
+        });
+        assert_eq!(o.status, AgentStatus::Failed);
+        assert_eq!(o.reason.as_deref(), Some("killed by signal 9"));
         // Reasoning items are not steps; a plain error message is taken as it is.
         let o = run(
             concat!(

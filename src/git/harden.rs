@@ -126,14 +126,22 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// `(section, subsection, variable)`; the subsection may contain dots.
-    fn parts(&self) -> (&str, Option<&str>, &str) {
-        let (section, rest) = self.key.split_once('.').unwrap_or((&self.key, ""));
-        match rest.rsplit_once('.') {
-            Some((sub, var)) => (section, Some(sub), var),
-            None => (section, None, rest),
-        }
+    /// `(section, subsection, variable)`, as git compares them: section and variable
+    /// lower-cased (git ignores their case), the subsection as it is (git does not);
+    /// the subsection may contain dots.
+    fn parts(&self) -> (String, Option<&str>, String) {
+        parts(&self.key)
     }
+}
+
+/// [`Entry::parts`] of `key`.
+fn parts(key: &str) -> (String, Option<&str>, String) {
+    let (section, rest) = key.split_once('.').unwrap_or((key, ""));
+    let (sub, var) = match rest.rsplit_once('.') {
+        Some((sub, var)) => (Some(sub), var),
+        None => (None, rest),
+    };
+    (section.to_ascii_lowercase(), sub, var.to_ascii_lowercase())
 }
 
 /// Parse `git config --list -z` output: `key\nvalue\0` records, each preceded by
@@ -208,7 +216,7 @@ pub fn neutralise(
     for e in entries {
         let (section, sub, var) = e.parts();
         let untrusted = e.scope == Scope::Repository && !is_trusted(&e.key, Some(&e.value));
-        match (section, sub, var) {
+        match (section.as_str(), sub, var.as_str()) {
             ("filter", Some(d), _) if !trusts_driver(trusted, d) => {
                 for (v, value) in [
                     ("clean", ""),
@@ -284,7 +292,8 @@ fn pin_submodules(
     const MODES: &[&str] = &["checkout", "rebase", "merge", "none"];
     let mut names: Vec<&str> = Vec::new();
     for e in entries.iter().chain(gitmodules) {
-        if let ("submodule", Some(name), _) = e.parts()
+        if let (section, Some(name), _) = parts(&e.key)
+            && section == "submodule"
             && !names.contains(&name)
         {
             names.push(name);
@@ -293,7 +302,7 @@ fn pin_submodules(
     let update = |list: &[Entry], name: &str| {
         list.iter()
             .rev()
-            .find(|e| e.parts() == ("submodule", Some(name), "update"))
+            .find(|e| parts(&e.key) == ("submodule".into(), Some(name), "update".into()))
             .map(|e| e.value.trim().to_owned())
     };
     for name in names {
@@ -351,7 +360,7 @@ mod tests {
         assert_eq!(e[0].scope, Scope::Protected);
         assert_eq!(e[2].key, "filter.a.b.clean");
         assert_eq!(e[2].value, "x\ny");
-        assert_eq!(e[2].parts(), ("filter", Some("a.b"), "clean"));
+        assert_eq!(e[2].parts(), ("filter".into(), Some("a.b"), "clean".into()));
         assert_eq!((e[3].key.as_str(), e[3].value.as_str()), ("flag", "true"));
         let e = parse_list(b"submodule.lib.update\nnone\0", false, Scope::Repository);
         assert_eq!(e, [repo("submodule.lib.update", "none")]);
