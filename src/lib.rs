@@ -22,7 +22,11 @@
 //! command fanout starts goes through), [`model`] (the results model), [`repo`] (the
 //! user's repository, run directories), [`sandbox`] (Landlock: the probe, the
 //! confinement of one process, the exec shim), [`secret`] (which variables and git settings
-//! carry credentials), [`util`] (atomic writes, timestamps, path patterns).
+//! carry credentials), [`util`] (atomic writes, bounded reads, timestamps, path
+//! patterns).
+//!
+//! After them all, hidden from these docs: `fuzzing`, every parser of input an agent
+//! or a job can write as one fuzz entry point (`fuzz/`, `tests/fuzz_corpus.rs`).
 
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]
@@ -59,3 +63,8 @@ pub mod actions;
 pub mod ops;
 
 pub mod cli;
+
+// Not a stage: every parser of untrusted input as a fuzz entry point. It calls every
+// stage, so it comes last, after the command-line edge.
+#[doc(hidden)]
+pub mod fuzzing;

@@ -36,6 +36,8 @@ const ORDER: &[(&str, u32)] = &[
     ("actions", 8),
     ("ops", 9),
     ("cli", 10),
+    // Not a stage: the fuzz entry points call every stage's parsers.
+    ("fuzzing", 11),
 ];
 
 /// The one `cli/` file every subcommand may import.

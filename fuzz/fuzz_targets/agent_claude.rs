@@ -1,0 +1,4 @@
+#![no_main]
+//! Fuzz target: see `fanout::fuzzing::agent_claude`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fanout::fuzzing::agent_claude(data));
