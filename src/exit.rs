@@ -6,7 +6,7 @@
 //! | 1    | some workers succeeded, some did not |
 //! | 2    | usage or configuration error: nothing was run |
 //! | 3    | no worker succeeded |
-//! | 4    | fanout itself failed (git, I/O): see the message |
+//! | 4    | fanout itself failed (git, I/O), or publishing did (GitHub unreachable, credentials rejected): see the message |
 //! | 130  | interrupted by SIGINT or SIGTERM; results were still written |
 //!
 //! A library operation that cannot finish returns a [`Failure`], which says which of
@@ -22,7 +22,7 @@ pub const SOME_FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 /// No worker succeeded.
 pub const NONE_SUCCEEDED: i32 = 3;
-/// fanout's own failure.
+/// fanout's own failure, or publishing's (GitHub unreachable, credentials rejected).
 pub const FATAL: i32 = 4;
 /// Stopped by a signal.
 pub const INTERRUPTED: i32 = 130;

@@ -396,6 +396,35 @@ fn aggregate_publishes_one_pr_per_successful_worker() {
     gh.assert_no_violations();
 }
 
+/// `aggregate --publish` against an API nothing answers on: publishing failed, exit 4
+/// (not 3: the workers succeeded), and the report still says what each worker did.
+#[test]
+fn aggregate_publish_exits_4_when_github_cannot_be_reached() {
+    let m = Matrix::new(&["one"]);
+    assert_eq!(m.worker(1).status.code(), Some(0));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let agg = m.clone("aggregate");
+    let (code, report) = m.aggregate(
+        &agg,
+        &[
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &api,
+            "--max-attempts",
+            "2",
+            "--server-error-backoff",
+            "0.05",
+        ],
+    );
+    assert_eq!(code, Some(4), "{report}");
+    assert_eq!(report["results"][0]["status"], "success");
+    assert_eq!(report["results"][0]["publish"]["operation"], "failed");
+}
+
 #[test]
 fn worker_refuses_a_checkout_without_the_base_commit() {
     let m = Matrix::new(&["one"]);

@@ -95,7 +95,16 @@ fn setup(models: &str) -> Setup {
 
 impl Setup {
     fn publish(&self, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-        let url = self.gh.url();
+        self.publish_to(&self.gh.url(), TOKEN, extra)
+    }
+
+    /// `fanout publish` against the API at `url`, with `token` in `$GITHUB_TOKEN`.
+    fn publish_to(
+        &self,
+        url: &str,
+        token: &str,
+        extra: &[&str],
+    ) -> (Option<i32>, serde_json::Value, String) {
         let mut args = vec![
             "publish",
             "--json",
@@ -104,7 +113,7 @@ impl Setup {
             "--repo",
             "octo/demo",
             "--api-url",
-            &url,
+            url,
             "--pace-ms",
             "0",
             "--rate-limit-wait",
@@ -116,7 +125,7 @@ impl Setup {
         let out = self
             .t
             .fanout(&args)
-            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_TOKEN", token)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -487,6 +496,100 @@ fn actions_not_allowed_to_create_prs_gives_a_compare_link() {
     assert!(md.contains(&format!("[open by hand]({compare})")), "{md}");
     // the branch was still pushed: nothing is lost
     assert!(s.remote_branch(branch).is_some());
+}
+
+/// The API of a loopback port nothing listens on: every connection is refused.
+fn refused_api() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Publishing that cannot reach GitHub, or whose token GitHub rejects, is fanout's
+/// failure (exit 4, the documented "publishing failed"), not "no worker succeeded"
+/// (3): it says why once, stops asking, and results.json keeps what happened.
+#[test]
+fn an_unreachable_api_or_a_rejected_token_exits_4() {
+    let s = setup("a,b");
+    let (code, report, stderr) = s.publish_to(&refused_api(), TOKEN, &["--max-attempts", "2"]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("cannot reach GitHub"), "{stderr}");
+    assert!(stderr.contains("fanout publish"), "says how to go on: {stderr}");
+    assert_eq!(Setup::ops(&report), ["failed", "failed"]);
+    let on_disk: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.t.run_dir(&s.run).join("results.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(Setup::ops(&on_disk), ["failed", "failed"]);
+
+    let (code, report, stderr) = s.publish_to(&s.gh.url(), "not-the-token", &[]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("401") && stderr.contains("Bad credentials"), "{stderr}");
+    assert!(stderr.contains("GITHUB_TOKEN"), "names the token to check: {stderr}");
+    assert_eq!(Setup::ops(&report), ["failed", "failed"]);
+    let asked = s.gh.requests().len();
+    assert_eq!(asked, 1, "stopped asking after the token was rejected");
+
+    s.gh.inject(Fault::new("", "", FaultKind::Status(403)).times(50));
+    let (code, _, stderr) = s.publish(&[]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("403"), "{stderr}");
+    assert!(s.gh.pulls().is_empty());
+}
+
+/// A 403 on an extra (labels here) is that pull request's note, not a rejected token:
+/// publishing goes on for the others and exits 0.
+#[test]
+fn a_403_on_labels_does_not_stop_publishing() {
+    let s = setup("a,b");
+    s.gh.inject(Fault::new("POST", "/labels", FaultKind::Status(403)));
+    let (code, report, stderr) = s.publish(&["--label", "fanout"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(Setup::ops(&report), ["created", "created"]);
+    let reason = report["results"][0]["publish"]["reason"].as_str().unwrap();
+    assert!(reason.contains("labels not added"), "{reason}");
+    assert_eq!(s.gh.pulls()[1].labels, ["fanout"]);
+}
+
+/// `run --publish` exits 4 too when GitHub cannot be reached, after printing the run's
+/// table: the run's work is done and kept, only publishing failed.
+#[test]
+fn run_publish_exits_4_when_github_cannot_be_reached() {
+    let t = TestEnv::new();
+    t.bare_origin();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n",
+        t.worktrees.display()
+    ));
+    let api = refused_api();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "-q",
+            "-w",
+            "1",
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &api,
+            "--max-attempts",
+            "2",
+            "--server-error-backoff",
+            "0.05",
+            "Improve the docs",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
+    assert!(stderr.contains("cannot reach GitHub"), "{stderr}");
+    assert!(stdout.contains("results: "), "the run's table is still shown: {stdout}");
 }
 
 #[test]

@@ -129,7 +129,8 @@ pub struct AfterRun<'a> {
 
 /// Integrate and publish a finished run as `after` says (neither when a signal
 /// stopped it); returns the exit code: the run's, made `1` when publishing failed
-/// for some workers of an otherwise successful run.
+/// for some workers of an otherwise successful run, `4` when publishing stopped
+/// (GitHub unreachable, credentials rejected, its deadline passed).
 pub fn after_run(
     repo: &UserRepo,
     report: &mut RunReport,
@@ -152,7 +153,9 @@ pub fn after_run(
             report,
             after.results_path,
         )?;
-        if published != exit::SUCCESS && code == exit::SUCCESS {
+        if published == exit::FATAL {
+            code = exit::FATAL;
+        } else if published != exit::SUCCESS && code == exit::SUCCESS {
             code = exit::SOME_FAILED;
         }
     }

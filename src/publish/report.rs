@@ -13,7 +13,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::body::Templates;
 use super::github::auth::{Credentials, connect};
-use super::github::{GitHub, RepoSlug, RetryPolicy};
+use super::github::{ApiError, GitHub, RepoSlug, RetryPolicy};
 use super::target::{self, PushInputs, PushTo};
 use super::{PublishOptions, counts, publish, record as record_outcomes};
 use crate::config::{BranchMode, ConfigFile, IncludeStatus};
@@ -78,7 +78,8 @@ pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
 
 /// Publish `report` (read from `results_path`, which is rewritten with the outcomes),
 /// pushing where `record` (the repository's remotes when the run started) says.
-/// Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible failed.
+/// Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible failed, 4
+/// GitHub could not be reached or rejected the credentials (publishing stopped).
 pub fn publish_report(
     repo: &UserRepo,
     file: &ConfigFile,
@@ -101,13 +102,31 @@ pub fn publish_report(
         pace,
         in_actions,
     };
-    let (outcomes, integrated) = gh.push_and_open(repo, report, &templates, &opts)?;
+    let ((outcomes, integrated), stopped) = gh.push_and_open(repo, report, &templates, &opts)?;
     record_outcomes(report, outcomes);
     if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
         it.publish = Some(o);
     }
     write_outcomes(report, results_path)?;
-    Ok(exit_code(report))
+    let code = exit_code(report);
+    match stopped {
+        Some(e) => {
+            errln!("fanout: publish failed: {e}; {}", next_step(&e, &target.api));
+            Ok(exit::FATAL)
+        }
+        None => Ok(code),
+    }
+}
+
+/// What to do about the failure that stopped publishing.
+fn next_step(e: &ApiError, api: &str) -> String {
+    let again = "what was done is in results.json; run `fanout publish` again to continue";
+    match e {
+        ApiError::Status { .. } | ApiError::Auth(_) => format!(
+            "check the token ($GITHUB_TOKEN or $GH_TOKEN, or the GitHub App) and that it may push and open pull requests on the repository (contents: write, pull-requests: write); {again}"
+        ),
+        _ => format!("check the API URL ({api}: --api-url or $GITHUB_API_URL) and the network; {again}"),
+    }
 }
 
 /// Check everything publishing needs — credentials, the API and server URLs, the
@@ -254,8 +273,12 @@ struct Api<'a> {
     in_actions: bool,
 }
 
-/// Publish outcomes by worker id: the workers', and the integration branch's.
-type Outcomes = (BTreeMap<u32, PublishOutcome>, BTreeMap<u32, PublishOutcome>);
+/// Publish outcomes by worker id: the workers', and the integration branch's; and
+/// the failure that stopped publishing, if one did.
+type Outcomes = (
+    (BTreeMap<u32, PublishOutcome>, BTreeMap<u32, PublishOutcome>),
+    Option<ApiError>,
+);
 
 impl Api<'_> {
     /// Connect, then push and open or update each eligible worker's pull request, and
@@ -300,7 +323,7 @@ impl Api<'_> {
                 (workers, integrated)
             };
             tokio::select! {
-                outcomes = all => Ok(outcomes),
+                outcomes = all => Ok((outcomes, gh.stopped())),
                 _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
                 _ = term.recv() => Err(Failure::Interrupted),
             }

@@ -168,6 +168,23 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// Whether this failure will be every later request's too, so publishing stops
+    /// asking (exit 4): GitHub cannot be reached, or it rejects the credentials (401,
+    /// or a 403 other than a repository's refusal to let Actions create pull requests).
+    pub fn stops_publishing(&self) -> bool {
+        match self {
+            ApiError::Transport(_) | ApiError::Auth(_) => true,
+            ApiError::Status { status: 401, .. } => true,
+            ApiError::Status {
+                status: 403,
+                message,
+            } => !message.to_ascii_lowercase().contains("not permitted to create"),
+            _ => false,
+        }
+    }
+}
+
+impl ApiError {
     /// The HTTP status, when GitHub answered.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -192,6 +209,9 @@ pub struct GitHub {
     /// Held for the whole of each mutation: serializes them, and remembers when the
     /// last one was sent.
     mutation_gate: tokio::sync::Mutex<Option<Instant>>,
+    /// The failure that stopped publishing ([`ApiError::stops_publishing`]): every
+    /// later request fails with it without being sent.
+    stopped: std::sync::Mutex<Option<ApiError>>,
 }
 
 /// An answer from the API: its status, the headers that say when to retry, its body.
@@ -244,7 +264,50 @@ impl GitHub {
             policy,
             pace,
             mutation_gate: tokio::sync::Mutex::new(None),
+            stopped: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Why publishing stopped (GitHub unreachable, credentials rejected), if it did.
+    pub fn stopped(&self) -> Option<ApiError> {
+        self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One API request, retried as [`RetryPolicy`] says; after a failure that stops
+    /// publishing, nothing more is sent.
+    async fn request(
+        &self,
+        verb: Verb,
+        path: &str,
+        body: Option<&Value>,
+        idempotent: bool,
+    ) -> Result<Value, ApiError> {
+        self.request_as(verb, path, body, idempotent, false).await
+    }
+
+    /// [`request`](Self::request); an `extra` (labels, reviewers) refused with a 403
+    /// does not stop publishing: a token may open pull requests without being allowed
+    /// to label them.
+    async fn request_as(
+        &self,
+        verb: Verb,
+        path: &str,
+        body: Option<&Value>,
+        idempotent: bool,
+        extra: bool,
+    ) -> Result<Value, ApiError> {
+        if let Some(e) = self.stopped() {
+            return Err(e);
+        }
+        let result = self.attempts(verb, path, body, idempotent).await;
+        if let Err(e) = &result
+            && e.stops_publishing()
+            && !(extra && e.status() == Some(403))
+        {
+            let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+            stopped.get_or_insert_with(|| e.clone());
+        }
+        result
     }
 
     /// The repository.
@@ -252,7 +315,7 @@ impl GitHub {
         &self.repo
     }
 
-    async fn request(
+    async fn attempts(
         &self,
         verb: Verb,
         path: &str,
@@ -477,10 +540,11 @@ impl GitHub {
     /// Add labels to an issue or pull request.
     pub async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), ApiError> {
         let payload = serde_json::json!({ "labels": labels });
-        self.request(
+        self.request_as(
             Verb::Post,
             &self.repo_path(&format!("/issues/{number}/labels")),
             Some(&payload),
+            true,
             true,
         )
         .await
@@ -498,10 +562,11 @@ impl GitHub {
             "reviewers": reviewers,
             "team_reviewers": team_reviewers,
         });
-        self.request(
+        self.request_as(
             Verb::Post,
             &self.repo_path(&format!("/pulls/{number}/requested_reviewers")),
             Some(&payload),
+            true,
             true,
         )
         .await
