@@ -515,18 +515,26 @@ fn an_unreachable_api_or_a_rejected_token_exits_4() {
     let (code, report, stderr) = s.publish_to(&refused_api(), TOKEN, &["--max-attempts", "2"]);
     assert_eq!(code, Some(4), "{stderr}");
     assert!(stderr.contains("cannot reach GitHub"), "{stderr}");
-    assert!(stderr.contains("fanout publish"), "says how to go on: {stderr}");
+    assert!(
+        stderr.contains("fanout publish"),
+        "says how to go on: {stderr}"
+    );
     assert_eq!(Setup::ops(&report), ["failed", "failed"]);
-    let on_disk: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(s.t.run_dir(&s.run).join("results.json")).unwrap(),
-    )
-    .unwrap();
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.t.run_dir(&s.run).join("results.json")).unwrap())
+            .unwrap();
     assert_eq!(Setup::ops(&on_disk), ["failed", "failed"]);
 
     let (code, report, stderr) = s.publish_to(&s.gh.url(), "not-the-token", &[]);
     assert_eq!(code, Some(4), "{stderr}");
-    assert!(stderr.contains("401") && stderr.contains("Bad credentials"), "{stderr}");
-    assert!(stderr.contains("GITHUB_TOKEN"), "names the token to check: {stderr}");
+    assert!(
+        stderr.contains("401") && stderr.contains("Bad credentials"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("GITHUB_TOKEN"),
+        "names the token to check: {stderr}"
+    );
     assert_eq!(Setup::ops(&report), ["failed", "failed"]);
     let asked = s.gh.requests().len();
     assert_eq!(asked, 1, "stopped asking after the token was rejected");
@@ -589,7 +597,62 @@ fn run_publish_exits_4_when_github_cannot_be_reached() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
     assert!(stderr.contains("cannot reach GitHub"), "{stderr}");
-    assert!(stdout.contains("results: "), "the run's table is still shown: {stdout}");
+    assert!(
+        stdout.contains("results: "),
+        "the run's table is still shown: {stdout}"
+    );
+}
+
+/// A server that accepts connections and never answers cannot hold publishing past
+/// its deadline: each request gives up after the request timeout, each retry says
+/// which request, which attempt and why, and when the deadline passes publishing
+/// stops with exit 4 naming it. (The outer bound only keeps a broken build from
+/// hanging the suite; the assertions are on what fanout says and does.)
+#[test]
+fn a_server_that_never_answers_is_bounded_by_the_publish_deadline() {
+    let s = setup("a,b");
+    // Listening, never accepting: connections complete and then hear nothing.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let api = format!("http://{}", silent.local_addr().unwrap());
+    let url = api.clone();
+    let mut child =
+        s.t.fanout(&[
+            "publish",
+            "--json",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "--server-error-backoff",
+            "0.05",
+            "--request-timeout",
+            "1s",
+            "--publish-timeout",
+            "4s",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_child(&mut child, std::time::Duration::from_secs(120));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("deadline of 4s"), "{stderr}");
+    assert!(stderr.contains("--publish-timeout"), "{stderr}");
+    assert!(
+        stderr.contains("GET /repos/octo/demo/pulls") && stderr.contains("attempt 1 of 6"),
+        "each retry says which request and which attempt: {stderr}"
+    );
+    assert!(stderr.contains("no answer within 1s"), "and why: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&report), ["failed", "failed"]);
+    drop(silent);
 }
 
 #[test]

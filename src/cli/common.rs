@@ -170,6 +170,13 @@ pub struct PublishArgs {
     /// Most attempts per API request (default 6).
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+    /// Longest the whole of publishing may take, retries and waits included (default
+    /// 15m); past it fanout stops with exit 4, and running it again continues.
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
+    pub publish_timeout: Option<f64>,
+    /// Longest one API request may go unanswered before it is retried (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = seconds)]
+    pub request_timeout: Option<f64>,
     /// First wait after a 5xx or a dropped connection (default 1s).
     #[arg(long, value_name = "DURATION", value_parser = seconds, hide = true)]
     pub server_error_backoff: Option<f64>,
@@ -213,6 +220,8 @@ impl PublishArgs {
             rate_limit_wait: self.rate_limit_wait,
             max_wait: self.max_wait,
             max_attempts: self.max_attempts,
+            publish_timeout: self.publish_timeout,
+            request_timeout: self.request_timeout,
             server_error_backoff: self.server_error_backoff,
             branch: self.branch,
             reopen: self.reopen,

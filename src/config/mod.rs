@@ -48,7 +48,7 @@ use error::{key, snippet, strip_location_prefix};
     description = "Configuration of fanout, the parallel coding-agent runner"
 )]
 pub struct ConfigFile {
-    /// The seed's block: how many workers, which agent, and per-worker limits.
+    /// How many workers, which agent, and the limits of each worker.
     #[serde(default)]
     pub parallel_runs: ParallelRuns,
     /// Tasks to run: plain prompts or `{id, prompt, model}` objects. Command-line tasks replace these.
@@ -347,6 +347,11 @@ pub struct PublishConfig {
     /// Stable branches: close a task's pull request (and delete its branch) when a run
     /// finds nothing to change (default `true`).
     pub close_stale: Option<bool>,
+    /// Longest the whole of publishing may take, waits and retries included (default
+    /// 15 min); past it, publishing stops (exit 4) and a re-run continues.
+    pub timeout: Option<Seconds>,
+    /// Longest one API request may go unanswered before it is retried (default 30 s).
+    pub request_timeout: Option<Seconds>,
 }
 
 /// Which branch a worker's pull request comes from.
@@ -373,7 +378,7 @@ pub enum IncludeStatus {
     Partial,
 }
 
-/// The seed's `parallel_runs:` block.
+/// The `parallel_runs:` block: how many workers, which agent, their limits.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParallelRuns {

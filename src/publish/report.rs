@@ -63,6 +63,10 @@ pub struct PublishFlags {
     pub max_wait: Option<f64>,
     /// Most attempts per API request.
     pub max_attempts: Option<u32>,
+    /// Longest the whole of publishing may take, in seconds.
+    pub publish_timeout: Option<f64>,
+    /// Longest one request may go unanswered, in seconds.
+    pub request_timeout: Option<f64>,
     /// First wait after a 5xx or a dropped connection, in seconds.
     pub server_error_backoff: Option<f64>,
     /// Per-run or stable branches.
@@ -111,7 +115,10 @@ pub fn publish_report(
     let code = exit_code(report);
     match stopped {
         Some(e) => {
-            errln!("fanout: publish failed: {e}; {}", next_step(&e, &target.api));
+            errln!(
+                "fanout: publish failed: {e}; {}",
+                next_step(&e, &target.api)
+            );
             Ok(exit::FATAL)
         }
         None => Ok(code),
@@ -122,10 +129,15 @@ pub fn publish_report(
 fn next_step(e: &ApiError, api: &str) -> String {
     let again = "what was done is in results.json; run `fanout publish` again to continue";
     match e {
+        ApiError::Deadline(_) => format!(
+            "raise --publish-timeout (publish.timeout) if GitHub is slow, or check --api-url / $GITHUB_API_URL ({api}); {again}"
+        ),
         ApiError::Status { .. } | ApiError::Auth(_) => format!(
             "check the token ($GITHUB_TOKEN or $GH_TOKEN, or the GitHub App) and that it may push and open pull requests on the repository (contents: write, pull-requests: write); {again}"
         ),
-        _ => format!("check the API URL ({api}: --api-url or $GITHUB_API_URL) and the network; {again}"),
+        _ => format!(
+            "check the API URL ({api}: --api-url or $GITHUB_API_URL) and the network; {again}"
+        ),
     }
 }
 
@@ -207,6 +219,8 @@ fn pacing(file: &ConfigFile, args: &PublishFlags) -> (RetryPolicy, Duration) {
         min_rate_limit_wait: secs(args.rate_limit_wait, cfg.rate_limit_wait, 60.0),
         server_error_backoff: secs(args.server_error_backoff, None, 1.0),
         max_wait: secs(args.max_wait, cfg.max_wait, 900.0),
+        request_timeout: secs(args.request_timeout, cfg.request_timeout, 30.0),
+        total: secs(args.publish_timeout, cfg.timeout, 900.0),
     };
     let pace = match args.pace_ms {
         Some(ms) => Duration::from_millis(ms),
@@ -298,8 +312,13 @@ impl Api<'_> {
             .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
         runtime.block_on(async {
             let t = self.target;
-            let (crab, push_token) = connect(&t.api, &t.slug, &t.credentials)
+            let connected = tokio::time::timeout(
+                self.policy.total,
+                connect(&t.api, &t.slug, &t.credentials),
+            );
+            let (crab, push_token) = connected
                 .await
+                .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
                 .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
             if self.in_actions {
                 outln!("::add-mask::{}", push_token.expose_secret());

@@ -4,8 +4,10 @@
 //!
 //! Requests go through octocrab's raw calls (`_get`, `_post`, `_patch`) so that fanout
 //! sees every status and header: mutations are serialized and paced, rate limits are
-//! honoured from the headers ([`retry`]), 5xx and dropped connections are retried for
-//! idempotent requests, and a `POST` that creates a pull request is never blindly
+//! honoured from the headers ([`retry`]), 5xx, dropped connections and requests left
+//! unanswered past the request timeout are retried for idempotent requests (each
+//! retry said at WARN: which request, attempt n of m, why, the wait), the whole
+//! publish is bounded by a deadline ([`ApiError::Deadline`]), and a `POST` that creates a pull request is never blindly
 //! re-sent after an ambiguous failure ([`ApiError::Ambiguous`]: the caller looks first).
 //!
 //! The API base comes from `GITHUB_API_URL` (GitHub Enterprise Server works), so tests
@@ -165,6 +167,9 @@ pub enum ApiError {
     /// Bad credentials or key.
     #[error("{0}")]
     Auth(String),
+    /// The publish's deadline passed ([`RetryPolicy::total`]).
+    #[error("{0}")]
+    Deadline(String),
 }
 
 impl ApiError {
@@ -173,12 +178,14 @@ impl ApiError {
     /// or a 403 other than a repository's refusal to let Actions create pull requests).
     pub fn stops_publishing(&self) -> bool {
         match self {
-            ApiError::Transport(_) | ApiError::Auth(_) => true,
+            ApiError::Transport(_) | ApiError::Auth(_) | ApiError::Deadline(_) => true,
             ApiError::Status { status: 401, .. } => true,
             ApiError::Status {
                 status: 403,
                 message,
-            } => !message.to_ascii_lowercase().contains("not permitted to create"),
+            } => !message
+                .to_ascii_lowercase()
+                .contains("not permitted to create"),
             _ => false,
         }
     }
@@ -212,6 +219,8 @@ pub struct GitHub {
     /// The failure that stopped publishing ([`ApiError::stops_publishing`]): every
     /// later request fails with it without being sent.
     stopped: std::sync::Mutex<Option<ApiError>>,
+    /// When publishing must be over: [`RetryPolicy::total`] after the client was made.
+    deadline: Instant,
 }
 
 /// An answer from the API: its status, the headers that say when to retry, its body.
@@ -255,12 +264,29 @@ enum Verb {
     Patch,
 }
 
+impl Verb {
+    fn as_str(&self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Patch => "PATCH",
+        }
+    }
+}
+
+/// A duration as people write it (`2s`, `1m 30s`, `50ms`).
+fn human(d: Duration) -> String {
+    let millis = Duration::from_millis(d.as_millis() as u64);
+    humantime::format_duration(millis).to_string()
+}
+
 impl GitHub {
     /// A client for `repo` over an authenticated octocrab.
     pub fn new(crab: Octocrab, repo: RepoSlug, policy: RetryPolicy, pace: Duration) -> GitHub {
         GitHub {
             crab,
             repo,
+            deadline: Instant::now() + policy.total,
             policy,
             pace,
             mutation_gate: tokio::sync::Mutex::new(None),
@@ -270,7 +296,10 @@ impl GitHub {
 
     /// Why publishing stopped (GitHub unreachable, credentials rejected), if it did.
     pub fn stopped(&self) -> Option<ApiError> {
-        self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// One API request, retried as [`RetryPolicy`] says; after a failure that stops
@@ -315,6 +344,9 @@ impl GitHub {
         &self.repo
     }
 
+    /// [`request`](Self::request)'s attempts: each within the request timeout and the
+    /// publish's deadline, each retry said (which request, attempt n of m, why, the
+    /// wait) and never begun past the deadline.
     async fn attempts(
         &self,
         verb: Verb,
@@ -328,13 +360,14 @@ impl GitHub {
         } else {
             None
         };
+        let request = format!("{} {path}", verb.as_str());
         let mut attempt = 0;
         loop {
             attempt += 1;
             if let Some(gate) = gate.as_mut() {
                 self.keep_pace(gate).await;
             }
-            let answer = match self.exchange(&verb, path, body).await {
+            let answer = match self.exchange_in_time(&verb, path, body, &request).await? {
                 Ok(a) => a,
                 Err(Unanswered { what, warn }) => {
                     if !idempotent {
@@ -342,12 +375,8 @@ impl GitHub {
                     }
                     match self.policy.wait_after_transport_error(attempt) {
                         Some(wait) => {
-                            if warn {
-                                tracing::warn!(
-                                    "GitHub request failed ({what}); retrying in {wait:?}"
-                                );
-                            }
-                            tokio::time::sleep(wait).await;
+                            self.retry_after(&request, attempt, &what, wait, warn)
+                                .await?;
                             continue;
                         }
                         None => return Err(ApiError::Transport(what)),
@@ -365,19 +394,84 @@ impl GitHub {
             if !idempotent && status >= 500 {
                 return Err(ApiError::Ambiguous(format!("HTTP {status}")));
             }
+            let message = error_message(&answer.text);
             match self.policy.wait_after(&answer.info(), attempt, now_secs()) {
                 Some(wait) => {
-                    tracing::warn!("GitHub answered {status}; retrying in {wait:?}");
-                    tokio::time::sleep(wait).await;
+                    let why = format!("GitHub answered {status}: {message}");
+                    self.retry_after(&request, attempt, &why, wait, true)
+                        .await?;
                 }
-                None => {
-                    return Err(ApiError::Status {
-                        status,
-                        message: error_message(&answer.text),
-                    });
-                }
+                None => return Err(ApiError::Status { status, message }),
             }
         }
+    }
+
+    /// Send one request, waiting for its answer at most the request timeout and never
+    /// past the deadline (an `Err`: the deadline passed).
+    async fn exchange_in_time(
+        &self,
+        verb: &Verb,
+        path: &str,
+        body: Option<&Value>,
+        request: &str,
+    ) -> Result<Result<Answer, Unanswered>, ApiError> {
+        let limit = self.policy.request_timeout.min(self.time_left(request)?);
+        match tokio::time::timeout(limit, self.exchange(verb, path, body)).await {
+            Ok(answered) => Ok(answered),
+            Err(_) => {
+                self.time_left(request)?;
+                Ok(Err(Unanswered {
+                    what: format!("no answer within {}", human(limit)),
+                    warn: true,
+                }))
+            }
+        }
+    }
+
+    /// Time left before the deadline; an error naming it once it has passed.
+    fn time_left(&self, request: &str) -> Result<Duration, ApiError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ApiError::Deadline(format!(
+                "{}: {request} was still unanswered",
+                self.deadline_text()
+            )));
+        }
+        Ok(left)
+    }
+
+    fn deadline_text(&self) -> String {
+        format!(
+            "publishing did not finish within its deadline of {} (--publish-timeout, publish.timeout)",
+            human(self.policy.total)
+        )
+    }
+
+    /// Say what is retried and why, then wait `wait` — unless that passes the deadline.
+    async fn retry_after(
+        &self,
+        request: &str,
+        attempt: u32,
+        why: &str,
+        wait: Duration,
+        warn: bool,
+    ) -> Result<(), ApiError> {
+        if Instant::now() + wait >= self.deadline {
+            return Err(ApiError::Deadline(format!(
+                "{}: {request} failed ({why}) and its next attempt, in {}, would be past it",
+                self.deadline_text(),
+                human(wait)
+            )));
+        }
+        if warn {
+            tracing::warn!(
+                "GitHub: {request}: attempt {attempt} of {} failed ({why}); retrying in {}",
+                self.policy.max_attempts,
+                human(wait)
+            );
+        }
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 
     /// Wait until `pace` after the last mutation, and note this one.

@@ -7,8 +7,10 @@
 //! * 5xx: `server_error_backoff`, doubling, capped.
 //! * anything else: not retried.
 //!
-//! Only idempotent requests are repeated after a dropped connection; a `POST` that
-//! creates something is never blindly re-sent (the caller checks first).
+//! Only idempotent requests are repeated after a dropped connection or a request
+//! left unanswered past `request_timeout`; a `POST` that creates something is never
+//! blindly re-sent (the caller checks first). No wait or request goes past the
+//! deadline of the whole publish (`total`).
 
 use std::time::Duration;
 
@@ -23,6 +25,10 @@ pub struct RetryPolicy {
     pub server_error_backoff: Duration,
     /// Longest single wait.
     pub max_wait: Duration,
+    /// Longest one request may go unanswered before it counts as failed.
+    pub request_timeout: Duration,
+    /// Longest the whole of publishing may take (its deadline starts with the client).
+    pub total: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +38,8 @@ impl Default for RetryPolicy {
             min_rate_limit_wait: Duration::from_secs(60),
             server_error_backoff: Duration::from_secs(1),
             max_wait: Duration::from_secs(15 * 60),
+            request_timeout: Duration::from_secs(30),
+            total: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -98,6 +106,7 @@ mod tests {
             min_rate_limit_wait: Duration::from_secs(60),
             server_error_backoff: Duration::from_secs(1),
             max_wait: Duration::from_secs(300),
+            ..RetryPolicy::default()
         }
     }
 
