@@ -664,3 +664,61 @@ fn demo_runs_three_workers() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches(" success ").count(), 3, "{stdout}");
 }
+
+/// After the table, `run` says what to do next — where the results are, the branches,
+/// how to see the status, publish and clean up — and where each failed worker's log
+/// is; not with --quiet or --json, whose output is for scripts.
+#[test]
+fn run_says_what_next_and_where_the_failed_workers_log_is() {
+    let t = TestEnv::new();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'test \"$FANOUT_MODEL\" != bad && echo ok > out-$FANOUT_WORKER_ID.txt']\n",
+        t.worktrees.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let args = [
+        "--config", cfg, "run", "-w", "2", "--models", "good,bad", "Tidy up",
+    ];
+    let out = t.fanout(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let id = t.runs().pop().expect("a run");
+    let run_dir = t.run_dir(&id);
+    for hint in [
+        format!("results:   {}", run_dir.join("results.json").display()),
+        format!("branches:  git branch --list 'fanout/{id}/*'"),
+        format!("status:    fanout status --run {id}"),
+        format!("publish:   fanout publish --run {id}"),
+        format!("clean up:  fanout cleanup --run {id}"),
+    ] {
+        assert!(stdout.contains(&hint), "{hint:?} missing from:\n{stdout}");
+    }
+    let report = t.results(&id);
+    let failed = &report["results"][1];
+    assert_eq!(failed["status"], "failed");
+    let log = failed["log_path"]
+        .as_str()
+        .expect("the failed worker's log");
+    assert!(std::path::Path::new(log).is_file(), "{log}");
+    assert!(
+        stdout.contains(&format!("log:       {log} (worker 2 failed)")),
+        "{stdout}"
+    );
+    let ok_log = report["results"][0]["log_path"].as_str().unwrap();
+    assert!(
+        !stdout.contains(ok_log),
+        "only failed workers' logs: {stdout}"
+    );
+    // the hints name real things: the branches they list exist
+    let listed = t.git(&["branch", "--list", &format!("fanout/{id}/*")]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+
+    for quiet in [["-q"], ["--json"]] {
+        let mut args = args.to_vec();
+        args.insert(3, quiet[0]);
+        let out = t.fanout(&args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("clean up:"), "{quiet:?}: {stdout}");
+        assert!(!stdout.contains("log:"), "{quiet:?}: {stdout}");
+    }
+}

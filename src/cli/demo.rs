@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::common::CliError;
 use crate::ops::demo::make_repo;
+use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
 use crate::util::out::{out, outln};
 
@@ -52,13 +53,11 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
 
     let (repo, report) = crate::ops::demo::run(&repo_dir, Style::detect(args.quiet))?;
     out!("\n{}", crate::report::table::table(&report.results));
-    outln!(
-        "\nresults:   {}\nsummary:   {}\nbranches:  git -C {} branch --list 'fanout/*'\ninspect:   fanout -C {} status\nclean up:  fanout -C {} cleanup --all",
-        repo.run_dir(&report.run_id).join("results.json").display(),
-        repo.run_dir(&report.run_id).join("summary.md").display(),
-        repo_dir.display(),
-        repo_dir.display(),
-        repo_dir.display(),
-    );
+    let hints = Hints {
+        dir: Some(&repo_dir),
+        publish: false,
+    };
+    let run_dir = repo.run_dir(&report.run_id);
+    out!("\n{}", next_steps(&report, &run_dir, hints));
     Ok(report.exit_code)
 }

@@ -6,6 +6,7 @@ use clap::Args;
 use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
 use crate::ops::run::{AfterRun, after_run, execute_plan};
 use crate::publish::report::check_publishing;
+use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::{ExecOptions, push_record};
@@ -30,7 +31,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
 
-    /// No live progress bars: plain log lines.
+    /// No live progress bars (plain log lines), and no what-next lines after the table.
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
@@ -97,9 +98,18 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         );
     } else {
         out!("\n{}", table(&report.results));
-        outln!("\nresults: {}", results_path.display());
         if args.publish {
             out!("\n{}", pr_table(&report));
+        }
+        if !args.quiet {
+            let run_dir = repo.run_dir(&report.run_id);
+            let hints = Hints {
+                dir: None,
+                publish: !args.publish,
+            };
+            out!("\n{}", next_steps(&report, &run_dir, hints));
+        } else {
+            outln!("\nresults: {}", results_path.display());
         }
     }
     Ok(code)
