@@ -314,7 +314,7 @@ impl GitHub {
         self.request_as(verb, path, body, idempotent, false).await
     }
 
-    /// [`request`](Self::request); an `extra` (labels, reviewers) refused with a 403
+    /// [`request`](Self::request); an `extra` (labels, reviewers, comments) refused with a 403
     /// does not stop publishing: a token may open pull requests without being allowed
     /// to label them.
     async fn request_as(
@@ -593,11 +593,12 @@ impl GitHub {
     /// second comment would be a duplicate).
     pub async fn comment(&self, number: u64, body: &str) -> Result<(), ApiError> {
         let payload = serde_json::json!({ "body": body });
-        self.request(
+        self.request_as(
             Verb::Post,
             &self.repo_path(&format!("/issues/{number}/comments")),
             Some(&payload),
             false,
+            true,
         )
         .await
         .map(|_| ())
