@@ -90,15 +90,15 @@ macro_rules! both_modes {
 // tamper checks, signed records and cleanup safety.
 both_modes!(
     moves_main_deletes_a_branch_and_forges_results {
-        off: "needs issue #11 T2 (tamper checks)",
+        off: ready,
         required: ready,
     },
     repoints_origin_at_its_own_server {
-        off: "needs issue #11 T2 (tamper checks)",
+        off: ready,
         required: ready,
     },
     plants_config_hooks_and_filters_for_fanouts_git {
-        off: "needs issue #11 T2 (tamper checks)",
+        off: ready,
         required: ready,
     },
     reads_proc_for_the_token {
@@ -110,11 +110,11 @@ both_modes!(
         required: ready,
     },
     edits_the_checkout_home_and_parent_directory {
-        off: "needs issue #11 T2 (tamper checks)",
+        off: ready,
         required: ready,
     },
     plants_symlinks_where_fanout_writes {
-        off: "needs issue #11 T2 (fanout's own writes)",
+        off: ready,
         required: ready,
     },
     forges_the_journal_then_cleanup_runs {
@@ -126,7 +126,7 @@ both_modes!(
         required: "needs issue #11 T2 (cleanup --force)",
     },
     kills_fanout_then_resume_finds_the_damage {
-        off: "needs issue #11 T2 (tamper checks on resume)",
+        off: ready,
         required: ready,
     },
     an_honest_agent_still_commits {

@@ -266,6 +266,9 @@ pub fn execute(
     let common_dir = repo.open().map_err(git)?.commondir().to_owned();
     let pid_file = PidFile::create(&run_dir);
     super::reaper::adopt_orphans();
+    let tamper = super::tamper::Snapshot::for_run(&repo.workdir, &plan, &worktree_root, &run_dir)
+        .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
+    let tamper = Arc::new(super::tamper::guard::Guard::new(tamper));
 
     let plan = Arc::new(plan);
     let executor = Arc::new(Executor {
@@ -281,6 +284,7 @@ pub fn execute(
         attempt: number,
         sandbox: sandbox.abi,
         common_dir,
+        tamper: Some(Arc::clone(&tamper)),
     });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -304,6 +308,13 @@ pub fn execute(
         errln!(
             "fanout: stopped {left} process{} the agents left running",
             if left == 1 { "" } else { "es" }
+        );
+    }
+    let left = tamper.end();
+    if !left.is_empty() {
+        errln!(
+            "fanout: warning: after the last worker, something a worker left running changed what an agent must not: {}",
+            super::tamper::guard::describe(&left)
         );
     }
     Ok(Attempted {

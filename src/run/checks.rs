@@ -69,7 +69,7 @@ pub async fn run(
         }
         let log = log_dir.join(format!("w{worker_id}-check-{}.log", i + 1));
         // `supervise` appends: each run of a check starts its log afresh.
-        let _ = std::fs::File::create(&log);
+        let _ = crate::util::open_log(&log, true);
         let args = vec!["-c".to_owned(), check.run.clone()];
         let spec = ProcessSpec {
             program: "sh",

@@ -159,6 +159,8 @@ pub struct Executor {
     pub sandbox: Option<u8>,
     /// The repository's common git directory (harvest opens the repository by it).
     pub common_dir: PathBuf,
+    /// The tamper check after each worker (see [`super::tamper`]).
+    pub tamper: Option<Arc<super::tamper::guard::Guard>>,
 }
 
 impl Executor {
@@ -249,6 +251,19 @@ impl Executor {
         }
     }
 
+    fn tamper_started(&self, id: u32) {
+        if let Some(g) = &self.tamper {
+            g.started(id);
+        }
+    }
+
+    /// The tamper check after worker `id` (blocking file work, off the async threads).
+    fn tamper_finished(&self, id: u32, result: &mut WorkerResult) {
+        if let Some(g) = &self.tamper {
+            tokio::task::block_in_place(|| g.finished(id, result));
+        }
+    }
+
     /// A worker that got a slot: run it.
     async fn started(
         self: Arc<Self>,
@@ -257,9 +272,11 @@ impl Executor {
         sh: Shared,
     ) -> (u32, WorkerResult) {
         let id = w.id;
-        let result = self
+        self.tamper_started(id);
+        let mut result = self
             .run_one(w, sh.events.clone(), sh.stop.clone(), Arc::clone(&sh.spend))
             .await;
+        self.tamper_finished(id, &mut result);
         sh.spend.finish(id, result.cost);
         drop(permit);
         sh.finished(id, result)
@@ -285,7 +302,8 @@ impl Executor {
             Ok(base) => match slot(&sh.permits, &mut sh.stop.clone()).await {
                 None => self.skeleton(&w, Status::Failed, "interrupted"),
                 Some(permit) => {
-                    let r = self
+                    self.tamper_started(id);
+                    let mut r = self
                         .run_one_from(
                             w.clone(),
                             sh.events.clone(),
@@ -294,6 +312,7 @@ impl Executor {
                             Some(base),
                         )
                         .await;
+                    self.tamper_finished(id, &mut r);
                     sh.spend.finish(id, r.cost);
                     drop(permit);
                     r

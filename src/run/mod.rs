@@ -33,4 +33,5 @@ pub mod runs;
 pub mod setup;
 pub mod signals;
 pub mod status;
+pub mod tamper;
 pub mod worktree;

@@ -129,17 +129,16 @@ pub async fn supervise(
     mut stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<Supervised> {
-    let log = tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(spec.log)
-        .await?;
+    let log = tokio::fs::File::from_std(crate::util::open_log(spec.log, false)?);
     let mut cmd = command(&mut spec)?;
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
     let group_record = group_record_path(spec.log);
-    let _ = std::fs::write(&group_record, format!("{pgid}\n{}\n", spec.program));
+    let _ = crate::util::write_atomic(
+        &group_record,
+        format!("{pgid}\n{}\n", spec.program).as_bytes(),
+    );
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let last_output = Arc::new(AtomicU64::new(0));

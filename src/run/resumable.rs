@@ -93,6 +93,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
+    check_tamper(&id, &run_dir)?;
     clear_unfinished(repo, &id, &mut journal, &todo)?;
     let number = resume::attempt(&run_dir).saturating_add(1);
     resume::set_attempt(&run_dir, number).map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
@@ -163,6 +164,23 @@ fn stop_earlier_attempt(
             .collect::<Vec<_>>()
             .join(", ")
     )))
+}
+
+/// Compare with the run's tamper snapshot (its earlier attempt was cut short, so no
+/// check ran after its last workers) and restore; say what changed.
+fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
+    if !run_dir.join(super::tamper::SNAPSHOT_FILE).exists() {
+        return Ok(());
+    }
+    let snap = super::tamper::Snapshot::load(run_dir)
+        .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
+    let changes = snap
+        .check(super::tamper::Mode::End)
+        .map_err(|e| Failure::Fatal(format!("run {id}: tamper check: {e}")))?;
+    for c in changes.iter().filter(|c| !c.benign) {
+        errln!("fanout: run {id}: since its earlier attempt started, {c}");
+    }
+    Ok(())
 }
 
 /// Clear what the unfinished workers' earlier attempt left, so they start afresh.

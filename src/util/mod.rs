@@ -9,11 +9,40 @@ pub mod out;
 
 use std::path::Path;
 
-/// Write `bytes` to `path` via a temporary file and a rename.
+/// Write `bytes` to `path` via a temporary file and a rename. The temporary file has
+/// a random name and is created exclusively (`O_EXCL`), so a symlink planted where
+/// fanout writes is never followed; the rename replaces whatever is at `path` (a
+/// planted symlink included) without following it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Open a log for appending (`truncate`: start it afresh), creating it with mode
+/// 0600; never through a symlink (`O_NOFOLLOW`: a planted link is an error).
+pub fn open_log(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .mode(0o600);
+    if truncate {
+        o.write(true).truncate(true);
+    } else {
+        o.append(true);
+    }
+    o.open(path)
 }
 
 /// Read at most `max` bytes of the regular file at `path`, never following a symbolic

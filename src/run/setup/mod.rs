@@ -455,7 +455,7 @@ impl Log {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let _ = std::fs::File::create(path);
+        let _ = crate::util::open_log(path, true);
         Log {
             path: path.to_owned(),
             wrote: false,
@@ -464,7 +464,7 @@ impl Log {
 
     fn line(&mut self, text: &str) {
         self.wrote = true;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&self.path) {
+        if let Ok(mut f) = crate::util::open_log(&self.path, false) {
             let _ = writeln!(f, "{text}");
         }
     }

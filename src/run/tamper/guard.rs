@@ -1,0 +1,106 @@
+//! The tamper check during a run: after each worker, compare with the snapshot and
+//! blame the change on every worker that ran since the last clean check (with
+//! unsandboxed workers running in parallel, fanout cannot tell which one did it, and
+//! the reason says so).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use super::{Change, Mode, Snapshot};
+use crate::model::{Status, WorkerResult};
+
+#[derive(Debug, Default)]
+struct State {
+    running: BTreeSet<u32>,
+    /// Workers that ran since the last clean check.
+    suspects: BTreeSet<u32>,
+    /// Reasons waiting for workers still running when a change was found.
+    blame: BTreeMap<u32, String>,
+}
+
+/// The snapshot of a run, checked as its workers finish.
+#[derive(Debug)]
+pub struct Guard {
+    /// What the run must leave as it was.
+    pub snapshot: Snapshot,
+    state: Mutex<State>,
+}
+
+/// `changes` as one reason.
+pub fn describe(changes: &[Change]) -> String {
+    changes
+        .iter()
+        .map(Change::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Guard {
+    /// Guard `snapshot`.
+    pub fn new(snapshot: Snapshot) -> Guard {
+        Guard {
+            snapshot,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Worker `id` starts (its setup, agent and checks may change things).
+    pub fn started(&self, id: u32) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.running.insert(id);
+        st.suspects.insert(id);
+    }
+
+    /// Worker `id` is done: check, restore, and fail `result` when it (or a worker
+    /// running alongside) changed what it must not.
+    pub fn finished(&self, id: u32, result: &mut WorkerResult) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.running.remove(&id);
+        let found = match self.snapshot.check(Mode::Worker) {
+            Ok(c) => c.into_iter().filter(|c| !c.benign).collect(),
+            Err(e) => vec![Change {
+                what: "the repository".into(),
+                how: format!("could not be checked: {e}"),
+                benign: false,
+            }],
+        };
+        if !found.is_empty() {
+            let suspects: Vec<u32> = st.suspects.iter().copied().collect();
+            let mut reason = format!("changed what an agent must not: {}", describe(&found));
+            if suspects.len() > 1 {
+                let ids: Vec<String> = suspects.iter().map(|i| format!("#{i}")).collect();
+                reason.push_str(&format!(
+                    " (found after worker #{id} finished; workers {} ran unsandboxed since the last clean check, any of them may have done it)",
+                    ids.join(", ")
+                ));
+            }
+            for s in suspects {
+                st.blame.insert(s, reason.clone());
+            }
+        }
+        st.suspects = st.running.clone();
+        if let Some(reason) = st.blame.remove(&id) {
+            blame(result, reason);
+        }
+    }
+
+    /// After the last worker: restore what is left (fanout's own submodule entries,
+    /// and anything a process left behind by a worker changed since); returns the
+    /// changes other than fanout's own.
+    pub fn end(&self) -> Vec<Change> {
+        let _st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match self.snapshot.check(Mode::End) {
+            Ok(c) => c.into_iter().filter(|c| !c.benign).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// `result` failed because of `reason` (kept after its own reason, if any).
+pub fn blame(result: &mut WorkerResult, reason: String) {
+    result.status = Status::Failed;
+    result.reason = Some(match result.reason.take() {
+        Some(own) if !own.is_empty() => format!("{reason}; also: {own}"),
+        _ => reason,
+    });
+}

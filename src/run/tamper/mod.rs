@@ -1,0 +1,474 @@
+//! Tamper checks: what an agent must not touch, taken before the first worker starts
+//! ([`Snapshot::take`]) and compared after each worker and before resume
+//! ([`Snapshot::check`]): every ref outside this run's namespace, HEAD of the user's
+//! checkout and of the user's own linked worktrees, the shared `config` (and
+//! `config.worktree`), the hooks directory (`core.hooksPath` resolved) and `info/`,
+//! the checkout's status (a hash of each dirty or untracked file, the index's
+//! entries) and the run directory (no symlink or special file may appear in it).
+//!
+//! What changed is named, one [`Change`] each. Refs, config, hooks and `info/` are
+//! restored from the snapshot where that loses nothing: a moved or added ref is named
+//! with the commit it pointed to, and the bytes a restore replaces are kept in the run
+//! directory (`tamper/`). The checkout and HEADs are reported, never reverted. Planted
+//! symlinks and special files in the run directory are removed.
+//!
+//! fanout's own writes are allowed for: `git submodule update --init` in a worker's
+//! setup adds `submodule.<name>.url`/`.active` for the submodules of `.gitmodules`;
+//! those entries are not blamed on anyone and go when the run ends
+//! ([`Snapshot::check`] with [`Mode::End`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Largest file of the hooks dir or `info/` whose bytes the snapshot keeps (to
+/// restore it); larger ones are compared by hash and reported only.
+const KEEP_BYTES: u64 = 1 << 20;
+
+/// A file fanout guards: its mode and hash, and its bytes when small enough.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileState {
+    /// Unix mode bits.
+    pub mode: u32,
+    /// SHA-256 of the contents (a symlink: of its target).
+    pub sha256: String,
+    /// The contents, hex, when at most 1 MiB (to restore from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hex: Option<String>,
+    /// Whether it is a symlink.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub symlink: bool,
+}
+
+/// What an agent must not touch, as it was before the first worker started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The run.
+    pub run_id: String,
+    /// Branches under this prefix (`<prefix>/<run-id>/`) are the run's own.
+    pub namespace: String,
+    /// The repository's common git dir.
+    pub common_dir: PathBuf,
+    /// The user's checkout.
+    pub workdir: PathBuf,
+    /// Where fanout's worktrees live (left out of the checkout's status).
+    pub worktree_root: PathBuf,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Every ref outside the namespace: name → commit (or `-> target` for a symbolic ref).
+    pub refs: BTreeMap<String, String>,
+    /// HEAD of the checkout and of the user's linked worktrees: path → HEAD file.
+    pub heads: BTreeMap<String, String>,
+    /// The hooks directory.
+    pub hooks_dir: PathBuf,
+    /// Guarded files: `config`, `config.worktree`, `hooks/…`, `info/…` → state.
+    pub files: BTreeMap<String, FileState>,
+    /// Dirty and untracked files of the checkout → hash (`deleted` when deleted).
+    pub checkout: BTreeMap<String, String>,
+    /// Hash of the index's entries (path, mode, object, stage).
+    pub index: String,
+}
+
+/// One thing that differs from the snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// What, as the user knows it: `refs/heads/main`, `.git/config (core.fsmonitor)`,
+    /// `.git/hooks/pre-commit`, `README.md in the checkout`.
+    pub what: String,
+    /// How, and what fanout did about it.
+    pub how: String,
+    /// fanout's own doing (submodule entries): not blamed on a worker.
+    pub benign: bool,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.what, self.how)
+    }
+}
+
+/// When a check runs: during the run (restores what an agent changed), at its end
+/// (restores fanout's own submodule entries too), or just to report (nothing restored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// After a worker.
+    Worker,
+    /// After the last worker.
+    End,
+    /// Report only.
+    Report,
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn git_err(e: git2::Error) -> String {
+    e.message().to_owned()
+}
+
+/// The state of `path` (None when absent).
+fn file_state(path: &Path) -> Option<FileState> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(path).ok()?;
+        let bytes = target.as_os_str().as_encoded_bytes().to_vec();
+        return Some(FileState {
+            mode: meta.mode(),
+            sha256: sha256(&bytes),
+            hex: Some(to_hex(&bytes)),
+            symlink: true,
+        });
+    }
+    if !meta.is_file() {
+        return Some(FileState {
+            mode: meta.mode(),
+            sha256: String::new(),
+            hex: None,
+            symlink: false,
+        });
+    }
+    let bytes = std::fs::read(path).ok()?;
+    Some(FileState {
+        mode: meta.mode(),
+        sha256: sha256(&bytes),
+        hex: (meta.len() <= KEEP_BYTES).then(|| to_hex(&bytes)),
+        symlink: false,
+    })
+}
+
+/// Files under `dir` (two levels deep), keyed `label/rel`.
+fn dir_files(dir: &Path, label: &str, out: &mut BTreeMap<String, FileState>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let key = format!("{label}/{name}");
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && label.matches('/').count() < 1 {
+            dir_files(&e.path(), &key, out);
+        } else if let Some(s) = file_state(&e.path()) {
+            out.insert(key, s);
+        }
+    }
+}
+
+impl Snapshot {
+    /// Take the snapshot of the repository at `workdir` for run `run_id`, whose own
+    /// branches are under `namespace` (`<prefix>/<run-id>/`).
+    pub fn take(
+        workdir: &Path,
+        run_id: &str,
+        namespace: &str,
+        worktree_root: &Path,
+        run_dir: &Path,
+    ) -> Result<Snapshot, String> {
+        let repo = git2::Repository::open(workdir).map_err(git_err)?;
+        let common_dir = repo.commondir().to_owned();
+        let s = Snapshot {
+            run_id: run_id.to_owned(),
+            namespace: namespace.to_owned(),
+            common_dir,
+            workdir: workdir.to_owned(),
+            worktree_root: worktree_root.to_owned(),
+            run_dir: run_dir.to_owned(),
+            refs: BTreeMap::new(),
+            heads: BTreeMap::new(),
+            hooks_dir: PathBuf::new(),
+            files: BTreeMap::new(),
+            checkout: BTreeMap::new(),
+            index: String::new(),
+        };
+        s.observe(&repo)
+    }
+
+    /// The same things as they are now.
+    fn observe(&self, repo: &git2::Repository) -> Result<Snapshot, String> {
+        // The hooks dir of the snapshot (a planted core.hooksPath is a config change).
+        let hooks_dir = if self.hooks_dir.as_os_str().is_empty() {
+            hooks_dir(repo, &self.common_dir, &self.workdir)
+        } else {
+            self.hooks_dir.clone()
+        };
+        let mut files = BTreeMap::new();
+        for name in ["config", "config.worktree"] {
+            if let Some(st) = file_state(&self.common_dir.join(name)) {
+                files.insert(name.to_owned(), st);
+            }
+        }
+        dir_files(&hooks_dir, "hooks", &mut files);
+        dir_files(&self.common_dir.join("info"), "info", &mut files);
+        let (checkout, index) = self.checkout_state(repo)?;
+        Ok(Snapshot {
+            refs: self.refs_now(repo)?,
+            heads: self.heads_now(repo),
+            hooks_dir,
+            files,
+            checkout,
+            index,
+            ..self.clone()
+        })
+    }
+
+    /// Whether `name` is one of this run's own refs.
+    fn owned(&self, name: &str) -> bool {
+        let short = name.strip_prefix("refs/heads/").or_else(|| {
+            name.strip_prefix("refs/remotes/")
+                .and_then(|r| r.split_once('/').map(|(_, b)| b))
+        });
+        short.is_some_and(|b| b.starts_with(&self.namespace))
+    }
+
+    fn refs_now(&self, repo: &git2::Repository) -> Result<BTreeMap<String, String>, String> {
+        let mut refs = BTreeMap::new();
+        for r in repo.references().map_err(git_err)?.flatten() {
+            let Ok(name) = r.name().map(str::to_owned) else {
+                continue;
+            };
+            if self.owned(&name) {
+                continue;
+            }
+            let target = match (r.target(), r.symbolic_target().ok().flatten()) {
+                (Some(oid), _) => oid.to_string(),
+                (None, Some(t)) => format!("-> {t}"),
+                _ => continue,
+            };
+            refs.insert(name, target);
+        }
+        Ok(refs)
+    }
+
+    /// HEAD of the checkout and of each linked worktree that is not fanout's.
+    fn heads_now(&self, repo: &git2::Repository) -> BTreeMap<String, String> {
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let mut heads = BTreeMap::new();
+        heads.insert(
+            self.workdir.display().to_string(),
+            read(self.common_dir.join("HEAD")),
+        );
+        for name in repo
+            .worktrees()
+            .iter()
+            .flat_map(|a| a.iter().flatten().flatten())
+        {
+            let Ok(wt) = repo.find_worktree(name) else {
+                continue;
+            };
+            if wt.path().starts_with(&self.worktree_root) {
+                continue;
+            }
+            let head = read(self.common_dir.join("worktrees").join(name).join("HEAD"));
+            heads.insert(wt.path().display().to_string(), head);
+        }
+        heads
+    }
+
+    /// The checkout's dirty and untracked files (hashed) and the index's entries.
+    fn checkout_state(
+        &self,
+        repo: &git2::Repository,
+    ) -> Result<(BTreeMap<String, String>, String), String> {
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true)
+            .recurse_untracked_dirs(true)
+            .exclude_submodules(true)
+            .include_ignored(false);
+        let statuses = repo.statuses(Some(&mut opts)).map_err(git_err)?;
+        let inner = self
+            .worktree_root
+            .strip_prefix(&self.workdir)
+            .ok()
+            .map(Path::to_owned);
+        let mut checkout = BTreeMap::new();
+        for e in statuses.iter() {
+            let Ok(path) = e.path() else { continue };
+            if inner
+                .as_ref()
+                .is_some_and(|i| Path::new(path).starts_with(i))
+            {
+                continue;
+            }
+            let full = self.workdir.join(path);
+            let state = match file_state(&full) {
+                Some(st) => st.sha256,
+                None => "deleted".to_owned(),
+            };
+            checkout.insert(path.to_owned(), state);
+        }
+        let mut h = Sha256::new();
+        if let Ok(index) = repo.index() {
+            for e in index.iter() {
+                h.update(&e.path);
+                h.update(format!("\0{:o} {} {}\n", e.mode, e.id, (e.flags >> 12) & 3));
+            }
+        }
+        let index = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Ok((checkout, index))
+    }
+
+    /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
+    pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
+        let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
+        let now = self.observe(&repo)?;
+        let restore = mode != Mode::Report;
+        let mut changes = Vec::new();
+        self.refs_changed(&repo, &now, restore, &mut changes);
+        self.heads_changed(&now, &mut changes);
+        self.files_changed(&now, mode, &mut changes);
+        self.checkout_changed(&now, &mut changes);
+        self.run_dir_changed(restore, &mut changes);
+        Ok(changes)
+    }
+
+    fn refs_changed(
+        &self,
+        repo: &git2::Repository,
+        now: &Snapshot,
+        restore: bool,
+        out: &mut Vec<Change>,
+    ) {
+        let names: BTreeSet<&String> = self.refs.keys().chain(now.refs.keys()).collect();
+        for name in names {
+            let (was, is) = (self.refs.get(name), now.refs.get(name));
+            if was == is {
+                continue;
+            }
+            let fixed = restore && restore_ref(repo, name, was).is_ok();
+            let how = match (was, is, fixed) {
+                (Some(w), Some(i), true) => format!("moved to {i} (restored to {w})"),
+                (Some(w), None, true) => format!("deleted (was {w}; restored)"),
+                (None, Some(i), true) => format!("created at {i} (removed)"),
+                (Some(_), Some(i), false) => format!("moved to {i} (not restored)"),
+                (Some(w), None, false) => format!("deleted (was {w}; not restored)"),
+                (None, Some(i), false) => format!("created at {i} (not removed)"),
+                (None, None, _) => continue,
+            };
+            out.push(Change {
+                what: name.clone(),
+                how,
+                benign: false,
+            });
+        }
+    }
+
+    fn heads_changed(&self, now: &Snapshot, out: &mut Vec<Change>) {
+        for (path, was) in &self.heads {
+            let is = now.heads.get(path).map(String::as_str).unwrap_or("");
+            if is != was {
+                out.push(Change {
+                    what: format!("HEAD of {path}"),
+                    how: format!(
+                        "changed from {:?} to {:?} (not reverted)",
+                        was.trim(),
+                        is.trim()
+                    ),
+                    benign: false,
+                });
+            }
+        }
+    }
+}
+
+/// Set ref `name` back to `was` (a commit or `-> target`), or delete it when it did
+/// not exist.
+fn restore_ref(repo: &git2::Repository, name: &str, was: Option<&String>) -> Result<(), String> {
+    let msg = "fanout: restored after a worker changed it";
+    match was {
+        None => repo
+            .find_reference(name)
+            .and_then(|mut r| r.delete())
+            .map_err(git_err),
+        Some(w) => match w.strip_prefix("-> ") {
+            Some(target) => repo
+                .reference_symbolic(name, target, true, msg)
+                .map(drop)
+                .map_err(git_err),
+            None => {
+                let oid = git2::Oid::from_str(w).map_err(git_err)?;
+                repo.reference(name, oid, true, msg)
+                    .map(drop)
+                    .map_err(git_err)
+            }
+        },
+    }
+}
+
+/// The hooks directory git uses: `core.hooksPath` (relative to the checkout), else
+/// `<common dir>/hooks`.
+fn hooks_dir(repo: &git2::Repository, common: &Path, workdir: &Path) -> PathBuf {
+    let configured = repo
+        .config()
+        .and_then(|c| c.get_path("core.hooksPath"))
+        .ok();
+    match configured {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => workdir.join(p),
+        None => common.join("hooks"),
+    }
+}
+
+mod files;
+pub mod guard;
+
+#[cfg(test)]
+mod tests;
+
+/// Name of the snapshot in a run directory.
+pub const SNAPSHOT_FILE: &str = "snapshot.json";
+
+/// The run's namespace (`<prefix>/<run-id>/`), from its first worker's branch.
+pub fn namespace(plan: &crate::plan::Plan) -> Option<String> {
+    let first = plan.workers.first()?;
+    let (ns, _) = first.branch.rsplit_once('/')?;
+    Some(format!("{ns}/"))
+}
+
+impl Snapshot {
+    /// The run's snapshot: the one in `run_dir` (an earlier attempt took it), else
+    /// taken now and saved there.
+    pub fn for_run(
+        workdir: &Path,
+        plan: &crate::plan::Plan,
+        worktree_root: &Path,
+        run_dir: &Path,
+    ) -> Result<Snapshot, String> {
+        let path = run_dir.join(SNAPSHOT_FILE);
+        if path.exists() {
+            return Snapshot::load(run_dir);
+        }
+        let ns = namespace(plan).ok_or("the plan has no worker")?;
+        let s = Snapshot::take(workdir, &plan.run_id, &ns, worktree_root, run_dir)?;
+        s.save(run_dir)?;
+        Ok(s)
+    }
+
+    /// Read the snapshot of `run_dir`.
+    pub fn load(run_dir: &Path) -> Result<Snapshot, String> {
+        let path = run_dir.join(SNAPSHOT_FILE);
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Save in `run_dir`.
+    pub fn save(&self, run_dir: &Path) -> Result<(), String> {
+        let path = run_dir.join(SNAPSHOT_FILE);
+        let bytes = serde_json::to_vec(self).expect("snapshot serializes");
+        crate::util::write_atomic(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,232 @@
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A repository with `main`, a branch `feature`, an untracked file, and a run
+/// directory; the snapshot of run `r1` (namespace `fanout/r1/`).
+fn setup() -> (tempfile::TempDir, std::path::PathBuf, Snapshot) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "one"]);
+    git(&repo, &["branch", "feature"]);
+    std::fs::write(repo.join("notes.txt"), "mine\n").unwrap();
+    let run_dir = repo.join(".git/fanout/runs/r1");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let wt = tmp.path().join("wt");
+    let s = Snapshot::take(&repo, "r1", "fanout/r1/", &wt, &run_dir).unwrap();
+    (tmp, repo, s)
+}
+
+fn result(id: u32) -> crate::model::WorkerResult {
+    serde_json::from_value(serde_json::json!({
+        "worker_id": id, "branch": format!("fanout/r1/w{id}"), "model": null,
+        "status": "success", "steps": null, "cost": null, "duration": 0.0,
+        "files_modified": [], "worktree_path": null, "task": "t", "agent": "fake",
+        "reason": null, "commit": null, "exit_code": null, "log_path": null,
+    }))
+    .unwrap()
+}
+
+fn named(changes: &[Change]) -> String {
+    changes.iter().map(|c| format!("{c}\n")).collect()
+}
+
+#[test]
+fn an_untouched_repository_has_no_change_and_the_runs_own_refs_are_free() {
+    let (_t, repo, s) = setup();
+    git(&repo, &["branch", "fanout/r1/w1-x"]);
+    git(
+        &repo,
+        &["update-ref", "refs/remotes/origin/fanout/r1/w1-x", "HEAD"],
+    );
+    assert_eq!(s.check(Mode::Worker).unwrap(), Vec::new());
+    // the snapshot survives a round trip through its file
+    s.save(&s.run_dir).unwrap();
+    assert_eq!(Snapshot::load(&s.run_dir).unwrap(), s);
+}
+
+#[test]
+fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
+    let (_t, repo, s) = setup();
+    let main = git(&repo, &["rev-parse", "main"]).trim().to_owned();
+    std::fs::write(repo.join("b.txt"), "b\n").unwrap();
+    git(&repo, &["add", "b.txt"]);
+    git(&repo, &["commit", "-q", "-m", "agent"]);
+    let agent = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    git(&repo, &["branch", "-D", "feature"]);
+    git(&repo, &["branch", "planted"]);
+    let said = named(&s.check(Mode::Worker).unwrap());
+    assert!(
+        said.contains(&format!(
+            "refs/heads/main moved to {agent} (restored to {main})"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "refs/heads/feature deleted (was {main}; restored)"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("refs/heads/planted created at {agent} (removed)")),
+        "{said}"
+    );
+    assert_eq!(git(&repo, &["rev-parse", "main"]).trim(), main);
+    assert_eq!(git(&repo, &["rev-parse", "feature"]).trim(), main);
+    assert!(!git(&repo, &["branch"]).contains("planted"));
+    // the checkout's index moved with main: reported, not reverted
+    assert!(said.contains("the checkout's index changed"), "{said}");
+}
+
+#[test]
+fn config_keys_are_named_and_restored_keeping_the_planted_bytes() {
+    let (_t, repo, s) = setup();
+    let before = std::fs::read(repo.join(".git/config")).unwrap();
+    git(&repo, &["config", "core.fsmonitor", "/tmp/evil"]);
+    git(&repo, &["config", "remote.origin.url", "http://evil/"]);
+    let changes = s.check(Mode::Worker).unwrap();
+    let said = named(&changes);
+    assert!(
+        said.contains(
+            ".git/config core.fsmonitor, remote.origin.url set (restored; what was there is kept in"
+        ),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), before);
+    let kept = std::fs::read_dir(s.run_dir.join("tamper"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert!(
+        std::fs::read_to_string(kept.path())
+            .unwrap()
+            .contains("/tmp/evil")
+    );
+}
+
+#[test]
+fn hooks_and_info_files_are_restored_and_planted_ones_removed() {
+    let (_t, repo, s) = setup();
+    let hook = repo.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\nevil\n").unwrap();
+    let attrs = repo.join(".git/info/attributes");
+    std::fs::write(&attrs, "* filter=evil\n").unwrap();
+    let exclude = repo.join(".git/info/exclude");
+    let was = std::fs::read(&exclude).unwrap();
+    std::fs::write(&exclude, "changed\n").unwrap();
+    let said = named(&s.check(Mode::Worker).unwrap());
+    assert!(said.contains("hooks/pre-commit added (restored"), "{said}");
+    assert!(said.contains(".git/info/attributes added"), "{said}");
+    assert!(
+        said.contains(".git/info/exclude changed (restored"),
+        "{said}"
+    );
+    assert!(!hook.exists() && !attrs.exists());
+    assert_eq!(std::fs::read(&exclude).unwrap(), was);
+}
+
+#[test]
+fn checkout_changes_are_reported_never_reverted() {
+    let (_t, repo, s) = setup();
+    std::fs::write(repo.join("notes.txt"), "pwned\n").unwrap();
+    std::fs::write(repo.join("a.txt"), "pwned\n").unwrap();
+    std::fs::write(repo.join("planted.txt"), "x\n").unwrap();
+    let said = named(&s.check(Mode::Worker).unwrap());
+    for p in ["notes.txt", "a.txt", "planted.txt"] {
+        assert!(said.contains(&format!("{p} in the checkout")), "{said}");
+    }
+    assert!(said.contains("not reverted"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).unwrap(),
+        "pwned\n"
+    );
+    git(&repo, &["add", "a.txt"]);
+    assert!(named(&s.check(Mode::Report).unwrap()).contains("the checkout's index"));
+}
+
+#[test]
+fn fanouts_own_submodule_entries_are_benign_and_go_at_the_end() {
+    let (_t, repo, s) = setup();
+    std::fs::write(
+        repo.join(".gitmodules"),
+        "[submodule \"vendor/lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n",
+    )
+    .unwrap();
+    let s = Snapshot::take(&repo, "r1", "fanout/r1/", &s.worktree_root, &s.run_dir).unwrap();
+    let before = std::fs::read(repo.join(".git/config")).unwrap();
+    git(&repo, &["config", "submodule.vendor/lib.url", "/abs/lib"]);
+    git(&repo, &["config", "submodule.vendor/lib.active", "true"]);
+    let during = s.check(Mode::Worker).unwrap();
+    assert!(during.iter().all(|c| c.benign), "{}", named(&during));
+    assert_ne!(std::fs::read(repo.join(".git/config")).unwrap(), before);
+    git(&repo, &["config", "submodule.vendor/lib.update", "!evil"]);
+    let said = named(&s.check(Mode::Report).unwrap());
+    assert!(said.contains("submodule.vendor/lib.update set"), "{said}");
+    s.check(Mode::End).unwrap();
+    assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), before);
+}
+
+#[test]
+fn symlinks_planted_in_the_run_directory_are_removed() {
+    let (_t, repo, s) = setup();
+    std::fs::create_dir_all(s.run_dir.join("logs")).unwrap();
+    std::os::unix::fs::symlink(repo.join("notes.txt"), s.run_dir.join("results.tmp42")).unwrap();
+    std::os::unix::fs::symlink(repo.join("notes.txt"), s.run_dir.join("logs/w2.log")).unwrap();
+    let said = named(&s.check(Mode::Worker).unwrap());
+    assert!(
+        said.contains("results.tmp42 in the run directory planted: a symlink (removed)"),
+        "{said}"
+    );
+    assert!(said.contains("logs/w2.log in the run directory"), "{said}");
+    assert!(!s.run_dir.join("results.tmp42").exists());
+}
+
+#[test]
+fn parallel_workers_share_the_blame_and_the_reason_says_so() {
+    let (_t, repo, s) = setup();
+    let g = guard::Guard::new(s);
+    let mut r1 = result(1);
+    let mut r2 = result(2);
+    let mut r3 = result(3);
+    g.started(1);
+    g.started(2);
+    git(&repo, &["branch", "-D", "feature"]);
+    g.finished(1, &mut r1);
+    g.started(3);
+    g.finished(2, &mut r2);
+    g.finished(3, &mut r3);
+    for r in [&r1, &r2] {
+        assert_eq!(r.status, crate::model::Status::Failed);
+        let reason = r.reason.as_deref().unwrap();
+        assert!(reason.contains("refs/heads/feature deleted"), "{reason}");
+        assert!(
+            reason.contains("workers #1, #2 ran unsandboxed"),
+            "{reason}"
+        );
+    }
+    // worker 3 started after the change was found and restored
+    assert_ne!(r3.status, crate::model::Status::Failed, "{:?}", r3.reason);
+}
