@@ -60,7 +60,7 @@ impl Nights {
         std::fs::write(
             &cfg,
             format!(
-                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\ntasks:\n  - {{id: alpha, prompt: 'alpha: keep the docs fresh'}}\n  - {{id: beta, prompt: 'beta: tidy the changelog'}}\n  - {{id: gamma, prompt: 'gamma: fix the typo'}}\npublish:\n  branch: stable\n",
+                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\ntasks:\n  - {{id: alpha, prompt: 'alpha: keep the docs fresh'}}\n  - {{id: beta, prompt: 'beta: tidy the changelog'}}\n  - {{id: gamma, prompt: 'gamma: fix the typo'}}\npublish:\n  branch: stable\n  digest: issue\n",
                 self.t.root().join(format!("wt-{}", self.night)).display()
             ),
         )
@@ -164,6 +164,26 @@ impl Nights {
         )
     }
 
+    /// The one open pull request of `branch`.
+    fn pull_of_open(&self, branch: &str) -> fake_github::PullRequest {
+        let open: Vec<_> = self
+            .gh
+            .pulls()
+            .into_iter()
+            .filter(|p| p.head_ref == branch && p.state == "open")
+            .collect();
+        assert_eq!(open.len(), 1, "{branch}: {open:?}");
+        open.into_iter().next().unwrap()
+    }
+
+    /// The body of the one digest issue (there must be exactly one).
+    fn digest(&self) -> String {
+        let issues = self.gh.issues();
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert!(issues[0].labels.contains(&"fanout-digest".to_owned()));
+        issues[0].body.clone().unwrap()
+    }
+
     fn pull_of(&self, branch: &str) -> fake_github::PullRequest {
         let pulls: Vec<_> = self
             .gh
@@ -249,6 +269,24 @@ fn three_nights_of_the_same_tasks_keep_one_pull_request_each() {
         "{comments:?}"
     );
     assert!(alpha_pr.body.unwrap().contains(&alpha_2));
+    // One digest issue, tonight compared with night 1.
+    let digest = n.digest();
+    assert!(
+        digest.contains("Pull requests: 0 opened, 1 updated, 1 closed"),
+        "{digest}"
+    );
+    assert!(
+        digest.contains("| `gamma` | unchanged | success |"),
+        "{digest}"
+    );
+    assert!(
+        digest.contains(&format!(
+            "Waiting for review: #{}, #{}",
+            alpha_pr.number,
+            n.pull_of("fanout/beta").number
+        )),
+        "{digest}"
+    );
 
     // Night 3: a human closed beta's pull request; beta's change now differs, but
     // the pull request is not opened again (nor a new one), and its branch is kept.
@@ -296,6 +334,23 @@ fn three_nights_of_the_same_tasks_keep_one_pull_request_each() {
     );
     assert_eq!(n.gh.pulls().len(), 5);
     assert_eq!(n.remote_file("fanout/alpha", "alpha.txt"), "alpha 4\n");
+    assert_eq!(
+        n.pull_of_open("fanout/alpha").title,
+        "alpha: keep the docs fresh"
+    );
+
+    let digest = n.digest();
+    assert!(
+        digest.contains("Pull requests: 2 opened, 0 updated, 0 closed"),
+        "{digest}"
+    );
+    // Night 5: alpha's new pull request is merged and the task has nothing more to
+    // do: its branch is deleted.
+    n.gh.merge_pull(n.pull_of_open("fanout/alpha").number);
+    let (r, err) = n.night(["", "beta 3", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("alpha", "skipped"), "{err}");
+    assert_eq!(n.remote_branch("fanout/alpha"), None, "{r}");
     n.gh.assert_no_violations();
 }
 
@@ -349,5 +404,16 @@ fn a_branch_fanout_did_not_push_is_never_overwritten() {
     let ops = Nights::ops(&r);
     assert_eq!(ops[1], pair("beta", "failed"), "{err}");
     assert_eq!(n.remote_branch("fanout/beta").unwrap(), human);
+    // The digest: one issue across both nights, tonight compared with the first.
+    let digest = n.digest();
+    assert!(
+        digest.contains("compared with the night before"),
+        "{digest}"
+    );
+    assert!(!digest.contains("The first night"), "{digest}");
+    assert!(
+        digest.contains("| `beta` | success | success |"),
+        "{digest}"
+    );
     n.gh.assert_no_violations();
 }

@@ -187,6 +187,9 @@ pub struct PublishArgs {
     /// Stable branches: open a pull request again although a human closed the last one.
     #[arg(long)]
     pub reopen: bool,
+    /// `issue`: keep one rolling digest issue comparing each run with the one before.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub digest: Option<crate::config::DigestMode>,
 }
 
 impl PublishArgs {
@@ -225,6 +228,7 @@ impl PublishArgs {
             server_error_backoff: self.server_error_backoff,
             branch: self.branch,
             reopen: self.reopen,
+            digest: self.digest,
         }
     }
 }

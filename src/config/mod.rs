@@ -352,6 +352,21 @@ pub struct PublishConfig {
     pub timeout: Option<Seconds>,
     /// Longest one API request may go unanswered before it is retried (default 30 s).
     pub request_timeout: Option<Seconds>,
+    /// `issue`: keep one rolling issue (label `fanout-digest`) with tonight's results
+    /// compared with the night before; `off` (the default): none.
+    pub digest: Option<DigestMode>,
+}
+
+/// The morning digest.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DigestMode {
+    /// One rolling issue.
+    Issue,
+    /// None.
+    Off,
 }
 
 /// Which branch a worker's pull request comes from.

@@ -296,7 +296,13 @@ impl Ctx<'_> {
         );
         let claimed = known.claimed();
         match (action, &t.tonight) {
-            (Action::Skip(why), _) => outcome(Operation::Skipped, Some(why)),
+            (Action::Skip(why), _) => {
+                let why = match self.after_merge(t, &known).await {
+                    Some(note) => format!("{why}; {note}"),
+                    None => why,
+                };
+                outcome(Operation::Skipped, Some(why))
+            }
             (Action::Close(n, m), _) => self.close(t, n, &m, claimed).await,
             (Action::Leave(n), _) => self.leave(&known, n),
             (Action::Create, Tonight::Changed { lease, tree }) => {
@@ -311,6 +317,23 @@ impl Ctx<'_> {
             }
             _ => outcome(Operation::Failed, Some("nothing to publish".into())),
         }
+    }
+
+    /// When the task's last pull request was merged, its branch is deleted (at a tip
+    /// fanout pushed); the next change starts fresh. Returns a note.
+    async fn after_merge(&self, t: &Task<'_>, known: &Known) -> Option<String> {
+        let (p, m) = known.pulls.first()?;
+        p.merged_at.as_ref()?;
+        let owner = super::push::Owner {
+            run_id: m.run.clone(),
+            worker: Some(t.r.worker_id),
+        };
+        let gone = Lease::deletion(&t.branch, known.claimed(), owner);
+        Some(match self.push(gone).await {
+            PushResult::Pushed => format!("#{} was merged: branch {} deleted", p.number, t.branch),
+            PushResult::UpToDate => format!("#{} was merged", p.number),
+            PushResult::Refused(why) => format!("#{} was merged; branch kept: {why}", p.number),
+        })
     }
 
     fn leave(&self, known: &Known, number: u64) -> PublishOutcome {

@@ -11,6 +11,7 @@
 //! pull request lives on from run to run ([`lifecycle`]).
 
 pub mod body;
+pub mod digest;
 pub mod github;
 pub mod lifecycle;
 pub mod pulls;

@@ -42,6 +42,8 @@ pub struct PublishOptions {
     pub close_stale: bool,
     /// Stable branches: open a pull request again after a human closed it.
     pub reopen: bool,
+    /// Keep the morning digest issue ([`super::digest`]).
+    pub digest: bool,
 }
 
 /// Why a worker is not published, or `None` when it is.

@@ -16,7 +16,7 @@ use super::github::auth::{Credentials, connect};
 use super::github::{ApiError, GitHub, RepoSlug, RetryPolicy};
 use super::target::{self, PushInputs, PushTo};
 use super::{PublishOptions, counts, publish, record as record_outcomes};
-use crate::config::{BranchMode, ConfigFile, IncludeStatus};
+use crate::config::{BranchMode, ConfigFile, DigestMode, IncludeStatus};
 use crate::exit::{self, Failure};
 use crate::model::{Operation, PublishOutcome};
 use crate::repo::{PushRecord, UserRepo};
@@ -73,6 +73,8 @@ pub struct PublishFlags {
     pub branch: Option<crate::config::BranchMode>,
     /// Open a pull request again although a human closed the last one.
     pub reopen: bool,
+    /// Keep the morning digest issue.
+    pub digest: Option<DigestMode>,
 }
 
 /// Read a `results.json`.
@@ -106,12 +108,16 @@ pub fn publish_report(
         pace,
         in_actions,
     };
-    let ((outcomes, integrated), stopped) = gh.push_and_open(repo, report, &templates, &opts)?;
+    let ((outcomes, integrated), stopped, digest) =
+        gh.push_and_open(repo, report, &templates, &opts)?;
     record_outcomes(report, outcomes);
     if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
         it.publish = Some(o);
     }
     write_outcomes(report, results_path)?;
+    if let Some(digest) = digest {
+        say_digest(digest);
+    }
     let code = exit_code(report);
     match stopped {
         Some(e) => {
@@ -265,6 +271,7 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         branch: branch_mode(args.branch.or(cfg.branch)),
         close_stale: cfg.close_stale.unwrap_or(true),
         reopen: args.reopen,
+        digest: args.digest.or(cfg.digest) == Some(DigestMode::Issue),
     }
 }
 
@@ -287,12 +294,31 @@ struct Api<'a> {
     in_actions: bool,
 }
 
-/// Publish outcomes by worker id: the workers', and the integration branch's; and
-/// the failure that stopped publishing, if one did.
+/// Publish outcomes by worker id: the workers', and the integration branch's; the
+/// failure that stopped publishing, if one did; and the digest, when kept.
 type Outcomes = (
     (BTreeMap<u32, PublishOutcome>, BTreeMap<u32, PublishOutcome>),
     Option<ApiError>,
+    Option<DigestDone>,
 );
+
+/// The digest (`digest: issue`): tonight's comparison and the issue's number, or why
+/// it was not written.
+type DigestDone = Result<(String, u64), String>;
+
+/// Say what became of the digest; its comparison goes to the step summary. A digest
+/// that could not be written is a warning: the pull requests are what counts.
+fn say_digest(digest: DigestDone) {
+    match digest {
+        Ok((comparison, number)) => {
+            errln!("fanout: digest issue #{number} updated");
+            if let Some(summary) = env("GITHUB_STEP_SUMMARY") {
+                let _ = append(Path::new(&summary), &format!("\n{comparison}"));
+            }
+        }
+        Err(why) => errln!("fanout: warning: the digest issue was not written: {why}"),
+    }
+}
 
 impl Api<'_> {
     /// Connect, then push and open or update each eligible worker's pull request, and
@@ -339,10 +365,19 @@ impl Api<'_> {
                     Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
                     None => Default::default(),
                 };
-                (workers, integrated)
+                let digest = match opts.digest && gh.stopped().is_none() {
+                    true => {
+                        let mut tonight = report.clone();
+                        record_outcomes(&mut tonight, workers.clone());
+                        let posted = super::digest::post(&gh, &tonight).await;
+                        Some(posted.map_err(|e| e.to_string()))
+                    }
+                    false => None,
+                };
+                ((workers, integrated), digest)
             };
             tokio::select! {
-                outcomes = all => Ok((outcomes, gh.stopped())),
+                (outcomes, digest) = all => Ok((outcomes, gh.stopped(), digest)),
                 _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
                 _ = term.recv() => Err(Failure::Interrupted),
             }

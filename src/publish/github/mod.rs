@@ -109,6 +109,19 @@ pub struct PullRequest {
     pub merged_at: Option<String>,
 }
 
+/// An issue, as much as fanout reads of it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Issue {
+    /// Its number.
+    pub number: u64,
+    /// Body.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Present when the "issue" is a pull request.
+    #[serde(default)]
+    pub pull_request: Option<Value>,
+}
+
 /// `head` / `base` of a pull request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BranchRef {
@@ -599,6 +612,72 @@ impl GitHub {
             Some(&payload),
             false,
             true,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Open issues labelled `label` (the first 100, newest first), pull requests left out.
+    pub async fn list_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
+        let path = self.repo_path(&format!(
+            "/issues?state=open&labels={}&sort=created&direction=desc&per_page=100",
+            encode(label)
+        ));
+        let v = self.request(Verb::Get, &path, None, true).await?;
+        let issues: Vec<Issue> =
+            serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issues: {e}")))?;
+        Ok(issues
+            .into_iter()
+            .filter(|i| i.pull_request.is_none())
+            .collect())
+    }
+
+    /// Open an issue; returns its number. Not retried after an ambiguous failure.
+    pub async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+    ) -> Result<u64, ApiError> {
+        let payload = serde_json::json!({"title": title, "body": body, "labels": labels});
+        let v = self
+            .request(
+                Verb::Post,
+                &self.repo_path("/issues"),
+                Some(&payload),
+                false,
+            )
+            .await?;
+        let issue: Issue =
+            serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issue: {e}")))?;
+        Ok(issue.number)
+    }
+
+    /// Replace an issue's body; returns its number.
+    pub async fn update_issue(&self, number: u64, body: &str) -> Result<u64, ApiError> {
+        let payload = serde_json::json!({ "body": body });
+        let v = self
+            .request(
+                Verb::Patch,
+                &self.repo_path(&format!("/issues/{number}")),
+                Some(&payload),
+                true,
+            )
+            .await?;
+        let issue: Issue =
+            serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issue: {e}")))?;
+        Ok(issue.number)
+    }
+
+    /// Submit a review with `body` (a comment, neither approving nor requesting
+    /// changes). Not retried after an ambiguous failure.
+    pub async fn review(&self, number: u64, body: &str) -> Result<(), ApiError> {
+        let payload = serde_json::json!({"body": body, "event": "COMMENT"});
+        self.request(
+            Verb::Post,
+            &self.repo_path(&format!("/pulls/{number}/reviews")),
+            Some(&payload),
+            false,
         )
         .await
         .map(|_| ())

@@ -1,0 +1,324 @@
+//! The morning digest (`publish.digest: issue`, `--digest issue`): one rolling issue,
+//! found by its label and hidden marker, whose body is tonight's table compared with
+//! the previous night — new failures, tasks fixed, pull requests opened, updated and
+//! closed, cost tonight against the trailing average, pull requests waiting for review.
+//! The same comparison goes to the step summary.
+//!
+//! The history of past nights lives in the issue body itself (hidden JSON, the last
+//! [`KEEP`] nights), so a fresh runner has it. It comes from GitHub, so it is
+//! untrusted: read bounded, parsed into plain data, anything odd dropped.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::github::{ApiError, GitHub};
+use super::stable::task_key;
+use crate::model::{Operation, WorkerResult};
+use crate::report::summary::md_escape;
+use crate::run::results::RunReport;
+
+/// The label of the digest issue.
+pub const LABEL: &str = "fanout-digest";
+/// Its title.
+pub const TITLE: &str = "fanout: nightly digest";
+/// Nights kept in the history.
+pub const KEEP: usize = 30;
+/// Longest history fanout reads from a body.
+const HISTORY_LIMIT: usize = 256 * 1024;
+const OPEN: &str = "<!-- fanout:digest ";
+const CLOSE: &str = " -->";
+
+/// One night, as the digest remembers it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Night {
+    /// The run.
+    pub run: String,
+    /// Status of each task (its key), the best of its workers.
+    pub tasks: BTreeMap<String, String>,
+    /// Known cost, USD.
+    pub cost: f64,
+    /// Pull requests by operation (`created`, `updated`, `closed`).
+    #[serde(default)]
+    pub prs: BTreeMap<String, usize>,
+    /// Pull requests open after tonight (waiting for review): `#N`.
+    #[serde(default)]
+    pub open: Vec<u64>,
+}
+
+fn good(status: &str) -> bool {
+    matches!(status, "success" | "unchanged")
+}
+
+impl Night {
+    /// Tonight, from the published report.
+    pub fn of(report: &RunReport) -> Night {
+        let mut night = Night {
+            run: report.run_id.clone(),
+            cost: report
+                .results
+                .iter()
+                .filter_map(|r| r.cost)
+                .fold(0.0, |a, b| a + b),
+            ..Night::default()
+        };
+        for r in &report.results {
+            let key = key_of(report, r);
+            let status = r.status.as_str().to_owned();
+            let keep = night
+                .tasks
+                .get(&key)
+                .is_some_and(|s| good(s) && !good(&status));
+            if !keep {
+                night.tasks.insert(key, status);
+            }
+            let Some(p) = &r.publish else { continue };
+            if matches!(
+                p.operation,
+                Operation::Created | Operation::Updated | Operation::Closed
+            ) {
+                *night
+                    .prs
+                    .entry(p.operation.as_str().to_owned())
+                    .or_insert(0) += 1;
+            }
+            if matches!(
+                p.operation,
+                Operation::Created | Operation::Updated | Operation::Unchanged
+            ) && let Some(n) = p.number
+                && !night.open.contains(&n)
+            {
+                night.open.push(n);
+            }
+        }
+        night
+    }
+}
+
+fn key_of(report: &RunReport, r: &WorkerResult) -> String {
+    report
+        .plan
+        .workers
+        .iter()
+        .find(|w| w.id == r.worker_id)
+        .map(|w| task_key(&w.task))
+        .unwrap_or_else(|| format!("worker-{}", r.worker_id))
+}
+
+/// The nights before tonight, oldest first, from a digest body (empty when there is
+/// none, or it does not parse).
+pub fn history(body: &str) -> Vec<Night> {
+    let Some(start) = body.rfind(OPEN).map(|i| i + OPEN.len()) else {
+        return Vec::new();
+    };
+    let rest = &body[start..];
+    let Some(end) = rest.find(CLOSE).filter(|e| *e <= HISTORY_LIMIT) else {
+        return Vec::new();
+    };
+    let mut nights: Vec<Night> = serde_json::from_str(&rest[..end]).unwrap_or_default();
+    nights.retain(|n| n.run.len() <= 64 && n.tasks.len() <= 1000 && n.cost.is_finite());
+    let skip = nights.len().saturating_sub(KEEP);
+    nights.drain(..skip);
+    nights
+}
+
+/// Tonight compared with the night before.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Tasks failing tonight that were fine (or absent) the night before.
+    pub new_failures: Vec<String>,
+    /// Tasks fine tonight that failed the night before.
+    pub fixed: Vec<String>,
+    /// The trailing average cost of the previous nights, when there are any.
+    pub average_cost: Option<f64>,
+}
+
+/// Compare `tonight` with `before` (oldest first).
+pub fn compare(before: &[Night], tonight: &Night) -> Comparison {
+    let last = before.last();
+    let was = |k: &str| last.and_then(|n| n.tasks.get(k)).map(String::as_str);
+    let new_failures = tonight
+        .tasks
+        .iter()
+        .filter(|(k, s)| !good(s) && was(k).is_none_or(good))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let fixed = tonight
+        .tasks
+        .iter()
+        .filter(|(k, s)| good(s) && was(k).is_some_and(|w| !good(w)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let average_cost = (!before.is_empty())
+        .then(|| before.iter().fold(0.0, |a, n| a + n.cost) / before.len() as f64);
+    Comparison {
+        new_failures,
+        fixed,
+        average_cost,
+    }
+}
+
+/// The comparison in Markdown (the digest body's top, and the step summary's).
+pub fn render_comparison(tonight: &Night, c: &Comparison, has_before: bool) -> String {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter()
+                .map(|k| format!("`{}`", md_escape(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let count = |op: &str| tonight.prs.get(op).copied().unwrap_or(0);
+    let mut out = format!(
+        "### Tonight compared with the night before (run `{}`)\n\n",
+        tonight.run
+    );
+    if !has_before {
+        out.push_str("_The first night in this digest: nothing to compare with yet._\n\n");
+    }
+    out.push_str(&format!("- New failures: {}\n", list(&c.new_failures)));
+    out.push_str(&format!("- Fixed: {}\n", list(&c.fixed)));
+    out.push_str(&format!(
+        "- Pull requests: {} opened, {} updated, {} closed\n",
+        count("created"),
+        count("updated"),
+        count("closed")
+    ));
+    let avg = c
+        .average_cost
+        .map_or("no earlier night".to_owned(), |a| format!("${a:.2}"));
+    out.push_str(&format!(
+        "- Cost: ${:.2} tonight (trailing average {avg})\n",
+        tonight.cost
+    ));
+    let waiting: Vec<String> = tonight.open.iter().map(|n| format!("#{n}")).collect();
+    out.push_str(&format!(
+        "- Waiting for review: {}\n",
+        if waiting.is_empty() {
+            "none".to_owned()
+        } else {
+            waiting.join(", ")
+        }
+    ));
+    out
+}
+
+/// The whole digest body: the comparison, tonight's table, and the history (hidden).
+pub fn render_body(before: &[Night], tonight: &Night) -> String {
+    let c = compare(before, tonight);
+    let mut out = render_comparison(tonight, &c, !before.is_empty());
+    let last = before.last();
+    out.push_str("\n| Task | Tonight | Night before |\n|---|---|---|\n");
+    for (k, s) in &tonight.tasks {
+        let was = last
+            .and_then(|n| n.tasks.get(k))
+            .map_or("–", String::as_str);
+        out.push_str(&format!("| `{}` | {s} | {was} |\n", md_escape(k)));
+    }
+    let mut nights: Vec<Night> = before.to_vec();
+    nights.push(tonight.clone());
+    let skip = nights.len().saturating_sub(KEEP);
+    nights.drain(..skip);
+    let json = serde_json::to_string(&nights)
+        .expect("serializes")
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    out.push_str(&format!(
+        "\n_Kept up to date by fanout every night._\n\n{OPEN}{json}{CLOSE}\n"
+    ));
+    out
+}
+
+/// Find the digest issue (open, labelled, carrying the marker), write tonight's body
+/// into it or open it. Returns the comparison for the step summary, and the issue.
+pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), ApiError> {
+    let tonight = Night::of(report);
+    let found = github
+        .list_issues(LABEL)
+        .await?
+        .into_iter()
+        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)));
+    let before = found
+        .as_ref()
+        .and_then(|i| i.body.as_deref())
+        .map(history)
+        .unwrap_or_default();
+    let before: Vec<Night> = before
+        .into_iter()
+        .filter(|n| n.run != tonight.run)
+        .collect();
+    let body = render_body(&before, &tonight);
+    let number = match found {
+        Some(issue) => github.update_issue(issue.number, &body).await?,
+        None => {
+            github
+                .create_issue(TITLE, &body, &[LABEL.to_owned()])
+                .await?
+        }
+    };
+    let c = compare(&before, &tonight);
+    Ok((render_comparison(&tonight, &c, !before.is_empty()), number))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn night(run: &str, tasks: &[(&str, &str)], cost: f64) -> Night {
+        Night {
+            run: run.into(),
+            tasks: tasks
+                .iter()
+                .map(|(k, s)| (k.to_string(), s.to_string()))
+                .collect(),
+            cost,
+            ..Night::default()
+        }
+    }
+
+    #[test]
+    fn tonight_is_compared_with_the_night_before() {
+        let one = night(
+            "r1",
+            &[("a", "success"), ("b", "failed"), ("c", "success")],
+            1.0,
+        );
+        let two = night(
+            "r2",
+            &[("a", "failed"), ("b", "unchanged"), ("c", "success")],
+            3.0,
+        );
+        let c = compare(std::slice::from_ref(&one), &two);
+        assert_eq!(c.new_failures, vec!["a".to_owned()]);
+        assert_eq!(c.fixed, vec!["b".to_owned()]);
+        assert_eq!(c.average_cost, Some(1.0));
+        let body = render_body(std::slice::from_ref(&one), &two);
+        assert!(body.contains("New failures: `a`"), "{body}");
+        assert!(body.contains("Fixed: `b`"), "{body}");
+        assert!(
+            body.contains("$3.00 tonight (trailing average $1.00)"),
+            "{body}"
+        );
+        assert_eq!(history(&body), vec![one, two]);
+    }
+
+    #[test]
+    fn history_from_github_is_read_defensively() {
+        assert!(history("no marker").is_empty());
+        assert!(history(&format!("{OPEN}not json{CLOSE}")).is_empty());
+        let huge = format!("{OPEN}[{}]{CLOSE}", " ".repeat(HISTORY_LIMIT + 1));
+        assert!(history(&huge).is_empty());
+        let many: Vec<Night> = (0..50).map(|i| night(&format!("r{i}"), &[], 0.0)).collect();
+        let body = format!("{OPEN}{}{CLOSE}", serde_json::to_string(&many).unwrap());
+        let kept = history(&body);
+        assert_eq!(kept.len(), KEEP);
+        assert_eq!(kept.last().unwrap().run, "r49");
+        // A task named to close the comment cannot.
+        let sly = night("r1", &[("x --> <b>", "failed")], 0.0);
+        let body = render_body(&[], &sly);
+        assert_eq!(history(&body), vec![sly]);
+    }
+}
