@@ -64,6 +64,9 @@ use_token() {
     if [[ -n "${FANOUT_IN_BRANCH:-}" ]]; then
         publish_flags+=(--branch "$FANOUT_IN_BRANCH")
     fi
+    if [[ -n "${FANOUT_IN_DIGEST:-}" ]]; then
+        publish_flags+=(--digest "$FANOUT_IN_DIGEST")
+    fi
 }
 publish_flags=()
 if [[ "$mode" != publish-run ]] && ! truthy "${FANOUT_IN_PUBLISH:-false}" publish; then

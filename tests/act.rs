@@ -581,3 +581,83 @@ fn run_mode_runs_agents_without_the_token_and_publishes_in_a_later_step() {
     }
     gh.assert_no_violations();
 }
+
+/// The `nightly` template under act, two nights in a row against one fake GitHub:
+/// each task publishes to its stable branch (`fanout/<task>`), with fanout's label
+/// and marker; the second night, whose changes are the same, leaves both pull
+/// requests as they are and opens none; one digest issue compares the nights.
+#[test]
+fn nightly_template_keeps_one_pull_request_per_task_and_a_digest_under_act() {
+    let Some(f) = Fixture::setup_kind(
+        "nightly",
+        &format!(
+            "parallel_runs:\n  agent: fake\n  workers: 2\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --write, 'out-{{worker_id}}.txt', '{{task}}']\ntasks:\n  - {{id: docs, prompt: 'first task'}}\n  - {{id: lint, prompt: 'second task'}}\n"
+        ),
+        false,
+    ) else {
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    for night in 1..=2 {
+        let (out, log, _) = f.act(&gh, serde_json::json!({}));
+        let fail = |what: &str| -> ! {
+            panic!(
+                "night {night}: {what}\n--- act stdout ---\n{}\n--- act stderr ---\n{}",
+                log.raw,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        };
+        if !out.status.success() {
+            fail("the workflow failed");
+        }
+        let prs: Value = serde_json::from_str(log.output("fanout", "pull-requests").unwrap_or(""))
+            .unwrap_or_else(|e| fail(&format!("pull-requests output: {e}")));
+        let ops: Vec<(&str, &str, &str)> = prs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["branch"].as_str().unwrap(),
+                    p["operation"].as_str().unwrap(),
+                    p["pr_operation"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let want = if night == 1 {
+            [
+                ("fanout/docs", "created", "created"),
+                ("fanout/lint", "created", "created"),
+            ]
+        } else {
+            [
+                ("fanout/docs", "unchanged", "none"),
+                ("fanout/lint", "unchanged", "none"),
+            ]
+        };
+        assert_eq!(ops, want, "night {night}: {prs:#}");
+        let mut heads: Vec<String> = gh.pulls().into_iter().map(|p| p.head_ref).collect();
+        heads.sort();
+        assert_eq!(heads, ["fanout/docs", "fanout/lint"], "night {night}");
+        for pr in gh.pulls() {
+            assert_eq!(pr.state, "open");
+            assert!(pr.labels.contains(&"fanout".to_owned()), "{pr:?}");
+            let on_remote = f.t.git_in(
+                &f.remote,
+                &["rev-parse", &format!("refs/heads/{}", pr.head_ref)],
+            );
+            assert!(!on_remote.trim().is_empty());
+        }
+        let issues = gh.issues();
+        assert_eq!(issues.len(), 1, "night {night}: {issues:?}");
+        let body = issues[0].body.clone().unwrap_or_default();
+        assert!(body.contains("compared with the night before"), "{body}");
+        assert_eq!(
+            body.contains("nothing to compare with yet"),
+            night == 1,
+            "night {night}: {body}"
+        );
+    }
+    gh.assert_no_violations();
+}

@@ -315,6 +315,10 @@ pub struct PublishOutcome {
     /// A link to open the pull request by hand, when fanout could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compare_url: Option<String>,
+    /// The branch published to, when it is not the worker's own (a stable branch:
+    /// `<prefix>/<task-key>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 /// Sums over all workers.

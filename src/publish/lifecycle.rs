@@ -176,7 +176,8 @@ pub async fn publish(
         opts,
     };
     for t in tasks {
-        let o = ctx.one(&t).await;
+        let mut o = ctx.one(&t).await;
+        o.branch = Some(t.branch.clone());
         out.insert(t.r.worker_id, o);
     }
     out

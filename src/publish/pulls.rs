@@ -73,6 +73,7 @@ pub(super) fn outcome(op: Operation, reason: Option<String>) -> PublishOutcome {
         reason,
         pushed_commit: None,
         compare_url: None,
+        branch: None,
     }
 }
 
@@ -239,6 +240,7 @@ pub(super) async fn open_or_update(
         reason: (!notes.is_empty()).then(|| notes.join("; ")),
         pushed_commit: None,
         compare_url: None,
+        branch: None,
     }
 }
 

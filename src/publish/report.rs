@@ -413,7 +413,8 @@ fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure
                     _ => "none",
                 };
                 Some(serde_json::json!({
-                    "worker_id": r.worker_id, "branch": r.branch, "operation": p.operation,
+                    "worker_id": r.worker_id, "branch": p.branch.as_ref().unwrap_or(&r.branch),
+                    "operation": p.operation,
                     "number": p.number, "url": p.url, "pr_operation": pr_operation,
                 }))
             })

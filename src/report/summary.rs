@@ -377,7 +377,7 @@ pub fn render_pull_requests(report: &RunReport) -> String {
             r.worker_id,
             p.operation.as_str(),
             link,
-            md_escape(&r.branch),
+            md_escape(p.branch.as_deref().unwrap_or(&r.branch)),
             md_escape(p.reason.as_deref().unwrap_or(""))
         ));
     }
