@@ -938,13 +938,16 @@ fn run_with_publish_and_partial_workers_included_on_request() {
     gh.assert_no_violations();
 }
 
-/// Rewrite the run's `results.json` as an agent (or its daemon) could.
+/// Rewrite the run's `results.json` as an agent (or its daemon) could — one that ran
+/// without the sandbox and read fanout's record key, so it signs its forgery too
+/// (a forgery without the key is refused outright: tests/records.rs).
 fn forge(s: &Setup, edit: impl FnOnce(&mut serde_json::Value)) {
     let path = s.t.run_dir(&s.run).join("results.json");
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut v);
     std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    sign_like_fanout(&s.t, &path);
 }
 
 /// Publish trusts nothing in results.json: a branch that is not the plan's (`main`), a

@@ -77,9 +77,20 @@ pub struct PublishFlags {
     pub digest: Option<DigestMode>,
 }
 
-/// Read a `results.json`.
+/// Read a `results.json`, refusing one fanout did not sign (exit 4: a file fanout
+/// did not write, or that was changed since, is never published from).
 pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
-    RunReport::read(path).map_err(Failure::Usage)
+    use crate::util::sign::{RecordError, read_signed};
+    let bytes = read_signed(path).map_err(|e| match e {
+        RecordError::Io(..) => Failure::Usage(e.to_string()),
+        RecordError::Forged(..) => Failure::Fatal(e.to_string()),
+    })?;
+    RunReport::parse(&bytes).map_err(|e| {
+        Failure::Usage(format!(
+            "{}: not a fanout results.json: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Publish `report` (read from `results_path`, which is rewritten with the outcomes),
@@ -388,7 +399,7 @@ impl Api<'_> {
 /// Rewrite `results.json` and `summary.md` with what publishing did; in Actions, add
 /// the pull requests to the step summary and the `pull-requests` output.
 fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure> {
-    crate::util::write_atomic(results_path, &report.to_json())
+    crate::util::sign::write_signed(results_path, &report.to_json())
         .map_err(|e| Failure::Fatal(format!("{}: {e}", results_path.display())))?;
     if let Some(dir) = results_path.parent() {
         let md = render_summary(report, None);

@@ -41,7 +41,7 @@ pub fn write(
     let summary = run_dir.join("summary.md");
     let mut json = serde_json::to_vec_pretty(report).expect("report serializes");
     json.push(b'\n');
-    write_atomic(&results, &json)?;
+    crate::util::sign::write_signed(&results, &json)?;
     let md = render_summary(report, None);
     write_atomic(&summary, md.as_bytes())?;
     if let Some(path) = step_summary {

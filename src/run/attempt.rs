@@ -26,7 +26,7 @@ use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::repo::{PushRecord, UserRepo};
 use crate::util::out::errln;
-use crate::util::{rfc3339, short, write_atomic};
+use crate::util::{rfc3339, short};
 
 /// What running a plan needs besides the plan.
 #[derive(Debug, Clone)]
@@ -155,7 +155,8 @@ pub fn start(
     let journal = JournalHandle::create(&run_dir, journal).map_err(|e| fatal("journal", e))?;
     let mut plan_json = serde_json::to_vec_pretty(plan).expect("plan serializes");
     plan_json.push(b'\n');
-    write_atomic(&run_dir.join("plan.json"), &plan_json).map_err(|e| fatal("plan.json", e))?;
+    crate::util::sign::write_signed(&run_dir.join("plan.json"), &plan_json)
+        .map_err(|e| fatal("plan.json", e))?;
     Ok(Attempt {
         run_dir,
         worktree_root,

@@ -3,14 +3,15 @@
 //! a user's branch or worktree with a similar name is never touched.
 //!
 //! The journal is written before anything is created (intent) and updated after each
-//! creation, atomically (write to a temporary file, then rename).
+//! creation, atomically (write to a temporary file, then rename), and signed
+//! ([`crate::util::sign`]): a journal fanout did not write is refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::util::{RECORD_LIMIT, read_capped, write_atomic};
+use crate::util::sign::{RecordError, read_signed, write_signed};
 
 /// Version of the journal's shape.
 pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
@@ -63,9 +64,15 @@ impl Journal {
         run_dir.join("journal.json")
     }
 
-    /// Read a run's journal (at most [`RECORD_LIMIT`] bytes).
+    /// Read a run's journal, refusing one fanout did not sign (at most
+    /// [`crate::util::RECORD_LIMIT`] bytes).
     pub fn load(run_dir: &Path) -> std::io::Result<Journal> {
-        Journal::parse(&read_capped(&Self::path_in(run_dir), RECORD_LIMIT)?)
+        let path = Self::path_in(run_dir);
+        let bytes = read_signed(&path).map_err(|e| match e {
+            RecordError::Io(_, e) if e.kind() == std::io::ErrorKind::NotFound => e,
+            e => std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        })?;
+        Journal::parse(&bytes)
     }
 
     /// A journal from `journal.json`'s bytes.
@@ -74,10 +81,10 @@ impl Journal {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     }
 
-    /// Write atomically.
+    /// Write atomically, signed.
     pub fn save(&self, run_dir: &Path) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(self).expect("journal serializes");
-        write_atomic(&Self::path_in(run_dir), &bytes)
+        write_signed(&Self::path_in(run_dir), &bytes)
     }
 }
 

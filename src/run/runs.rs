@@ -66,12 +66,14 @@ pub fn live_pid(run_dir: &Path) -> Option<i32> {
         .then_some(pid)
 }
 
-/// A run's `results.json`, when it has a readable one.
+/// A run's `results.json`, when it has a readable one that fanout signed.
 pub fn read_report(run_dir: &Path) -> Option<RunReport> {
-    RunReport::read(&run_dir.join("results.json")).ok()
+    let bytes = crate::util::sign::read_signed(&run_dir.join("results.json")).ok()?;
+    RunReport::parse(&bytes).ok()
 }
 
-/// A run's `plan.json`, when it has a readable one.
+/// A run's `plan.json`, when it has a readable one that fanout signed.
 pub fn read_plan(run_dir: &Path) -> Option<Plan> {
-    Plan::read(&run_dir.join("plan.json")).ok()
+    let bytes = crate::util::sign::read_signed(&run_dir.join("plan.json")).ok()?;
+    Plan::parse(&bytes).ok()
 }

@@ -6,6 +6,7 @@
 pub mod duration;
 pub mod glob;
 pub mod out;
+pub mod sign;
 
 use std::path::Path;
 

@@ -319,3 +319,27 @@ pub fn max_overlap(trace: &str) -> usize {
     }
     max as usize
 }
+
+/// Sign `path` as fanout does (`FILE.sig`: HMAC-SHA256 with the record key in `t`'s
+/// HOME), as an unsandboxed agent that read the key could: for tests of what holds
+/// even then.
+#[allow(dead_code)]
+pub fn sign_like_fanout(t: &TestEnv, path: &Path) {
+    use hmac::Mac;
+    let key = std::fs::read(t.home.join(".local/state/fanout/record.key")).unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    let mut m = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&key).unwrap();
+    m.update(b"fanout-record-v1\0");
+    m.update(path.file_name().unwrap().as_encoded_bytes());
+    m.update(b"\0");
+    m.update(&bytes);
+    let sig: String = m
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut sig_path = path.as_os_str().to_owned();
+    sig_path.push(".sig");
+    std::fs::write(sig_path, format!("{sig}\n")).unwrap();
+}

@@ -458,17 +458,18 @@ impl Snapshot {
         Ok(s)
     }
 
-    /// Read the snapshot of `run_dir`.
+    /// Read the snapshot of `run_dir` (refused unless fanout signed it).
     pub fn load(run_dir: &Path) -> Result<Snapshot, String> {
         let path = run_dir.join(SNAPSHOT_FILE);
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = crate::util::sign::read_signed(&path).map_err(|e| e.to_string())?;
         serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// Save in `run_dir`.
+    /// Save in `run_dir`, signed.
     pub fn save(&self, run_dir: &Path) -> Result<(), String> {
         let path = run_dir.join(SNAPSHOT_FILE);
         let bytes = serde_json::to_vec(self).expect("snapshot serializes");
-        crate::util::write_atomic(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+        crate::util::sign::write_signed(&path, &bytes)
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 }
