@@ -118,12 +118,12 @@ both_modes!(
         required: ready,
     },
     forges_the_journal_then_cleanup_runs {
-        off: "needs issue #11 T2 (signed journal, cleanup safety)",
+        off: ready,
         required: ready,
     },
     cleanup_keeps_uncommitted_work_unless_forced {
-        off: "needs issue #11 T2 (cleanup --force)",
-        required: "needs issue #11 T2 (cleanup --force)",
+        off: ready,
+        required: ready,
     },
     kills_fanout_then_resume_finds_the_damage {
         off: ready,
@@ -1443,7 +1443,6 @@ fn required_sandbox_fails_up_front_without_landlock() {
 /// so, and records it per worker; the tamper checks still hold (main is restored).
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "needs issue #11 T2 (tamper checks)"]
 fn auto_sandbox_runs_unsandboxed_without_landlock_and_says_so() {
     let a = Arena::new(Sandbox::Off);
     let cfg = a.setup(

@@ -449,3 +449,40 @@ fn worker_refuses_a_checkout_without_the_base_commit() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--id 7: the plan has workers 1 to 1"));
 }
+
+/// `fanout aggregate` run again in the same checkout (a re-run job): branches already
+/// at their bundle's commit are accepted; a branch that moved elsewhere is not replaced.
+#[test]
+fn aggregate_again_accepts_branches_already_at_their_bundles_commit() {
+    let m = Matrix::new(&["one", "two"]);
+    for id in [1, 2] {
+        assert_eq!(m.worker(id).status.code(), Some(0));
+    }
+    let agg = m.clone("aggregate");
+    let (code, first) = m.aggregate(&agg, &[]);
+    assert_eq!(code, Some(0), "{first}");
+    let (code, again) = m.aggregate(&agg, &[]);
+    assert_eq!(code, Some(0), "{again}");
+    for (a, b) in first["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(again["results"].as_array().unwrap())
+    {
+        assert_eq!(b["status"], "success", "{b}");
+        assert_eq!(a["commit"], b["commit"]);
+    }
+    // worker 2's branch moved (someone committed on it): not replaced
+    let branch = again["results"][1]["branch"].as_str().unwrap().to_owned();
+    m.t.git_in(&agg, &["branch", "-f", &branch, "main"]);
+    let (code, third) = m.aggregate(&agg, &[]);
+    assert_eq!(code, Some(1), "{third}");
+    assert_eq!(third["results"][0]["status"], "success", "{third}");
+    assert!(
+        third["results"][1]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already exists in this repository; not replaced"),
+        "{third}"
+    );
+}

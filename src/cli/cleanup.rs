@@ -17,8 +17,8 @@ Examples:
   fanout cleanup --run 20260101-120000-3fa2c1
   # Runs older than a week, keeping the five newest
   fanout cleanup --older-than 7d --keep 5
-  # Every run's worktrees, keeping their branches
-  fanout cleanup --all --keep-branches";
+  # Also worktrees with uncommitted work (committed on their branch first)
+  fanout cleanup --run 20260101-120000-3fa2c1 --force";
 
 /// `fanout cleanup`.
 #[derive(Debug, Args, Clone)]
@@ -49,6 +49,12 @@ pub struct CleanupArgs {
     /// Keep the branches (and the run's records); remove only worktrees.
     #[arg(long)]
     pub keep_branches: bool,
+
+    /// Remove worktrees holding uncommitted work too, after committing that work on
+    /// the worker's branch (a WIP commit; the branch is kept). Without it, such a
+    /// worktree is kept and listed (exit 1).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// An age: a duration with its unit (`90s`, `30m`, `6h`, `2d`, `1h30m`); a bare
@@ -89,7 +95,7 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
     let mut problems = 0;
     for id in runs {
-        match clean(&git, &runs_dir, &id, args.keep_branches) {
+        match clean(&git, &runs_dir, &id, args.keep_branches, args.force) {
             Cleaned::Running(pid) => {
                 outln!("run {id}: still running (pid {pid}); skipped");
                 problems += 1;
@@ -115,7 +121,17 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
             }
         }
     }
+    if args.all {
+        remove_empty_roots(&repo);
+    }
     Ok(if problems == 0 { 0 } else { 1 })
+}
+
+/// After `--all`: the repository's worktree folder (`<repo>-<hash>` under fanout's
+/// data directory) when nothing is left in it.
+fn remove_empty_roots(repo: &crate::repo::UserRepo) {
+    let root = repo.default_worktree_root();
+    let _ = std::fs::remove_dir(&root);
 }
 
 #[cfg(test)]

@@ -73,7 +73,9 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
             human_bytes(r.disk_bytes)
         );
         for w in &r.workers {
+            let queued = w.status.as_deref() == Some("queued");
             let git_state = match (w.worktree_exists, w.uncommitted) {
+                (false, _) if queued => "not started".to_owned(),
                 (false, _) => "no worktree".to_owned(),
                 (true, Some(0)) => "clean".to_owned(),
                 (true, Some(n)) => format!("{n} uncommitted"),
@@ -86,7 +88,11 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
                 git_state,
                 human_bytes(w.disk_bytes),
                 w.branch,
-                if w.branch_exists { "" } else { " (deleted)" },
+                if w.branch_exists || queued {
+                    ""
+                } else {
+                    " (deleted)"
+                },
                 w.worktree_path
             );
         }

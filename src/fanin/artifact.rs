@@ -87,6 +87,19 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
     }
 }
 
+/// The commit worker `w`'s bundle under `from` holds for its branch, when it has one.
+pub fn bundle_tip(from: &Path, w: &PlannedWorker) -> Option<String> {
+    let path = find_artifact(from, w.id)?;
+    let artifact: WorkerArtifact = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    let name = artifact.bundle.filter(|n| !n.contains('/'))?;
+    let header = super::bundle::read_header(&path.with_file_name(name)).ok()?;
+    let want = format!("refs/heads/{}", w.branch);
+    match header.refs.as_slice() {
+        [(sha, n)] if *n == want => Some(sha.clone()),
+        _ => None,
+    }
+}
+
 /// Read worker `w`'s artifact under `from`, verify its bundle and import its branch
 /// into the repository at `repo_dir`; a missing or bad artifact is a failed result.
 pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> WorkerResult {

@@ -21,7 +21,7 @@ use crate::report::summary::ReportPaths;
 use crate::run::attempt::ExecOptions;
 use crate::run::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry};
 use crate::run::results::RunReport;
-use crate::util::{rfc3339, write_atomic};
+use crate::util::rfc3339;
 
 /// One worker job of a matrix.
 #[derive(Debug, Clone)]
@@ -184,8 +184,14 @@ pub fn aggregate(
         .workers
         .iter()
         .map(|w| {
-            // Never take over a branch that exists here already.
-            if git.find_branch(&w.branch, git2::BranchType::Local).is_ok() {
+            // Never take over a branch that exists here already — unless it is where
+            // the bundle puts it (an aggregate run again: same commit, accepted).
+            let here = git
+                .refname_to_id(&format!("refs/heads/{}", w.branch))
+                .ok()
+                .map(|o| o.to_string());
+            let same = here.is_some() && here == crate::fanin::artifact::bundle_tip(from, w);
+            if here.is_some() && !same {
                 return missing(
                     w,
                     format!(
@@ -219,7 +225,7 @@ pub fn aggregate(
             results_path: &paths.results,
         },
     )?;
-    write_atomic(&paths.results, &report.to_json())
+    crate::util::sign::write_signed(&paths.results, &report.to_json())
         .map_err(|e| Failure::Fatal(format!("{}: {e}", paths.results.display())))?;
     Ok((report, paths, code))
 }

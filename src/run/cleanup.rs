@@ -1,13 +1,17 @@
 //! `fanout cleanup`'s work: choosing runs by age (`--older-than`, `--keep`), and
-//! removing one run's worktrees and branches as its journal records them — the
-//! integration branch too, only inside the run's namespace — and nothing else.
+//! removing one run's worktrees and branches as its journal (signed, verified)
+//! records them — only the plan's branches, in the run's namespace, the integration
+//! branch too, and worktrees under the run's root — and nothing else. A worktree
+//! holding uncommitted work is kept unless forced, and then its work is committed on
+//! the worker's branch first ([`super::wip`]).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::journal::Journal;
-use super::runs::{list_runs, live_pid};
+use super::journal::{Journal, JournalEntry};
+use super::runs::{list_runs, live_pid, read_plan};
 use super::worktree;
+use crate::plan::Plan;
 
 /// What cleaning one run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,9 +31,18 @@ pub enum Cleaned {
     },
 }
 
-/// Remove run `id`'s worktrees and (unless `keep_branches`) branches, as its journal
-/// records them; its records go too when nothing was kept.
-pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, keep_branches: bool) -> Cleaned {
+/// Remove run `id`'s worktrees and (unless `keep_branches`) branches, as its verified
+/// journal records them — only entries that are this run's own (the plan's branch
+/// for the worker, a worktree under the run's worktree root) — and its records when
+/// nothing was kept. A worktree holding uncommitted work is kept and listed, unless
+/// `force`: then the work is first committed on the worker's branch, which is kept.
+pub fn clean(
+    git: &git2::Repository,
+    runs_dir: &Path,
+    id: &str,
+    keep_branches: bool,
+    force: bool,
+) -> Cleaned {
     let run_dir = runs_dir.join(id);
     if let Some(pid) = live_pid(&run_dir) {
         return Cleaned::Running(pid);
@@ -38,10 +51,23 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, keep_branches: b
         Ok(j) => j,
         Err(e) => return Cleaned::NoJournal(e.to_string()),
     };
+    let Some(plan) = read_plan(&run_dir) else {
+        return Cleaned::NoJournal("plan.json: missing, unreadable or not signed by fanout".into());
+    };
+    if let Ok(snap) = super::tamper::Snapshot::load(&run_dir) {
+        warn_changes(id, &snap);
+    }
     let (mut trees, mut branches) = (0, 0);
     let mut kept = Vec::new();
     for entry in &journal.entries {
-        let removed = worktree::remove(git, entry, keep_branches);
+        if let Err(why) = owned(&journal, &plan, entry) {
+            kept.push(why);
+            continue;
+        }
+        let Some(keep_branch) = save_or_keep(git, &plan, entry, force, &mut kept) else {
+            continue;
+        };
+        let removed = worktree::remove(git, entry, keep_branches || keep_branch);
         trees += usize::from(removed.worktree);
         branches += usize::from(removed.branch);
         kept.extend(removed.kept);
@@ -58,6 +84,101 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, keep_branches: b
         trees,
         branches,
         kept,
+    }
+}
+
+/// Whether journal `entry` names what fanout made for this run: the plan's branch for
+/// its worker (in the run's namespace) and a worktree under the run's root.
+fn owned(journal: &Journal, plan: &Plan, entry: &JournalEntry) -> Result<(), String> {
+    let ns = super::tamper::namespace(plan).unwrap_or_default();
+    let planned = plan.workers.iter().find(|w| w.id == entry.worker_id);
+    let ours = planned.is_some_and(|w| w.branch == entry.branch)
+        && !ns.is_empty()
+        && entry.branch.starts_with(&ns)
+        && entry.worktree_name == worktree::worktree_name(&plan.run_id, entry.worker_id)
+        && entry.worktree_path
+            == worktree::worktree_path(&journal.worktree_root, &plan.run_id, entry.worker_id);
+    if ours {
+        Ok(())
+    } else {
+        Err(format!(
+            "journal entry for worker {} (branch {}, worktree {}): not this run's; left alone",
+            entry.worker_id,
+            entry.branch,
+            entry.worktree_path.display()
+        ))
+    }
+}
+
+/// Uncommitted work in `entry`'s worktree: without `force`, keep it all (`None`);
+/// with, commit it on the worker's branch and keep the branch (`Some(true)`).
+/// `Some(false)`: nothing unsaved.
+fn save_or_keep(
+    git: &git2::Repository,
+    plan: &Plan,
+    entry: &JournalEntry,
+    force: bool,
+    kept: &mut Vec<String>,
+) -> Option<bool> {
+    if !entry.worktree_created {
+        return Some(false);
+    }
+    let common = git.commondir();
+    let unsaved = match super::wip::find(common, entry, &plan.exclude) {
+        Ok(None) => return Some(false),
+        Ok(Some(u)) => u,
+        Err(e) => {
+            kept.push(format!(
+                "worktree {}: could not tell whether it holds uncommitted work ({e}); kept",
+                entry.worktree_path.display()
+            ));
+            return None;
+        }
+    };
+    let path = entry.worktree_path.display();
+    if !force {
+        kept.push(format!(
+            "worktree {path}: uncommitted work ({}); kept (`fanout cleanup --force` commits it on {} first)",
+            unsaved.listed(),
+            entry.branch
+        ));
+        return None;
+    }
+    let refname = format!("refs/heads/{}", entry.branch);
+    match unsaved.commit(common, &refname, "saved by fanout cleanup --force") {
+        Ok(oid) => {
+            kept.push(format!(
+                "branch {}: holds the uncommitted work of {path} ({}) as WIP commit {}",
+                entry.branch,
+                unsaved.listed(),
+                crate::util::short(&oid.to_string())
+            ));
+            Some(true)
+        }
+        Err(e) => {
+            kept.push(format!(
+                "worktree {path}: could not commit its uncommitted work ({e}); kept"
+            ));
+            None
+        }
+    }
+}
+
+/// Say what differs from the run's tamper snapshot (reported only: the user may have
+/// changed things since the run).
+fn warn_changes(id: &str, snap: &super::tamper::Snapshot) {
+    if let Ok(changes) = snap.check(super::tamper::Mode::Report) {
+        let changes: Vec<_> = changes.iter().filter(|c| !c.benign).collect();
+        if !changes.is_empty() {
+            crate::util::out::errln!(
+                "fanout: note: run {id}: since it started, {} (left as is)",
+                changes
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
     }
 }
 

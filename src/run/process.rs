@@ -135,10 +135,7 @@ pub async fn supervise(
     let mut child = cmd.spawn()?;
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
     let group_record = group_record_path(spec.log);
-    let _ = crate::util::write_atomic(
-        &group_record,
-        format!("{pgid}\n{}\n", spec.program).as_bytes(),
-    );
+    let _ = super::groups::record(&group_record, pgid.as_raw(), spec.program);
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let last_output = Arc::new(AtomicU64::new(0));
@@ -402,7 +399,7 @@ async fn finish_drain(
 }
 
 /// Where [`supervise`] records a process group while it lives: next to its log,
-/// with the extension `pgid`, holding `<pgid>\n<program>\n`.
+/// with the extension `pgid` (see [`super::groups`]).
 pub fn group_record_path(log: &Path) -> PathBuf {
     log.with_extension("pgid")
 }

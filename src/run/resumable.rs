@@ -94,8 +94,8 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
     check_tamper(&id, &run_dir)?;
-    clear_unfinished(repo, &id, &mut journal, &todo)?;
     let number = resume::attempt(&run_dir).saturating_add(1);
+    clear_unfinished(repo, &id, &plan, &mut journal, &todo, number)?;
     resume::set_attempt(&run_dir, number).map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let worktree_root = journal.worktree_root.clone();
     let journal = JournalHandle::create(&run_dir, journal)
@@ -183,12 +183,16 @@ fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Clear what the unfinished workers' earlier attempt left, so they start afresh.
+/// Clear what the unfinished workers' earlier attempt left, so they start afresh —
+/// after saving what a worktree holds that no commit has on a branch of its own
+/// (`<worker's branch>-wip<attempt>`, in the run's namespace; said on stderr).
 fn clear_unfinished(
     repo: &UserRepo,
     id: &str,
+    plan: &Plan,
     journal: &mut Journal,
     todo: &[u32],
+    number: u32,
 ) -> Result<(), Failure> {
     let git = repo
         .open()
@@ -198,6 +202,7 @@ fn clear_unfinished(
         .iter_mut()
         .filter(|e| todo.contains(&e.worker_id))
     {
+        save_unfinished(&git, id, plan, entry, number)?;
         let removed = worktree::remove(&git, entry, false);
         if !removed.kept.is_empty() {
             return Err(Failure::Fatal(format!(
@@ -209,6 +214,46 @@ fn clear_unfinished(
         entry.branch_created = false;
         entry.worktree_created = false;
     }
+    Ok(())
+}
+
+/// Commit what worker `entry`'s worktree holds that no commit has on
+/// `<branch>-wip<number>` before it is cleared.
+fn save_unfinished(
+    git: &git2::Repository,
+    id: &str,
+    plan: &Plan,
+    entry: &super::journal::JournalEntry,
+    number: u32,
+) -> Result<(), Failure> {
+    if !entry.worktree_created {
+        return Ok(());
+    }
+    let fail = |e: String| {
+        Failure::Fatal(format!(
+            "run {id}: worker {}'s worktree {} may hold uncommitted work that could not be saved ({e}); nothing was cleared",
+            entry.worker_id,
+            entry.worktree_path.display()
+        ))
+    };
+    let Some(unsaved) = super::wip::find(git.commondir(), entry, &plan.exclude).map_err(fail)?
+    else {
+        return Ok(());
+    };
+    let branch = format!("{}-wip{number}", entry.branch);
+    let oid = unsaved
+        .commit(
+            git.commondir(),
+            &format!("refs/heads/{branch}"),
+            "saved by fanout resume",
+        )
+        .map_err(fail)?;
+    errln!(
+        "fanout: run {id}: worker {}'s worktree held uncommitted work ({}); saved as WIP commit {} on branch {branch} (kept; delete it when done)",
+        entry.worker_id,
+        unsaved.listed(),
+        crate::util::short(&oid.to_string())
+    );
     Ok(())
 }
 
@@ -242,6 +287,7 @@ fn pick(repo: &UserRepo, given: Option<&str>) -> Result<Option<(String, PathBuf)
 
 /// The run's `plan.json`.
 fn load_plan(id: &str, run_dir: &Path) -> Result<Plan, Failure> {
-    Plan::read(&run_dir.join("plan.json"))
-        .map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
+    let bytes = crate::util::sign::read_signed(&run_dir.join("plan.json"))
+        .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
+    Plan::parse(&bytes).map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
 }

@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use super::results::RunReport;
 use crate::model::WorkerResult;
 use crate::plan::Plan;
-use crate::util::{RECORD_LIMIT, read_capped, write_atomic};
+use crate::util::{read_capped, write_atomic};
 
 /// Folder of the per-worker result records in a run directory.
 pub const RECORDS_DIR: &str = "results";
@@ -40,7 +39,7 @@ pub fn record(run_dir: &Path, result: &WorkerResult) -> std::io::Result<()> {
     std::fs::create_dir_all(run_dir.join(RECORDS_DIR))?;
     let mut json = serde_json::to_vec_pretty(result).expect("result serializes");
     json.push(b'\n');
-    write_atomic(&record_path(run_dir, result.worker_id), &json)
+    crate::util::sign::write_signed(&record_path(run_dir, result.worker_id), &json)
 }
 
 /// Whether `result` is final: see the module docs.
@@ -56,15 +55,16 @@ pub fn parse_record(bytes: &[u8]) -> Result<WorkerResult, serde_json::Error> {
     serde_json::from_slice(bytes)
 }
 
-/// Worker `id`'s record in `run_dir`, when it has a readable one.
+/// Worker `id`'s record in `run_dir`, when it has a readable one fanout signed (one
+/// that does not verify is said, and counts as none: the worker runs again).
 pub fn read_record(run_dir: &Path, id: u32) -> Option<WorkerResult> {
-    parse_record(&read_capped(&record_path(run_dir, id), RECORD_LIMIT).ok()?).ok()
+    parse_record(&verified(&record_path(run_dir, id))?).ok()
 }
 
 /// The finished workers of `plan` in `run_dir`, by id: from their records, else (for a
 /// run made before records existed) from `results.json`.
 pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult> {
-    let report = RunReport::read(&run_dir.join("results.json")).ok();
+    let report = super::runs::read_report(run_dir);
     let mut out = BTreeMap::new();
     for w in &plan.workers {
         let recorded = read_record(run_dir, w.id).or_else(|| {
@@ -84,6 +84,19 @@ pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult>
         }
     }
     out
+}
+
+/// A record's bytes when fanout signed it; one that does not verify is said and
+/// ignored (its worker runs again).
+fn verified(path: &Path) -> Option<Vec<u8>> {
+    match crate::util::sign::read_signed(path) {
+        Ok(b) => Some(b),
+        Err(e) if e.is_missing() => None,
+        Err(e) => {
+            crate::util::out::errln!("fanout: warning: {e}");
+            None
+        }
+    }
 }
 
 /// The run's latest attempt (1 until it is resumed).
@@ -116,10 +129,11 @@ pub struct Survivor {
     pub record: PathBuf,
 }
 
-/// The recorded process groups of `run_dir` that are still alive. A group counts
-/// when it exists and, as far as `ps` can tell, one of its live (not zombie) members
-/// still runs the recorded program — so a group id reused after a reboot is not
-/// mistaken for an agent. Records of groups that are gone are removed.
+/// The recorded process groups of `run_dir` that are still alive and still fanout's
+/// ([`super::groups::alive`]): found by the group ids fanout recorded, whatever
+/// program the group runs now (an agent that exec'd another, or died leaving
+/// background children, is found). A record fanout did not sign is said and never
+/// acted on; records of groups that are gone are removed.
 pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
     let Ok(rd) = std::fs::read_dir(run_dir.join("logs")) else {
         return Vec::new();
@@ -132,77 +146,37 @@ pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
     records.sort();
     let mut out = Vec::new();
     for record in records {
-        let parsed = read_capped(&record, 64 * 1024)
-            .ok()
-            .and_then(|b| parse_group_record(&b));
-        match parsed {
-            Some((pgid, program)) if group_runs(pgid, &program) => out.push(Survivor {
-                pgid,
-                program,
+        match super::groups::read(&record) {
+            Ok(g) if super::groups::alive(&g) => out.push(Survivor {
+                pgid: g.pgid,
+                program: g.program,
                 record,
             }),
-            _ => {
+            Ok(_) => {
                 let _ = std::fs::remove_file(&record);
+                let _ = std::fs::remove_file(crate::util::sign::sig_path(&record));
             }
+            Err(e) => crate::util::out::errln!("fanout: warning: {e}; that group is not signalled"),
         }
     }
     out
 }
 
-/// A process-group record's `(pgid, program)`: `<pgid>\n<program>\n`, with a group
-/// id above 1 and a program named (an empty name would match every process).
+/// A process-group record's `(pgid, program)` ([`super::groups::parse`]).
 pub fn parse_group_record(bytes: &[u8]) -> Option<(i32, String)> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut lines = text.lines();
-    let pgid: i32 = lines.next()?.trim().parse().ok().filter(|p| *p > 1)?;
-    let program = lines.next()?.trim();
-    (!program.is_empty()).then(|| (pgid, program.to_owned()))
+    super::groups::parse(bytes).map(|g| (g.pgid, g.program))
 }
 
-/// Whether process group `pgid` is alive and runs `program` (see [`survivors`]).
-fn group_runs(pgid: i32, program: &str) -> bool {
-    if killpg(Pid::from_raw(pgid), None).is_err() {
-        return false;
-    }
-    let name = Path::new(program)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| program.to_owned());
-    match live_members(pgid) {
-        Some(members) => members.iter().any(|args| args.contains(&name)),
-        // No `ps`: the group exists; assume the worst.
-        None => true,
-    }
-}
-
-/// Command lines of the live (not zombie) processes of group `pgid`, via `ps` (which
-/// works alike on Linux and macOS); `None` when `ps` cannot be run.
-fn live_members(pgid: i32) -> Option<Vec<String>> {
-    let out = std::process::Command::new("ps")
-        .args(["-axo", "pgid=,stat=,args="])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|line| {
-                let mut it = line.split_whitespace();
-                let group: i32 = it.next()?.parse().ok()?;
-                let stat = it.next()?;
-                (group == pgid && !stat.starts_with('Z')).then(|| it.collect::<Vec<_>>().join(" "))
-            })
-            .collect(),
-    )
+/// Whether survivor `s` is still alive (its record re-read).
+fn group_alive(s: &Survivor) -> bool {
+    super::groups::read(&s.record).is_ok_and(|g| super::groups::alive(&g))
 }
 
 /// Stop `groups`: SIGTERM, up to `grace` for them to go, then SIGKILL. Returns the
 /// groups still alive afterwards (none, normally). Their records are removed once
 /// they are gone.
 pub fn stop_survivors(groups: &[Survivor], grace: Duration) -> Vec<Survivor> {
-    let alive = |s: &Survivor| group_runs(s.pgid, &s.program);
+    let alive = |s: &Survivor| group_alive(s);
     let wait = |limit: Duration| {
         let until = Instant::now() + limit;
         while groups.iter().any(alive) && Instant::now() < until {
@@ -316,7 +290,8 @@ mod tests {
             ],
             "totals": crate::model::Totals::default(), "exit_code": 130,
         });
-        std::fs::write(d.join("results.json"), report.to_string()).unwrap();
+        crate::util::sign::write_signed(&d.join("results.json"), report.to_string().as_bytes())
+            .unwrap();
         let kept = load_finished(d, &plan);
         assert_eq!(kept.keys().copied().collect::<Vec<_>>(), [1, 3]);
         assert_eq!(kept[&1].status, Status::Success);
@@ -363,9 +338,10 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        std::fs::write(logs.join("w1.pgid"), format!("{}\n\n", c.id())).unwrap();
+        let sign = crate::util::sign::write_signed;
+        sign(&logs.join("w1.pgid"), format!("{}\n\n", c.id()).as_bytes()).unwrap();
         let found = survivors(dir.path());
-        std::fs::write(logs.join("w2.pgid"), format!("{}\nsleep\n", c.id())).unwrap();
+        crate::run::groups::record(&logs.join("w2.pgid"), c.id() as i32, "sleep").unwrap();
         let named = survivors(dir.path());
         let _ = c.kill();
         let _ = c.wait();
@@ -383,10 +359,15 @@ mod tests {
         let mut c = std::process::Command::new("true").spawn().unwrap();
         let pid = c.id();
         c.wait().unwrap();
-        std::fs::write(logs.join("w1.pgid"), format!("{pid}\ntrue\n")).unwrap();
-        std::fs::write(logs.join("w2.pgid"), "garbage").unwrap();
+        crate::run::groups::record(&logs.join("w1.pgid"), pid as i32, "true").unwrap();
+        // A record fanout did not sign is never acted on (nor removed).
+        std::fs::write(
+            logs.join("w2.pgid"),
+            format!("{}\nsh\n", std::process::id()),
+        )
+        .unwrap();
         assert!(survivors(dir.path()).is_empty());
         assert!(!logs.join("w1.pgid").exists());
-        assert!(!logs.join("w2.pgid").exists());
+        assert!(logs.join("w2.pgid").exists());
     }
 }

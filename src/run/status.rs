@@ -40,7 +40,8 @@ pub struct WorkerStatus {
     pub branch: String,
     /// Whether the branch exists.
     pub branch_exists: bool,
-    /// Its status, when it has one.
+    /// Its status, when it has one; during a run `queued` (not started yet) or
+    /// `running` until it has one.
     pub status: Option<String>,
     /// Its worktree.
     pub worktree_path: String,
@@ -69,6 +70,7 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
             .entries
             .iter()
             .map(|e| worker(git, &dir, e, report.as_ref()))
+            .map(|w| live(w, &journal, state))
             .collect();
         out.push(RunStatus {
             run_id: id,
@@ -80,6 +82,19 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
         });
     }
     out
+}
+
+/// During a run, a worker without a result yet is `queued` (nothing made for it
+/// yet) or `running`.
+fn live(mut w: WorkerStatus, journal: &Journal, state: &str) -> WorkerStatus {
+    if state == "running" && w.status.is_none() {
+        let made = journal
+            .entries
+            .iter()
+            .any(|e| e.worker_id == w.worker_id && (e.worktree_created || e.branch_created));
+        w.status = Some(if made { "running" } else { "queued" }.to_owned());
+    }
+    w
 }
 
 /// fanout removes its pid file when it is done: one left behind by a dead process

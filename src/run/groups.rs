@@ -1,0 +1,161 @@
+//! Records of the process groups fanout supervises (`logs/w<N>.pgid`, signed like
+//! every run record), and telling whether a recorded group is still alive and still
+//! fanout's: `kill(-pgid, 0)` says whether the group exists; on Linux, `/proc` says
+//! whether it is the same group — the machine has not rebooted since (boot id), the
+//! leader, if alive, is the process fanout started (its start time), and otherwise a
+//! live member started no earlier than it (a group id cannot be reused while the
+//! group has members). A record fanout did not sign is never acted on.
+
+use std::path::Path;
+
+use nix::sys::signal::killpg;
+use nix::unistd::Pid;
+
+use crate::util::sign::{RecordError, read_signed, write_signed};
+
+/// One recorded process group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRecord {
+    /// The group id (its leader's pid).
+    pub pgid: i32,
+    /// The program fanout started as its leader.
+    pub program: String,
+    /// The leader's start time (clock ticks since boot, `/proc/<pid>/stat`), on Linux.
+    pub start: Option<u64>,
+    /// The boot the group was started in (`/proc/sys/kernel/random/boot_id`).
+    pub boot: Option<String>,
+}
+
+/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat`.
+fn stat_field(pid: i32, n: usize) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses).
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(n - 3).map(str::to_owned)
+}
+
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Record group `pgid` (its leader runs `program`) at `path`, signed.
+pub fn record(path: &Path, pgid: i32, program: &str) -> std::io::Result<()> {
+    let start = stat_field(pgid, 22).unwrap_or_else(|| "-".into());
+    let boot = boot_id().unwrap_or_else(|| "-".into());
+    let program = program.replace('\n', " ");
+    write_signed(
+        path,
+        format!("{pgid}\n{program}\n{start}\n{boot}\n").as_bytes(),
+    )
+}
+
+/// Read the record at `path`; one fanout did not sign is refused.
+pub fn read(path: &Path) -> Result<GroupRecord, RecordError> {
+    let bytes = read_signed(path)?;
+    parse(&bytes).ok_or_else(|| RecordError::Forged(path.to_owned(), "not a process-group record"))
+}
+
+/// A record from its bytes: `<pgid>\n<program>\n[<start>\n<boot>\n]`, with a group id
+/// above 1 and a program named.
+pub fn parse(bytes: &[u8]) -> Option<GroupRecord> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut lines = text.lines();
+    let pgid: i32 = lines.next()?.trim().parse().ok().filter(|p| *p > 1)?;
+    let program = lines.next()?.trim().to_owned();
+    let start = lines.next().and_then(|l| l.trim().parse().ok());
+    let boot = lines
+        .next()
+        .map(str::trim)
+        .filter(|b| *b != "-" && !b.is_empty())
+        .map(str::to_owned);
+    (!program.is_empty()).then_some(GroupRecord {
+        pgid,
+        program,
+        start,
+        boot,
+    })
+}
+
+/// Whether the recorded group is alive and still the one fanout started.
+pub fn alive(rec: &GroupRecord) -> bool {
+    if killpg(Pid::from_raw(rec.pgid), None).is_err() {
+        return false;
+    }
+    if !Path::new("/proc/self/stat").exists() {
+        // No /proc (macOS): the group exists and the record is fanout's.
+        return true;
+    }
+    if rec.boot.is_some() && rec.boot != boot_id() {
+        return false;
+    }
+    let Some(start) = rec.start else {
+        return true;
+    };
+    if let Some(leader) = stat_field(rec.pgid, 22) {
+        let zombie = stat_field(rec.pgid, 3).as_deref() == Some("Z");
+        if leader.parse::<u64>().ok() != Some(start) {
+            return false;
+        }
+        if !zombie {
+            return true;
+        }
+    }
+    members(rec.pgid)
+        .iter()
+        .any(|&(_, started)| started >= start)
+}
+
+/// Live (not zombie) members of group `pgid`: (pid, start time).
+fn members(pgid: i32) -> Vec<(i32, u64)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| stat_field(pid, 5).and_then(|g| g.parse::<i32>().ok()) == Some(pgid))
+        .filter(|&pid| stat_field(pid, 3).as_deref() != Some("Z"))
+        .filter_map(|pid| Some((pid, stat_field(pid, 22)?.parse().ok()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    #[test]
+    fn the_leaders_start_time_and_members_tell_a_live_group() {
+        // This test process leads no group of its own; use a child that does.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id() as i32;
+        let rec = GroupRecord {
+            pgid,
+            program: "sleep".into(),
+            start: stat_field(pgid, 22).and_then(|s| s.parse().ok()),
+            boot: boot_id(),
+        };
+        assert!(rec.start.is_some());
+        assert!(alive(&rec));
+        // a leader started at another time is another process
+        let other = GroupRecord {
+            start: rec.start.map(|s| s + 1),
+            ..rec.clone()
+        };
+        assert!(!alive(&other));
+        let rebooted = GroupRecord {
+            boot: Some("another boot".into()),
+            ..rec.clone()
+        };
+        assert!(!alive(&rebooted));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!alive(&rec));
+    }
+}
