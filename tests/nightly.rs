@@ -417,3 +417,26 @@ fn a_branch_fanout_did_not_push_is_never_overwritten() {
     );
     n.gh.assert_no_violations();
 }
+
+/// A token that may not write issues: the digest is a warning, the pull requests are
+/// published all the same and publishing is not stopped.
+#[test]
+fn a_digest_refused_is_a_warning_not_a_failed_night() {
+    let mut n = Nights::new();
+    n.gh.inject(fake_github::Fault::new(
+        "GET",
+        "/issues",
+        fake_github::FaultKind::Status(403),
+    ));
+    let (r, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("alpha", "created"), "{err}");
+    assert_eq!(ops[1], pair("beta", "created"), "{err}");
+    assert!(
+        err.contains("warning: the digest issue was not written"),
+        "{err}"
+    );
+    assert!(!err.contains("publish failed"), "{err}");
+    assert!(n.gh.issues().is_empty());
+    n.gh.assert_no_violations();
+}

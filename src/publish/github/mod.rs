@@ -327,9 +327,9 @@ impl GitHub {
         self.request_as(verb, path, body, idempotent, false).await
     }
 
-    /// [`request`](Self::request); an `extra` (labels, reviewers, comments) refused with a 403
-    /// does not stop publishing: a token may open pull requests without being allowed
-    /// to label them.
+    /// [`request`](Self::request); an `extra` (labels, reviewers, comments, the digest
+    /// issue) refused with a 403 does not stop publishing: a token may open pull
+    /// requests without being allowed to label them or to write issues.
     async fn request_as(
         &self,
         verb: Verb,
@@ -623,7 +623,7 @@ impl GitHub {
             "/issues?state=open&labels={}&sort=created&direction=desc&per_page=100",
             encode(label)
         ));
-        let v = self.request(Verb::Get, &path, None, true).await?;
+        let v = self.request_as(Verb::Get, &path, None, true, true).await?;
         let issues: Vec<Issue> =
             serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issues: {e}")))?;
         Ok(issues
@@ -641,11 +641,12 @@ impl GitHub {
     ) -> Result<u64, ApiError> {
         let payload = serde_json::json!({"title": title, "body": body, "labels": labels});
         let v = self
-            .request(
+            .request_as(
                 Verb::Post,
                 &self.repo_path("/issues"),
                 Some(&payload),
                 false,
+                true,
             )
             .await?;
         let issue: Issue =
@@ -657,10 +658,11 @@ impl GitHub {
     pub async fn update_issue(&self, number: u64, body: &str) -> Result<u64, ApiError> {
         let payload = serde_json::json!({ "body": body });
         let v = self
-            .request(
+            .request_as(
                 Verb::Patch,
                 &self.repo_path(&format!("/issues/{number}")),
                 Some(&payload),
+                true,
                 true,
             )
             .await?;
