@@ -2,7 +2,7 @@
 //!
 //! | code | meaning |
 //! |-----:|---------|
-//! | 0    | every worker succeeded (or the command had nothing to report) |
+//! | 0    | every worker succeeded or found nothing to change (or the command had nothing to report) |
 //! | 1    | some workers succeeded, some did not |
 //! | 2    | usage or configuration error: nothing was run |
 //! | 3    | no worker succeeded |
@@ -53,9 +53,9 @@ impl Failure {
 pub fn for_run(totals: &Totals, interrupted: bool) -> i32 {
     if interrupted {
         INTERRUPTED
-    } else if totals.workers > 0 && totals.success == totals.workers {
+    } else if totals.workers > 0 && totals.good() == totals.workers {
         SUCCESS
-    } else if totals.success > 0 {
+    } else if totals.good() > 0 {
         SOME_FAILED
     } else {
         NONE_SUCCEEDED
@@ -77,5 +77,11 @@ mod tests {
         assert_eq!(for_run(&t(3, 1), false), SOME_FAILED);
         assert_eq!(for_run(&t(3, 0), false), NONE_SUCCEEDED);
         assert_eq!(for_run(&t(3, 3), true), INTERRUPTED);
+        // `unchanged` is not a failure.
+        let quiet = Totals {
+            unchanged: 2,
+            ..t(3, 1)
+        };
+        assert_eq!(for_run(&quiet, false), SUCCESS);
     }
 }

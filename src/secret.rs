@@ -125,6 +125,69 @@ pub fn is_git_config_var(name: &str) -> bool {
         || name.starts_with("GIT_CONFIG_VALUE_")
 }
 
+/// Prefixes of token-shaped words: GitHub (classic, fine-grained, app, OAuth), OpenAI
+/// and Anthropic keys, Slack, GitLab, AWS access key ids.
+const TOKEN_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "sk-",
+    "xoxb-",
+    "xoxp-",
+    "glpat-",
+    "AKIA",
+];
+
+/// `text` with anything that looks like a credential replaced by `***`: token-shaped
+/// words (see [`TOKEN_PREFIXES`]), the word after `Bearer`, `token` or `Basic`, and the
+/// password of a URL (`https://user:***@host`). For text fanout stores or shows that an
+/// agent wrote (its findings, the lines of its log quoted in a reason).
+pub fn mask_tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut mask_next = false;
+    for piece in text.split_inclusive(char::is_whitespace) {
+        let word = piece.trim_end_matches(char::is_whitespace);
+        let space = &piece[word.len()..];
+        let bare = word.trim_matches(|c: char| "\"'`,;()[]{}<>".contains(c));
+        if (mask_next && bare.len() >= 8) || is_token_shaped(bare) {
+            out.push_str(&word.replace(bare, "***"));
+        } else {
+            out.push_str(&mask_url_password(word));
+        }
+        mask_next = ["bearer", "token", "basic"].contains(&bare.to_ascii_lowercase().as_str());
+        out.push_str(space);
+    }
+    out
+}
+
+/// A word that starts with a token prefix and is long enough to be one.
+fn is_token_shaped(word: &str) -> bool {
+    let word = word.rsplit(['=', ':']).next().unwrap_or(word);
+    TOKEN_PREFIXES
+        .iter()
+        .any(|p| word.starts_with(p) && word.len() >= p.len() + 12)
+}
+
+/// `scheme://user:password@host…` with the password masked.
+fn mask_url_password(word: &str) -> String {
+    let Some(start) = word.find("://").map(|i| i + 3) else {
+        return word.to_owned();
+    };
+    let rest = &word[start..];
+    let Some(at) = rest.find('@') else {
+        return word.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) if !rest[..colon].contains('/') => {
+            format!("{}{}:***{}", &word[..start], &rest[..colon], &rest[at..])
+        }
+        _ => word.to_owned(),
+    }
+}
+
 /// The credentials fanout was started with, taken out of its environment
 /// ([`Secrets::take_from_env`]). Only commands that publish (or run an agent whose
 /// definition says `allow_github_token: true`) are handed them.
@@ -307,6 +370,37 @@ pub fn make_undumpable() {
     #[cfg(target_os = "linux")]
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         errln!("fanout: warning: could not make the process non-dumpable: {e}");
+    }
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::mask_tokens;
+
+    #[test]
+    fn tokens_in_text_are_masked_and_the_rest_kept() {
+        let cases = [
+            (
+                "push failed with ghp_abcdefghijklmnop1234 here",
+                "push failed with *** here",
+            ),
+            ("GITHUB_TOKEN=ghs_0123456789abcdefXYZ", "***"),
+            (
+                "Authorization: Bearer abc.def.ghi.jkl",
+                "Authorization: Bearer ***",
+            ),
+            ("key 'sk-ant-api03-aaaaaaaaaaaaaaaa'", "key '***'"),
+            (
+                "https://x-access-token:s3cretvalue@github.com/o/r",
+                "https://x-access-token:***@github.com/o/r",
+            ),
+            ("the token was rejected", "the token was rejected"),
+            ("sk-short and ghp_ alone", "sk-short and ghp_ alone"),
+            ("line one\n  line two\n", "line one\n  line two\n"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(mask_tokens(text), want, "{text}");
+        }
     }
 }
 

@@ -408,7 +408,7 @@ fn outcomes_map_to_statuses_and_exit_codes() {
             .code(),
         Some(0)
     );
-    // no change: failed, none succeeded: 3
+    // no change: unchanged, not a failure: 0
     let cfg = t.fake_config(&["--no-change"], "");
     let out = t
         .fanout(&[
@@ -422,10 +422,10 @@ fn outcomes_map_to_statuses_and_exit_codes() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(out.status.code(), Some(0));
     let r = &json(&out)["results"][0];
-    assert_eq!(r["status"], "failed");
-    assert_eq!(r["reason"], "agent finished but changed no files");
+    assert_eq!(r["status"], "unchanged");
+    assert_eq!(r["reason"], serde_json::Value::Null);
     // partial report, and a non-zero exit
     let cfg = t.fake_config(&["--status", "partial"], "");
     let out = t
@@ -571,7 +571,7 @@ fn report_files_and_the_step_summary() {
     assert!(appended.starts_with("earlier step\n"));
     assert!(appended.contains(&md));
     let report = t.results(run);
-    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["schema_version"], 2);
     assert_eq!(report["totals"]["workers"], 2);
     let plan: serde_json::Value =
         serde_json::from_slice(&std::fs::read(t.run_dir(run).join("plan.json")).unwrap()).unwrap();

@@ -195,6 +195,12 @@ impl Adapter for AiderAdapter {
         super::builtin::command_line(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
+    /// aider's last reply: the lines before its last `Tokens:` line, back to the
+    /// previous one (or its banner).
+    fn findings(&self, observed: &Observed<'_>) -> Option<String> {
+        last_reply(&String::from_utf8_lossy(observed.stdout_tail))
+    }
+
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let t = Tally::of(observed.stdout_tail);
         let cost = t.cost(observed.model, &self.spec.prices).map(|(c, _)| c);
@@ -267,6 +273,24 @@ impl StreamWatch for AiderWatch {
             .cost(self.model.as_deref(), &self.prices)
             .map(|(_, s)| s)
     }
+}
+
+/// The text of aider's last reply: what it printed before its last `Tokens:` line,
+/// back to the `Tokens:` line before that, or to the end of its banner.
+fn last_reply(out: &str) -> Option<String> {
+    let lines: Vec<&str> = out.lines().collect();
+    let end = lines.iter().rposition(|l| l.starts_with("Tokens:"))?;
+    let start = lines[..end]
+        .iter()
+        .rposition(|l| {
+            l.starts_with("Tokens:")
+                || l.starts_with("https://aider.chat/")
+                || l.starts_with("Repo-map:")
+        })
+        .map_or(0, |i| i + 1);
+    let reply = lines[start..end].join("\n");
+    let reply = reply.trim();
+    (!reply.is_empty()).then(|| reply.to_owned())
 }
 
 #[cfg(test)]

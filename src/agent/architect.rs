@@ -81,6 +81,14 @@ impl Adapter for ArchitectAdapter {
         super::builtin::command_line(&self.spec, ctx, args, Vec::new(), defaults)
     }
 
+    /// The report's `output`: architect's final message.
+    fn findings(&self, observed: &Observed<'_>) -> Option<String> {
+        let report = last_json_object(observed.stdout_tail, |v| {
+            v.get("status").is_some_and(|s| s.is_string())
+        })?;
+        Some(report.get("output")?.as_str()?.to_owned())
+    }
+
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let report = last_json_object(observed.stdout_tail, |v| {
             v.get("status").is_some_and(|s| s.is_string())

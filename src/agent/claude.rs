@@ -45,8 +45,8 @@ use super::json::last_json_object;
 use super::prices::{self, Usage};
 use super::private;
 use super::{
-    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, Progress, StreamWatch,
-    WorkerContext, clean_reason, format_usd_arg, sane_cost, sane_steps,
+    Adapter, AgentOutcome, AgentSpec, AgentStatus, CommandLine, Observed, PERMISSION_DENIED,
+    Progress, StreamWatch, WorkerContext, clean_reason, format_usd_arg, sane_cost, sane_steps,
 };
 
 /// The variable that moves Claude Code's configuration directory.
@@ -160,6 +160,12 @@ impl Adapter for ClaudeAdapter {
         seed_config(from.as_deref(), state.as_deref(), &config_dir(ctx))
     }
 
+    /// The result object's `result`: Claude Code's final message.
+    fn findings(&self, observed: &Observed<'_>) -> Option<String> {
+        let result = last_json_object(observed.stdout_tail, is_result)?;
+        Some(result.get("result")?.as_str()?.to_owned())
+    }
+
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let Some(result) = last_json_object(observed.stdout_tail, is_result) else {
             let how = match (observed.exit_code, observed.signal) {
@@ -196,7 +202,7 @@ impl Adapter for ClaudeAdapter {
             });
         let denied = denied_tools(&result);
         let denied_note =
-            (!denied.is_empty()).then(|| format!("permission denied: {}", denied.join(", ")));
+            (!denied.is_empty()).then(|| format!("{PERMISSION_DENIED}: {}", denied.join(", ")));
         let api_status = result.get("api_error_status").and_then(Value::as_u64);
         let (mut status, mut reason) = match (is_error, subtype) {
             (Some(false), _) => (AgentStatus::Success, denied_note.clone()),

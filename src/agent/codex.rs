@@ -200,6 +200,18 @@ impl Adapter for CodexAdapter {
         }
     }
 
+    /// The text of the last completed `agent_message` item.
+    fn findings(&self, observed: &Observed<'_>) -> Option<String> {
+        json_lines(observed.stdout_tail)
+            .filter(|v| v.get("type").and_then(serde_json::Value::as_str) == Some("item.completed"))
+            .filter_map(|v| {
+                let item = v.get("item")?;
+                (item.get("type")?.as_str()? == "agent_message")
+                    .then(|| item.get("text")?.as_str().map(str::to_owned))?
+            })
+            .last()
+    }
+
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let mut t = Tally::default();
         for v in json_lines(observed.stdout_tail) {

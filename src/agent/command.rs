@@ -148,6 +148,33 @@ impl Adapter for CommandAdapter {
         })
     }
 
+    /// The report's `findings` (else `output`) field; else the last lines of stdout.
+    fn findings(&self, observed: &Observed<'_>) -> Option<String> {
+        let spec = self.spec.result.clone().unwrap_or_default();
+        let objects: Vec<Value> = match spec.format {
+            ResultFormat::File => observed
+                .result_file
+                .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+                .into_iter()
+                .collect(),
+            ResultFormat::Json => last_json_object(observed.stdout_tail, |_| true)
+                .into_iter()
+                .collect(),
+            ResultFormat::Jsonl => json_lines(observed.stdout_tail).collect(),
+            ResultFormat::ExitCode => Vec::new(),
+        };
+        let reported = objects.iter().rev().find_map(|o| {
+            ["findings", "output"]
+                .iter()
+                .find_map(|k| o.get(*k)?.as_str().map(str::to_owned))
+        });
+        reported.or_else(|| {
+            let tail =
+                super::findings::last_lines(&String::from_utf8_lossy(observed.stdout_tail), 40);
+            (!tail.is_empty()).then_some(tail)
+        })
+    }
+
     fn outcome(&self, observed: &Observed<'_>) -> AgentOutcome {
         let spec = self.spec.result.clone().unwrap_or_default();
         let (report, unreadable) = read_report(&spec, observed);

@@ -36,6 +36,7 @@ mod claude;
 mod codex;
 mod command;
 mod dispatch;
+pub mod findings;
 pub mod json;
 pub mod preflight;
 pub mod prices;
@@ -309,6 +310,10 @@ pub enum AgentStatus {
     Timeout,
 }
 
+/// How an adapter's reason starts when the agent was denied a tool (Claude Code's
+/// `permission_denials`): a success without changes is then a failure, not `unchanged`.
+pub const PERMISSION_DENIED: &str = "permission denied";
+
 /// What an adapter read from the agent's output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentOutcome {
@@ -366,6 +371,11 @@ pub trait Adapter: Send + Sync {
     /// Where the outcome's cost came from.
     fn cost_source(&self, outcome: &AgentOutcome, _observed: &Observed<'_>) -> Option<CostSource> {
         outcome.cost_source()
+    }
+    /// The agent's final message, where its CLI puts it (unbounded: the run bounds it
+    /// with [`findings::bounded`]). `None` when it gave none.
+    fn findings(&self, _observed: &Observed<'_>) -> Option<String> {
+        None
     }
     /// A reader of the agent's live output, for agents that stream progress.
     fn watch(&self, _model: Option<&str>) -> Option<Box<dyn StreamWatch>> {
@@ -556,6 +566,60 @@ pub(crate) mod tests_support {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_adapter_finds_the_final_message_where_its_cli_puts_it() {
+        use tests_support::{builtin, fixture, observed};
+        let found = |cli: &str, file: &str| {
+            let out = fixture(cli, file);
+            builtin(cli).findings(&observed(&out, 0))
+        };
+        assert_eq!(found("claude", "success.json").as_deref(), Some("Done."));
+        assert_eq!(
+            found("claude", "success-stream.jsonl").as_deref(),
+            Some("Done.")
+        );
+        assert_eq!(found("codex", "success.jsonl").as_deref(), Some("Done."));
+        assert_eq!(found("architect", "success.json").as_deref(), Some("Done."));
+        assert_eq!(
+            found("aider", "success.txt").as_deref(),
+            Some("hello-3.txt\n\n```\nhi\n\n```")
+        );
+        let reply = b"Aider v0.86.2\nRepo-map: disabled\n\nThe flaky test is tests/net.rs.\nIt times out.\n\nTokens: 1k sent, 9 received.\n";
+        assert_eq!(
+            builtin("aider").findings(&observed(reply, 0)).as_deref(),
+            Some("The flaky test is tests/net.rs.\nIt times out.")
+        );
+        assert_eq!(builtin("claude").findings(&observed(b"", 1)), None);
+        // A command agent: its report's `findings`, else `output`, else its stdout's end.
+        let defs: BTreeMap<String, AgentDef> = crate::config::parse(
+            "agents:\n  a:\n    command: [x]\n    result: {format: jsonl}\n  b:\n    command: [x]\n",
+            Path::new("f.yml"),
+        )
+        .unwrap()
+        .agents;
+        let cmd = |name: &str| {
+            AgentSpec::resolve(name, &defs, "f.yml", true)
+                .unwrap()
+                .adapter()
+        };
+        let lines = b"{\"output\": \"first\"}\n{\"findings\": \"last\"}\n";
+        assert_eq!(
+            cmd("a").findings(&observed(lines, 0)).as_deref(),
+            Some("last")
+        );
+        let file = Observed {
+            result_file: Some(br#"{"status":"success","output":"from the file"}"#),
+            ..observed(b"noise", 0)
+        };
+        assert_eq!(cmd("b").findings(&file).as_deref(), Some("from the file"));
+        let plain = (1..=50).map(|i| format!("line {i}\n")).collect::<String>();
+        let tail = cmd("b").findings(&observed(plain.as_bytes(), 0)).unwrap();
+        assert!(
+            tail.starts_with("line 11\n") && tail.ends_with("line 50"),
+            "{tail}"
+        );
+    }
 
     #[test]
     fn github_credentials_never_reach_agents() {

@@ -50,6 +50,10 @@ pub struct FakeAgentArgs {
     /// Cost written to `$FANOUT_RESULT` (default: 0.001 × worker id).
     #[arg(long)]
     pub cost: Option<f64>,
+    /// A final message written to `$FANOUT_RESULT` as `findings`: the contents of
+    /// this file.
+    #[arg(long, value_name = "FILE")]
+    pub findings: Option<PathBuf>,
     /// Do not write `$FANOUT_RESULT`.
     #[arg(long)]
     pub no_result: bool,
@@ -144,11 +148,18 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
         let cost = args
             .cost
             .unwrap_or_else(|| 0.001 * id.parse::<f64>().unwrap_or(0.0));
-        let report = serde_json::json!({
+        let mut report = serde_json::json!({
             "status": args.status,
             "steps": args.steps.unwrap_or(3),
             "cost": cost,
         });
+        if let Some(text) = args
+            .findings
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+        {
+            report["findings"] = text.into();
+        }
         let _ = std::fs::write(path, report.to_string());
     }
     println!("fake-agent: done");

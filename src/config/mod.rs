@@ -458,8 +458,7 @@ pub enum TaskEntry {
 }
 
 impl text::TextOrMap for TaskEntry {
-    const EXPECTING: &'static str =
-        "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …]}";
+    const EXPECTING: &'static str = "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …], output: findings, …}";
     fn text(v: String) -> Result<Self, String> {
         Ok(TaskEntry::Prompt(v))
     }
@@ -475,7 +474,7 @@ impl<'de> Deserialize<'de> for TaskEntry {
 }
 
 /// The object form of a task.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TaskDef {
     /// Short identifier: letters, digits, `-`, `_`, `.`.
@@ -488,6 +487,29 @@ pub struct TaskDef {
     /// their branches, and is `skipped` when one of them does not succeed.
     #[serde(default)]
     pub depends_on: Vec<String>,
+    /// What the task produces: `changes` (the default: a branch with the agent's
+    /// changes) or `findings` (the agent's final message; succeeding without changing
+    /// a file is its normal outcome).
+    #[serde(default)]
+    pub output: TaskOutput,
+}
+
+/// What a task produces.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskOutput {
+    /// A branch with the agent's changes; no change is `unchanged`.
+    #[default]
+    Changes,
+    /// The agent's final message (research, review, triage); kept in `results.json`.
+    Findings,
+}
+
+impl TaskOutput {
+    /// Whether this is the default (`changes`).
+    pub fn is_changes(&self) -> bool {
+        *self == TaskOutput::Changes
+    }
 }
 
 /// Which built-in adapter an agent definition uses.
@@ -868,7 +890,8 @@ mod tests {
                 depends_on: Vec::new(),
                 id: Some("docs".into()),
                 prompt: "write docs".into(),
-                model: Some("m1".into())
+                model: Some("m1".into()),
+                ..TaskDef::default()
             })
         );
     }
@@ -889,6 +912,7 @@ mod tests {
                     prompt: "1".into(),
                     model: None,
                     depends_on: vec!["2".into()],
+                    ..TaskDef::default()
                 })
             }]
         );
@@ -912,7 +936,7 @@ mod tests {
         for (text, want) in [
             (
                 "tasks:\n  - [a, b]\n",
-                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …]}",
+                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …], output: findings, …}",
             ),
             (
                 "tasks:\n  - {id: a, promt: b}\n",

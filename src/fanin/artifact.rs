@@ -72,6 +72,7 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         task_id: w.task.id.clone(),
         agent: w.agent.clone(),
         reason: Some(reason),
+        findings: None,
         commit: None,
         base_commit: None,
         committed_by_fanout: false,
@@ -195,9 +196,12 @@ fn import(
             return missing(w, format!("reading the imported branch: {}", e.message()));
         }
     }
-    if result.status == Status::Success && result.files_modified.is_empty() {
-        result.status = Status::Failed;
-        result.reason = Some("agent finished but changed no files".into());
+    // A success with no change is `unchanged`, unless the task's output is findings.
+    if result.status == Status::Success
+        && result.files_modified.is_empty()
+        && w.task.output != crate::config::TaskOutput::Findings
+    {
+        result.status = Status::Unchanged;
     }
     result
 }

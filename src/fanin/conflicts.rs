@@ -304,6 +304,7 @@ pub fn integration_result(
         task_id: None,
         agent: report.plan.agent.name.clone(),
         reason: (!left.is_empty()).then(|| left.join("; ")),
+        findings: None,
         commit: Some(it.commit.clone()),
         base_commit: None,
         committed_by_fanout: true,

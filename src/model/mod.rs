@@ -8,11 +8,13 @@
 //!
 //! * `success` — the agent exited cleanly and reported success (or reported nothing and
 //!   exited 0), stayed within its budget, and the branch differs from the base
-//!   (non-empty `files_modified`).
+//!   (non-empty `files_modified`); or, for a task with `output: findings`, it
+//!   succeeded whether or not it changed files (its final message is `findings`).
+//! * `unchanged` — the agent exited cleanly and reported success but changed nothing:
+//!   it decided nothing needed changing. Not a failure (a quiet night is green).
 //! * `partial` — the agent stopped early by its own account (max steps, budget
 //!   exceeded) or spent more than `budget_per_worker`; its changes are committed.
-//! * `failed` — anything else: non-zero exit, a failure report, no changes at all, a
-//!   worktree that could not be made, or the run was interrupted (reason
+//! * `failed` — anything else: non-zero exit, a failure report, a worktree that could not be made, or the run was interrupted (reason
 //!   `interrupted`).
 //! * `timeout` — fanout stopped the agent at `timeout_per_worker` (SIGTERM, grace,
 //!   SIGKILL) or at the inactivity timeout, or the agent reported its own timeout.
@@ -43,6 +45,8 @@ pub enum Status {
     /// See the module docs.
     Success,
     /// See the module docs.
+    Unchanged,
+    /// See the module docs.
     Partial,
     /// See the module docs.
     Failed,
@@ -57,6 +61,7 @@ impl Status {
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Success => "success",
+            Status::Unchanged => "unchanged",
             Status::Partial => "partial",
             Status::Failed => "failed",
             Status::Timeout => "timeout",
@@ -64,13 +69,23 @@ impl Status {
         }
     }
     /// All statuses, in report order.
-    pub const ALL: [Status; 5] = [
+    pub const ALL: [Status; 6] = [
         Status::Success,
+        Status::Unchanged,
         Status::Partial,
         Status::Failed,
         Status::Timeout,
         Status::Skipped,
     ];
+}
+
+impl Status {
+    /// Whether this outcome is what was wanted: `success`, or `unchanged` (the agent
+    /// succeeded and nothing needed changing). Everything else counts as a failure for
+    /// the exit policy.
+    pub fn is_good(self) -> bool {
+        matches!(self, Status::Success | Status::Unchanged)
+    }
 }
 
 impl std::fmt::Display for Status {
@@ -118,6 +133,10 @@ pub struct WorkerResult {
     pub agent: String,
     /// Why the status is not `success`, or a note.
     pub reason: Option<String>,
+    /// The agent's final message, for a task with `output: findings` (capped in
+    /// size, credentials masked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<String>,
     /// The branch's commit after harvest.
     pub commit: Option<String>,
     /// Where the branch started, when not the plan's base (a dependent task: the merge
@@ -329,6 +348,9 @@ pub struct Totals {
     /// Per status.
     pub success: usize,
     /// Per status.
+    #[serde(default)]
+    pub unchanged: usize,
+    /// Per status.
     pub partial: usize,
     /// Per status.
     pub failed: usize,
@@ -358,6 +380,7 @@ impl Totals {
         for r in results {
             match r.status {
                 Status::Success => t.success += 1,
+                Status::Unchanged => t.unchanged += 1,
                 Status::Partial => t.partial += 1,
                 Status::Failed => t.failed += 1,
                 Status::Timeout => t.timeout += 1,
@@ -376,10 +399,16 @@ impl Totals {
         t
     }
 
+    /// Workers whose outcome was wanted (`success` or `unchanged`).
+    pub fn good(&self) -> usize {
+        self.success + self.unchanged
+    }
+
     /// Count for one status.
     pub fn count(&self, s: Status) -> usize {
         match s {
             Status::Success => self.success,
+            Status::Unchanged => self.unchanged,
             Status::Partial => self.partial,
             Status::Failed => self.failed,
             Status::Timeout => self.timeout,

@@ -165,10 +165,8 @@ mod tests {
         names
             .iter()
             .map(|p| Task {
-                depends_on: Vec::new(),
-                id: None,
                 prompt: p.to_string(),
-                model: None,
+                ..Task::default()
             })
             .collect()
     }
@@ -245,10 +243,9 @@ mod tests {
     #[test]
     fn branch_names_are_scoped_and_valid() {
         let t = Task {
-            depends_on: Vec::new(),
             id: None,
             prompt: "Fix the *login* bug in auth.rs — quickly, please!".into(),
-            model: None,
+            ..Task::default()
         };
         let b = branch_name("fanout", "20261123-014512-3fa2", 3, &t);
         assert_eq!(
@@ -257,17 +254,15 @@ mod tests {
         );
         assert!(git2::Reference::is_valid_name(&format!("refs/heads/{b}")));
         let t = Task {
-            depends_on: Vec::new(),
             id: Some("docs".into()),
             prompt: "whatever".into(),
-            model: None,
+            ..Task::default()
         };
         assert_eq!(branch_name("p", "r", 1, &t), "p/r/w1-docs");
         let t = Task {
-            depends_on: Vec::new(),
             id: None,
             prompt: "日本語".into(),
-            model: None,
+            ..Task::default()
         };
         assert_eq!(branch_name("p", "r", 2, &t), "p/r/w2-ri-ben-yu");
         let t = Task {

@@ -97,7 +97,7 @@ pub struct Limits {
 }
 
 /// One task as given by the user.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     /// The user's id for the task, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -110,6 +110,9 @@ pub struct Task {
     /// Ids of tasks that must succeed before this one starts.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub depends_on: Vec<String>,
+    /// What the task produces (`changes` or `findings`).
+    #[serde(skip_serializing_if = "crate::config::TaskOutput::is_changes", default)]
+    pub output: crate::config::TaskOutput,
 }
 
 /// One worker run.

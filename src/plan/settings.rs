@@ -380,10 +380,8 @@ fn flag_tasks(given: &[String]) -> Result<Vec<Task>, SettingsError> {
                 })
             } else {
                 Ok(Task {
-                    id: None,
                     prompt: prompt.to_owned(),
-                    model: None,
-                    depends_on: Vec::new(),
+                    ..Task::default()
                 })
             }
         })
@@ -398,10 +396,8 @@ fn file_tasks(entries: &[TaskEntry], origin: &str) -> Result<Vec<Task>, Settings
         .map(|(i, t)| {
             let task = match t {
                 TaskEntry::Prompt(p) => Task {
-                    id: None,
                     prompt: p.trim().to_owned(),
-                    model: None,
-                    depends_on: Vec::new(),
+                    ..Task::default()
                 },
                 TaskEntry::Detailed(d) => Task {
                     id: d.id.as_ref().map(|s| s.trim().to_owned()),
@@ -412,6 +408,7 @@ fn file_tasks(entries: &[TaskEntry], origin: &str) -> Result<Vec<Task>, Settings
                         .map(|m| m.trim().to_owned())
                         .filter(|m| !m.is_empty()),
                     depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
+                    output: d.output,
                 },
             };
             if task.prompt.is_empty() {

@@ -137,7 +137,7 @@ impl Reporter for Plain {
                         print_tail(log);
                     }
                     outln!("::endgroup::");
-                    if r.status != Status::Success {
+                    if !r.status.is_good() {
                         let kind = if r.status == Status::Partial {
                             "warning"
                         } else {
@@ -282,6 +282,7 @@ impl Reporter for Bars {
                 if let Some(b) = self.bars.get(&r.worker_id) {
                     let mark = match r.status {
                         Status::Success => "✔",
+                        Status::Unchanged => "=",
                         Status::Partial => "◐",
                         Status::Failed => "✘",
                         Status::Timeout => "⏱",

@@ -83,6 +83,16 @@ struct Failure {
 }
 
 #[derive(Serialize)]
+struct Findings {
+    id: u32,
+    /// The task, one line, shortened.
+    task: String,
+    /// A fence longer than any run of backticks in `text`.
+    fence: String,
+    text: String,
+}
+
+#[derive(Serialize)]
 struct SetupLine {
     id: u32,
     /// `copied 2 files · `npm ci` 12.0s · ports 20000–20009`.
@@ -142,6 +152,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             rows => Value::from(Serde(&rows(shown))),
             failures => Value::from(Serde(&failures(shown))),
             setups => Value::from(Serde(&setups(shown))),
+            findings => Value::from(Serde(&findings(shown))),
             truncated => report.results.len() - keep,
             has_prs => report.results.iter().any(|r| r.publish.is_some()),
             picks => Value::from(Serde(&picks)),
@@ -189,12 +200,36 @@ fn rows(results: &[WorkerResult]) -> Vec<Row> {
 fn failures(results: &[WorkerResult]) -> Vec<Failure> {
     results
         .iter()
-        .filter(|r| r.status != Status::Success)
+        .filter(|r| !r.status.is_good())
         .map(|r| Failure {
             id: r.worker_id,
             branch: md_escape(&r.branch),
             status: r.status.as_str(),
             reason: md_escape(r.reason.as_deref().unwrap_or("no reason given")),
+        })
+        .collect()
+}
+
+/// The findings of the workers that have some, each shown as text in a fenced block
+/// (an agent's Markdown cannot break out of it).
+fn findings(results: &[WorkerResult]) -> Vec<Findings> {
+    results
+        .iter()
+        .filter_map(|r| {
+            let text = r.findings.as_ref()?;
+            let mut longest = 0;
+            let mut run = 0;
+            for c in text.chars() {
+                run = if c == '`' { run + 1 } else { 0 };
+                longest = longest.max(run);
+            }
+            Some(Findings {
+                id: r.worker_id,
+                task: md_escape(&first_line(r.task_id.as_deref().unwrap_or(&r.task), 80))
+                    .replace(['<', '>'], ""),
+                fence: "`".repeat((longest + 1).max(3)),
+                text: text.clone(),
+            })
         })
         .collect()
 }
@@ -316,6 +351,7 @@ fn total_cost(report: &RunReport) -> String {
 fn icon(s: Status) -> &'static str {
     match s {
         Status::Success => "✅",
+        Status::Unchanged => "⚪",
         Status::Partial => "🟡",
         Status::Failed => "❌",
         Status::Timeout => "⏱️",
@@ -494,6 +530,7 @@ mod snapshot_tests {
             task_id: None,
             agent: "build".into(),
             reason: reason.map(str::to_owned),
+            findings: None,
             commit: None,
             base_commit: None,
             committed_by_fanout: true,

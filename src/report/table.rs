@@ -1,7 +1,7 @@
 //! The terminal tables of a run — its workers ([`table`]) and, after publishing, their
 //! pull requests ([`pr_table`]) — and the cost and duration formats every report uses.
 
-use crate::model::{CostSource, Operation, Status, WorkerResult};
+use crate::model::{CostSource, Operation, WorkerResult};
 use crate::run::results::RunReport;
 
 /// `$0.0123`, or `–` when unknown.
@@ -86,7 +86,7 @@ pub fn table(results: &[WorkerResult]) -> String {
     }
     let reasons: Vec<String> = results
         .iter()
-        .filter(|r| r.status != Status::Success)
+        .filter(|r| !r.status.is_good())
         .map(|r| {
             format!(
                 "  #{} {}: {}\n",

@@ -29,6 +29,7 @@ use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
 use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
+use crate::config::TaskOutput;
 use crate::model::{Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
 
@@ -393,6 +394,7 @@ impl Executor {
             task_id: w.task.id.clone(),
             agent: w.agent.clone(),
             reason: Some(reason.to_owned()),
+            findings: None,
             commit: None,
             base_commit: None,
             committed_by_fanout: false,
@@ -839,6 +841,9 @@ impl Executor {
         );
         result.status = status;
         let mut notes: Vec<String> = reason.into_iter().collect();
+        if w.task.output == TaskOutput::Findings {
+            findings_outcome(&mut result, &mut notes);
+        }
         // Checks decide success: run them on the committed result of any worker that
         // could still count (success or partial); a failed check fails the worker.
         if !self.plan.checks.is_empty() && matches!(status, Status::Success | Status::Partial) {
@@ -983,6 +988,11 @@ fn read_outcome(
         model: w.model.as_deref(),
     };
     let outcome = adapter.outcome(&observed);
+    if w.task.output == TaskOutput::Findings {
+        result.findings = adapter
+            .findings(&observed)
+            .and_then(|t| crate::agent::findings::bounded(&t));
+    }
     result.exit_code = sup.exit_code;
     result.signal = sup.signal;
     result.duration = sup.duration.as_secs_f64();
@@ -992,6 +1002,17 @@ fn read_outcome(
         None => (sup.progress.cost, sup.progress_source),
     };
     outcome
+}
+
+/// A findings task: succeeding without changing a file is its normal outcome; no final
+/// message is worth a note.
+fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<String>) {
+    if result.status == Status::Unchanged {
+        result.status = Status::Success;
+    }
+    if result.status == Status::Success && result.findings.is_none() {
+        notes.push("the agent gave no final message (no findings)".into());
+    }
 }
 
 /// The first success of each task `w` depends on, among the `finished` results; a
@@ -1007,7 +1028,12 @@ fn successful_dependencies<'a>(
             .filter(|r| r.task_id.as_deref() == Some(task.as_str()))
             .collect();
         of_task.sort_by_key(|r| r.worker_id);
-        match of_task.iter().find(|r| r.status == Status::Success) {
+        // A success first; else a worker that found nothing to change.
+        let done = of_task
+            .iter()
+            .find(|r| r.status == Status::Success)
+            .or_else(|| of_task.iter().find(|r| r.status == Status::Unchanged));
+        match done {
             Some(r) => picked.push(r),
             None => {
                 let why = of_task
@@ -1095,13 +1121,15 @@ pub fn decide(
     };
     match outcome.status {
         // What the agent noted (e.g. tools it was denied) may say why.
-        AgentStatus::Success if no_changes => (
-            Status::Failed,
-            Some(match &outcome.reason {
-                Some(r) => format!("agent finished but changed no files; {r}"),
-                None => "agent finished but changed no files".into(),
-            }),
-        ),
+        // A tool it was denied is why it changed nothing: that is a failure. Otherwise
+        // it decided nothing needed changing.
+        AgentStatus::Success if no_changes => match &outcome.reason {
+            Some(r) if r.starts_with(crate::agent::PERMISSION_DENIED) => (
+                Status::Failed,
+                Some(format!("agent finished but changed no files; {r}")),
+            ),
+            r => (Status::Unchanged, r.clone()),
+        },
         AgentStatus::Success => match over_budget {
             Some(r) => (Status::Partial, Some(r)),
             None => (Status::Success, outcome.reason.clone()),
@@ -1148,6 +1176,24 @@ mod tests {
     }
 
     #[test]
+    fn nothing_to_change_is_unchanged_unless_a_tool_was_denied() {
+        let s = sup(Ending::Exited);
+        let ok = out(AgentStatus::Success, None);
+        assert_eq!(
+            decide(&s, &ok, true, None, None, None),
+            (Status::Unchanged, None)
+        );
+        let denied = AgentOutcome {
+            reason: Some("permission denied: Write".into()),
+            ..ok
+        };
+        assert_eq!(
+            decide(&s, &denied, true, None, None, None).0,
+            Status::Failed
+        );
+    }
+
+    #[test]
     fn status_rules() {
         let s = sup(Ending::Exited);
         let ok = out(AgentStatus::Success, None);
@@ -1161,15 +1207,7 @@ mod tests {
         over.progress.cost = Some(1.25);
         let mut steps = sup(Ending::MaxSteps);
         steps.progress.steps = Some(4);
-        let cases: [Case<'_>; 8] = [
-            (
-                &s,
-                &ok,
-                true,
-                [None, None, None],
-                Status::Failed,
-                "agent finished but changed no files",
-            ),
+        let cases: [Case<'_>; 7] = [
             (
                 &s,
                 &denied,

@@ -12,8 +12,10 @@ use crate::model::{Totals, WorkerResult};
 use crate::plan::Plan;
 use crate::util::{RECORD_LIMIT, read_capped, rfc3339};
 
-/// Version of `results.json`'s shape.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// Version of `results.json`'s shape. 2: the `unchanged` status (`totals.unchanged`),
+/// `findings`, and `totals.cost` `null` when no cost is known. Version 1 files are
+/// still read (the new fields default).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// The whole run: `results.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

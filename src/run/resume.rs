@@ -234,6 +234,7 @@ mod tests {
     fn finished_means_a_final_status_of_its_own() {
         use Status::*;
         assert!(finished(&result(1, Success, None)));
+        assert!(finished(&result(1, Unchanged, None)));
         assert!(finished(&result(
             1,
             Failed,
