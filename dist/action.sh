@@ -53,6 +53,7 @@ done <<<"${FANOUT_IN_TASKS:-}"
 [[ -n "${FANOUT_IN_BASE:-}" ]] && plan_flags+=(--base "$FANOUT_IN_BASE")
 [[ -n "${FANOUT_IN_BUDGET:-}" ]] && plan_flags+=(--budget-per-worker "$FANOUT_IN_BUDGET")
 [[ -n "${FANOUT_IN_TIMEOUT:-}" ]] && plan_flags+=(--timeout-per-worker "$FANOUT_IN_TIMEOUT")
+[[ -n "${FANOUT_IN_FAIL_ON:-}" ]] && plan_flags+=(--fail-on "$FANOUT_IN_FAIL_ON")
 
 publish=()
 use_token() {

@@ -85,3 +85,96 @@ fn a_quiet_task_is_unchanged_and_a_findings_task_keeps_its_message() {
     let table = String::from_utf8_lossy(&text.stdout);
     assert!(table.contains("unchanged"), "{table}");
 }
+
+/// `fanout run` of the fake agent on `tasks`, with `flags`; its exit code and report.
+fn run_with(
+    t: &TestEnv,
+    cfg: &std::path::Path,
+    flags: &[&str],
+) -> (Option<i32>, serde_json::Value) {
+    let mut args = vec![
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-w",
+        "2",
+    ];
+    args.extend(flags);
+    let out = t.fanout(&args).output().unwrap();
+    (out.status.code(), json(&out))
+}
+
+#[test]
+fn the_exit_policy_decides_what_fails_the_job_and_outputs_are_set_either_way() {
+    let t = TestEnv::new();
+    let some_fail = t.fake_config(&["--fail-on", "BREAK"], "tasks: [fix a, BREAK b]\n");
+    // The default: any failure fails the job (1: some succeeded).
+    let (code, report) = run_with(&t, &some_fail, &[]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["exit_code"], 1);
+    let (code, report) = run_with(&t, &some_fail, &["--fail-on", "all-failed"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["plan"]["fail_on"], "all-failed");
+    assert_eq!(report["totals"]["failed"], 1);
+    // Every worker failed: all-failed fails the job; never does not, from the file.
+    let all_fail = t.fake_config(&["--fail-on", "BREAK"], "tasks: [BREAK a, BREAK b]\n");
+    let (code, _) = run_with(&t, &all_fail, &["--fail-on", "all-failed"]);
+    assert_eq!(code, Some(3));
+    let never = t.fake_config(
+        &["--fail-on", "BREAK"],
+        "tasks: [BREAK a, BREAK b]\nfail_on: never\n",
+    );
+    let outputs = t.root().join("github-output");
+    let out = t
+        .fanout(&["--config", never.to_str().unwrap(), "run", "-w", "2"])
+        .env("GITHUB_OUTPUT", &outputs)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = std::fs::read_to_string(&outputs).unwrap();
+    assert!(written.contains("\"failed\":2"), "{written}");
+    assert!(
+        written.lines().any(|l| l.starts_with("report=")),
+        "{written}"
+    );
+    // The flag wins over the file.
+    let (code, _) = run_with(&t, &never, &["--fail-on", "any-failure"]);
+    assert_eq!(code, Some(3));
+    // A bad policy is a usage error naming the file, line and key, or the flag.
+    let bad = t.fake_config(&[], "tasks: [a]\nfail_on: sometimes\n");
+    let out = t
+        .fanout(&["--config", bad.to_str().unwrap(), "run", "-w", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("fanout.yml:") && err.contains("fail_on"),
+        "{err}"
+    );
+    assert!(err.contains("all-failed"), "{err}");
+    assert!(
+        t.branches().iter().all(|b| !b.contains("/a")),
+        "nothing ran"
+    );
+    let out = t
+        .fanout(&[
+            "--config",
+            bad.to_str().unwrap(),
+            "run",
+            "--fail-on",
+            "maybe",
+            "a",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fail-on"));
+}

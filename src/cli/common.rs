@@ -64,6 +64,11 @@ pub struct PlanArgs {
     #[arg(long)]
     pub select_best: bool,
 
+    /// When the run exits non-zero: any-failure (default), all-failed, never.
+    /// `unchanged` and findings are never failures.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub fail_on: Option<crate::config::FailOn>,
+
     /// Commit or branch the workers start from (default HEAD).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
@@ -108,6 +113,7 @@ impl PlanArgs {
             inactivity_timeout: self.inactivity_timeout,
             budget_total: self.budget_total,
             select_best: self.select_best,
+            fail_on: self.fail_on,
             base: self.base.clone(),
             cross: self.cross,
             worktree_dir: self.worktree_dir.clone(),

@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::model::FailOn;
 use schemars::JsonSchema;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
@@ -119,6 +120,9 @@ pub struct ConfigFile {
     /// (refuse to run without it), `off`. Confined, a process writes only to its
     /// worktree, its own temporary directory and its agent's `writable:` paths.
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// When the run exits non-zero: `any-failure` (default), `all-failed`, `never`.
+    #[serde(default)]
+    pub fail_on: FailOn,
 }
 
 /// A `copy:` glob, trimmed; its syntax is checked with the settings

@@ -38,6 +38,39 @@ pub enum CostSource {
     PriceTable,
 }
 
+/// When a finished run exits non-zero (`fail_on`, `--fail-on`). `unchanged` and a
+/// findings task's success are never failures.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailOn {
+    /// Any worker that failed, timed out, stopped early or was skipped: exit 1 (some
+    /// good), 3 (none good).
+    #[default]
+    AnyFailure,
+    /// Only when no worker succeeded or found nothing to change: exit 3.
+    AllFailed,
+    /// Never: exit 0 whatever the workers did (fanout's own errors still exit 2 or 4).
+    Never,
+}
+
+impl FailOn {
+    /// Whether this is the default (`any-failure`).
+    pub fn is_default(&self) -> bool {
+        *self == FailOn::AnyFailure
+    }
+}
+
 /// A worker's final status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]

@@ -81,6 +81,7 @@ pub fn worker(
     let code = crate::exit::for_run(
         &Totals::of(std::slice::from_ref(&result)),
         report.interrupted,
+        plan.fail_on,
     );
     crate::fanin::artifact::write(&repo.workdir, plan, &w.branch, result, &dir)
         .map_err(Failure::Fatal)?;

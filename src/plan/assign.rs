@@ -66,6 +66,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         setup: settings.setup.clone(),
         select: settings.select,
         sandbox: settings.sandbox,
+        fail_on: settings.fail_on,
     }
 }
 

@@ -55,6 +55,10 @@ pub struct Plan {
     /// Whether agents, setup commands and checks are confined (`sandbox:`).
     #[serde(default, skip_serializing_if = "crate::sandbox::Mode::is_auto")]
     pub sandbox: crate::sandbox::Mode,
+    /// When the run exits non-zero (`fail_on`); the aggregate of a matrix run follows
+    /// it too.
+    #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
+    pub fail_on: crate::config::FailOn,
 }
 
 /// A check, resolved.

@@ -121,6 +121,8 @@ pub struct PlanFlags {
     pub budget_total: Option<f64>,
     /// `--select-best`.
     pub select_best: bool,
+    /// `--fail-on`.
+    pub fail_on: Option<crate::config::FailOn>,
     /// `--base`.
     pub base: Option<String>,
     /// `--cross`.
@@ -169,6 +171,8 @@ pub struct Settings {
     pub setup: SetupPlan,
     /// Selection among workers sharing a task.
     pub select: Select,
+    /// When the run exits non-zero.
+    pub fail_on: crate::config::FailOn,
     /// Base revision as given (default `HEAD`).
     pub base: String,
     /// Branch prefix.
@@ -318,6 +322,7 @@ impl Settings {
                 },
                 weights: file.select_weights,
             },
+            fail_on: flags.fail_on.unwrap_or(file.fail_on),
             base: flags
                 .base
                 .clone()

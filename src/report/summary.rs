@@ -583,6 +583,7 @@ mod snapshot_tests {
                 select: Default::default(),
                 setup: Default::default(),
                 sandbox: Default::default(),
+                fail_on: Default::default(),
             },
             totals: Totals::of(&results),
             results,

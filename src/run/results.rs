@@ -71,7 +71,7 @@ impl RunReport {
             finished_at: rfc3339(SystemTime::now()),
             duration,
             interrupted,
-            exit_code: crate::exit::for_run(&totals, interrupted),
+            exit_code: crate::exit::for_run(&totals, interrupted, plan.fail_on),
             plan,
             results,
             totals,
