@@ -178,3 +178,46 @@ fn the_exit_policy_decides_what_fails_the_job_and_outputs_are_set_either_way() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fail-on"));
 }
+
+#[test]
+fn unknown_costs_are_null_not_zero_and_partly_known_costs_say_so() {
+    let t = TestEnv::new();
+    // No worker reports a cost: the total is unknown, not $0.
+    let none = t.fake_config(&["--no-result"], "tasks: [a, b]\n");
+    let (code, report) = run_with(&t, &none, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(
+        report["totals"]["cost"],
+        serde_json::Value::Null,
+        "{report:#}"
+    );
+    assert_eq!(report["totals"]["cost_unknown"], 2);
+    let out = t
+        .fanout(&["--config", none.to_str().unwrap(), "run", "-w", "2"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("total cost: unknown"), "{table}");
+    let run = t.runs().last().unwrap().clone();
+    let md = std::fs::read_to_string(t.run_dir(&run).join("summary.md")).unwrap();
+    assert!(md.contains("cost unknown"), "{md}");
+    // One of two reports a cost: the sum of the known, marked partial.
+    let script = t.root().join("agent.sh");
+    std::fs::write(
+        &script,
+        "echo x > \"w$FANOUT_WORKER_ID.txt\"\n[ \"$FANOUT_WORKER_ID\" = 1 ] && echo '{\"status\":\"success\",\"cost\":0.25}' > \"$FANOUT_RESULT\"\nexit 0\n",
+    )
+    .unwrap();
+    let some = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, '{}']\ntasks: [a, b]\n",
+        t.worktrees.display(),
+        script.display()
+    ));
+    let (code, report) = run_with(&t, &some, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["totals"]["cost"], 0.25, "{report:#}");
+    assert_eq!(report["totals"]["cost_unknown"], 1);
+    let run = report["run_id"].as_str().unwrap();
+    let md = std::fs::read_to_string(t.run_dir(run).join("summary.md")).unwrap();
+    assert!(md.contains("cost $0.2500 (partial: 1 unknown)"), "{md}");
+}

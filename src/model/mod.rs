@@ -392,8 +392,10 @@ pub struct Totals {
     /// Per status.
     #[serde(default)]
     pub skipped: usize,
-    /// Sum of known costs.
-    pub cost: f64,
+    /// Sum of known costs; `None` (JSON `null`) when workers ran and none of their
+    /// costs is known — never a made-up zero. With some unknown (`cost_unknown`), the
+    /// sum of the known ones: a lower bound.
+    pub cost: Option<f64>,
     /// Workers whose cost is unknown.
     pub cost_unknown: usize,
     /// Sum of known steps.
@@ -420,7 +422,7 @@ impl Totals {
                 Status::Skipped => t.skipped += 1,
             }
             match r.cost {
-                Some(c) => t.cost += c,
+                Some(c) => t.cost = Some(t.cost.unwrap_or(0.0) + c),
                 // A worker that never ran cost nothing: that zero is not made up.
                 None if r.status == Status::Skipped => {}
                 None => t.cost_unknown += 1,
@@ -429,6 +431,10 @@ impl Totals {
             files.extend(r.files_modified.iter().cloned());
         }
         t.files_modified = files.len();
+        if t.cost.is_none() && t.cost_unknown == 0 {
+            // Nothing ran, or only workers that never started: nothing was spent.
+            t.cost = Some(0.0);
+        }
         t
     }
 

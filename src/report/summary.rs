@@ -340,12 +340,7 @@ fn setup_text(s: &SetupRecord) -> String {
 }
 
 fn total_cost(report: &RunReport) -> String {
-    let t = &report.totals;
-    match (t.cost_unknown, t.workers) {
-        (u, w) if u == w => "unknown".into(),
-        (0, _) => format!("${:.4}", t.cost),
-        (u, _) => format!("${:.4} (+{u} unknown)", t.cost),
-    }
+    super::table::format_total_cost(&report.totals)
 }
 
 fn icon(s: Status) -> &'static str {
@@ -599,14 +594,14 @@ mod snapshot_tests {
         insta::assert_snapshot!(render_summary(&report(), None), @r"
         ## fanout run `r1`
 
-        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
         | # | Status | Branch | Model | Steps | Cost | Duration | Files |
         |--:|--------|--------|-------|------:|-----:|---------:|------:|
         | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -663,14 +658,14 @@ mod snapshot_tests {
         insta::assert_snapshot!(render_summary(&r, None), @r"
         ## fanout run `r1`
 
-        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
         | # | Status | Branch | Model | Steps | Cost | Duration | Files |
         |--:|--------|--------|-------|------:|-----:|---------:|------:|
         | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -696,14 +691,14 @@ mod snapshot_tests {
         insta::assert_snapshot!(render_summary(&r, None), @r"
         ## fanout run `r1`
 
-        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (+1 unknown)
+        **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
         | # | Status | Branch | Model | Steps | Cost | Duration | Files |
         |--:|--------|--------|-------|------:|-----:|---------:|------:|
         | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (+1 unknown) | 5m00s | 3 |
+        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ≈ 1 cost is estimated from token usage × the price table (the agent reports no cost).
 
@@ -719,6 +714,7 @@ mod snapshot_tests {
         1  success  gpt-4o       3  ≈$0.0123  1m01s      1  fanout/r1/w1-fix-it
         2  failed   default      –         –  2m03s      2  fanout/r1/w2-fix-it
         3  timeout  default      9   $0.5000  3m04s      3  fanout/r1/w3-fix-it
+        total cost: $0.5123 (partial: 1 unknown)
 
           #2 failed: not started: the run's budget of $0.5000 was spent ($0.5123)
           #3 timeout: timed out after 300s
@@ -732,6 +728,7 @@ mod snapshot_tests {
         1  success  gpt-4o       3  $0.0123  1m01s      1  fanout/r1/w1-fix-it
         2  failed   default      –        –  2m03s      2  fanout/r1/w2-fix-it
         3  timeout  default      9  $0.5000  3m04s      3  fanout/r1/w3-fix-it
+        total cost: $0.5123 (partial: 1 unknown)
 
           #2 failed: exit code 1: bad | pipe
           #3 timeout: timed out after 300s

@@ -1,7 +1,7 @@
 //! The terminal tables of a run — its workers ([`table`]) and, after publishing, their
 //! pull requests ([`pr_table`]) — and the cost and duration formats every report uses.
 
-use crate::model::{CostSource, Operation, WorkerResult};
+use crate::model::{CostSource, Operation, Totals, WorkerResult};
 use crate::run::results::RunReport;
 
 /// `$0.0123`, or `–` when unknown.
@@ -31,6 +31,16 @@ pub fn format_duration(secs: f64) -> String {
             (s / 3600.0) as u64,
             ((s % 3600.0) / 60.0) as u64
         )
+    }
+}
+
+/// The run's total cost: `$1.2300`; `unknown` when no worker's cost is known;
+/// `$1.2300 (partial: 2 unknown)` when some are.
+pub fn format_total_cost(t: &Totals) -> String {
+    match (t.cost, t.cost_unknown) {
+        (None, _) => "unknown".into(),
+        (Some(c), 0) => format!("${c:.4}"),
+        (Some(c), u) => format!("${c:.4} (partial: {u} unknown)"),
     }
 }
 
@@ -84,6 +94,10 @@ pub fn table(results: &[WorkerResult]) -> String {
     for row in &rows {
         out.push_str(&fmt_row(row));
     }
+    out.push_str(&format!(
+        "total cost: {}\n",
+        format_total_cost(&Totals::of(results))
+    ));
     let reasons: Vec<String> = results
         .iter()
         .filter(|r| !r.status.is_good())
@@ -142,5 +156,16 @@ mod tests {
         assert_eq!(format_duration(3720.0), "1h02m");
         assert_eq!(format_cost(None), "–");
         assert_eq!(format_cost(Some(0.007)), "$0.0070");
+        let t = |cost, cost_unknown| Totals {
+            cost,
+            cost_unknown,
+            ..Totals::default()
+        };
+        assert_eq!(format_total_cost(&t(None, 3)), "unknown");
+        assert_eq!(format_total_cost(&t(Some(0.5), 0)), "$0.5000");
+        assert_eq!(
+            format_total_cost(&t(Some(0.5), 2)),
+            "$0.5000 (partial: 2 unknown)"
+        );
     }
 }
