@@ -221,3 +221,68 @@ fn unknown_costs_are_null_not_zero_and_partly_known_costs_say_so() {
     let md = std::fs::read_to_string(t.run_dir(run).join("summary.md")).unwrap();
     assert!(md.contains("cost $0.2500 (partial: 1 unknown)"), "{md}");
 }
+
+#[test]
+fn a_failed_workers_reason_quotes_its_log_and_the_task_is_shown_everywhere() {
+    let t = TestEnv::new();
+    let script = t.root().join("agent.sh");
+    std::fs::write(
+        &script,
+        "echo 'agent: starting'\nif [ \"$FANOUT_WORKER_ID\" = 2 ]; then\n  echo 'error: unknown model gpt-9 (key ghp_abcdefghijklmnop1234)' >&2\n  exit 1\nfi\necho x > out.txt\n",
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, '{}']\ntasks:\n  - {{id: tidy, prompt: tidy up}}\n  - Upgrade the parser to the new grammar and fix all the call sites\n",
+        t.worktrees.display(),
+        script.display()
+    ));
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "run", "-w", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (table, live) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let run = t.runs().last().unwrap().clone();
+    let r = &t.results(&run)["results"][1];
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("exit code 1") && reason.contains(" — log: "),
+        "{reason}"
+    );
+    // stdout and stderr reach the log through two pipes: either order.
+    let quoted = reason.split(" — log: ").nth(1).unwrap();
+    let mut lines: Vec<&str> = quoted.split(" ⏎ ").collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["agent: starting", "error: unknown model gpt-9 (key ***)"],
+        "{reason}"
+    );
+    // The task is a column of the table, in each live line and in the summary.
+    let header = table.lines().find(|l| l.contains("STATUS")).unwrap();
+    assert!(header.starts_with("#  STATUS   TASK"), "{table}");
+    assert!(table.contains("tidy"), "{table}");
+    assert!(table.contains("Upgrade the parser to t…"), "{table}");
+    assert!(table.contains("unknown model gpt-9"), "{table}");
+    assert!(!table.contains("ghp_"), "{table}");
+    assert!(
+        live.lines()
+            .any(|l| l.contains("#1 tidy [default]") && l.contains("success")),
+        "{live}"
+    );
+    assert!(
+        live.lines()
+            .any(|l| l.contains("#2 Upgrade the parser to t… [default]") && l.contains("failed")),
+        "{live}"
+    );
+    let md = std::fs::read_to_string(t.run_dir(&run).join("summary.md")).unwrap();
+    assert!(md.contains("| 1 | ✅ success | tidy | `"), "{md}");
+    assert!(
+        md.contains("| 2 | ❌ failed | Upgrade the parser to the new grammar a… |"),
+        "{md}"
+    );
+    assert!(md.contains("unknown model gpt-9"), "{md}");
+}

@@ -457,7 +457,8 @@ fn outcomes_map_to_statuses_and_exit_codes() {
     let r = &json(&out)["results"][0];
     assert_eq!(r["status"], "failed");
     assert_eq!(r["exit_code"], 7);
-    assert_eq!(r["reason"], "exit code 7");
+    let reason = r["reason"].as_str().unwrap();
+    assert_eq!(reason.split(" — log: ").next(), Some("exit code 7"), "{r}");
     // work is kept on the branch even when the agent failed
     assert_eq!(
         r["files_modified"],

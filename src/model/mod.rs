@@ -207,6 +207,33 @@ pub struct WorkerResult {
     pub sandbox_abi: Option<u8>,
 }
 
+impl WorkerResult {
+    /// The task for a column: its id, else its prompt's first line, shortened.
+    pub fn task_label(&self, max: usize) -> String {
+        task_label(self.task_id.as_deref(), &self.task, max)
+    }
+}
+
+/// A task for a column, a live line or a summary row: `id`, else the first non-blank
+/// line of `prompt`, at most `max` characters (cut with `…`), control characters
+/// dropped.
+pub fn task_label(id: Option<&str>, prompt: &str, max: usize) -> String {
+    let text = id.unwrap_or_else(|| {
+        prompt
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+    });
+    let text: String = text.chars().filter(|c| !c.is_control()).collect();
+    if text.chars().count() > max {
+        let head: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{}…", head.trim_end())
+    } else {
+        text
+    }
+}
+
 /// `cost_source` as text: `None` is written `"unknown"`, and read from it or `null`.
 mod cost_source_text {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

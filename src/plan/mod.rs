@@ -144,6 +144,13 @@ fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
+impl Task {
+    /// The task for a column or a live line: its id, else its prompt, shortened.
+    pub fn label(&self, max: usize) -> String {
+        crate::model::task_label(self.id.as_deref(), &self.prompt, max)
+    }
+}
+
 impl PlannedWorker {
     /// The model for display: the name or `default`.
     pub fn model_label(&self) -> &str {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::table::{format_cost, format_duration};
+use super::table::{TASK_CHARS, format_cost, format_duration};
 use crate::model::{Status, WorkerResult};
 use crate::plan::Plan;
 use crate::run::event::{Event, Reporter, StopLevel};
@@ -94,7 +94,10 @@ impl Plain {
             labels: plan
                 .workers
                 .iter()
-                .map(|w| (w.id, format!("#{} [{}]", w.id, w.model_label())))
+                .map(|w| {
+                    let task = w.task.label(TASK_CHARS);
+                    (w.id, format!("#{} {task} [{}]", w.id, w.model_label()))
+                })
                 .collect(),
             github,
             warned: BTreeSet::new(),
@@ -226,7 +229,12 @@ impl Bars {
         let mut bars = BTreeMap::new();
         let mut labels = BTreeMap::new();
         for w in &plan.workers {
-            let label = format!("#{:<2} {:<14}", w.id, truncate(w.model_label(), 14));
+            let label = format!(
+                "#{:<2} {:<24} {:<14}",
+                w.id,
+                w.task.label(TASK_CHARS),
+                truncate(w.model_label(), 14)
+            );
             let bar = multi.add(ProgressBar::new_spinner());
             bar.set_style(style.clone());
             bar.set_prefix(label.clone());

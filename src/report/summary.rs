@@ -65,6 +65,7 @@ struct Row {
     id: u32,
     icon: &'static str,
     status: &'static str,
+    task: String,
     branch: String,
     model: String,
     steps: String,
@@ -179,6 +180,7 @@ fn rows(results: &[WorkerResult]) -> Vec<Row> {
             id: r.worker_id,
             icon: icon(r.status),
             status: r.status.as_str(),
+            task: md_escape(&r.task_label(40)),
             branch: md_escape(&r.branch),
             model: md_escape(r.model.as_deref().unwrap_or("default")),
             steps: r.steps.map_or("–".into(), |s| s.to_string()),
@@ -596,12 +598,12 @@ mod snapshot_tests {
 
         **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
-        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
-        |--:|--------|--------|-------|------:|-----:|---------:|------:|
-        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
-        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
-        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | # | Status | Task | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -660,12 +662,12 @@ mod snapshot_tests {
 
         **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
-        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
-        |--:|--------|--------|-------|------:|-----:|---------:|------:|
-        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
-        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
-        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | # | Status | Task | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -693,12 +695,12 @@ mod snapshot_tests {
 
         **1 of 3 workers succeeded** · 1 failed · 1 timeout · base `0123456` (main) · agent `build` · 5m00s · cost $0.5123 (partial: 1 unknown)
 
-        | # | Status | Branch | Model | Steps | Cost | Duration | Files |
-        |--:|--------|--------|-------|------:|-----:|---------:|------:|
-        | 1 | ✅ success | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
-        | 2 | ❌ failed | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
-        | 3 | ⏱️ timeout | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | # | Status | Task | Branch | Model | Steps | Cost | Duration | Files |
+        |--:|--------|------|--------|-------|------:|-----:|---------:|------:|
+        | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
+        | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
+        | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
+        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ≈ 1 cost is estimated from token usage × the price table (the agent reports no cost).
 
@@ -710,10 +712,10 @@ mod snapshot_tests {
         - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
         ");
         insta::assert_snapshot!(table(&r.results), @r"
-        #  STATUS   MODEL    STEPS      COST   TIME  FILES  BRANCH
-        1  success  gpt-4o       3  ≈$0.0123  1m01s      1  fanout/r1/w1-fix-it
-        2  failed   default      –         –  2m03s      2  fanout/r1/w2-fix-it
-        3  timeout  default      9   $0.5000  3m04s      3  fanout/r1/w3-fix-it
+        #  STATUS   TASK    MODEL    STEPS      COST   TIME  FILES  BRANCH
+        1  success  fix it  gpt-4o       3  ≈$0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   fix it  default      –         –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  fix it  default      9   $0.5000  3m04s      3  fanout/r1/w3-fix-it
         total cost: $0.5123 (partial: 1 unknown)
 
           #2 failed: not started: the run's budget of $0.5000 was spent ($0.5123)
@@ -724,10 +726,10 @@ mod snapshot_tests {
     #[test]
     fn terminal_table() {
         insta::assert_snapshot!(table(&report().results), @r"
-        #  STATUS   MODEL    STEPS     COST   TIME  FILES  BRANCH
-        1  success  gpt-4o       3  $0.0123  1m01s      1  fanout/r1/w1-fix-it
-        2  failed   default      –        –  2m03s      2  fanout/r1/w2-fix-it
-        3  timeout  default      9  $0.5000  3m04s      3  fanout/r1/w3-fix-it
+        #  STATUS   TASK    MODEL    STEPS     COST   TIME  FILES  BRANCH
+        1  success  fix it  gpt-4o       3  $0.0123  1m01s      1  fanout/r1/w1-fix-it
+        2  failed   fix it  default      –        –  2m03s      2  fanout/r1/w2-fix-it
+        3  timeout  fix it  default      9  $0.5000  3m04s      3  fanout/r1/w3-fix-it
         total cost: $0.5123 (partial: 1 unknown)
 
           #2 failed: exit code 1: bad | pipe

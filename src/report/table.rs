@@ -44,17 +44,21 @@ pub fn format_total_cost(t: &Totals) -> String {
     }
 }
 
+/// Characters of a task shown in a table or a live line.
+pub const TASK_CHARS: usize = 24;
+
 /// The terminal table: one row per worker, then reasons.
 pub fn table(results: &[WorkerResult]) -> String {
     let header = [
-        "#", "STATUS", "MODEL", "STEPS", "COST", "TIME", "FILES", "BRANCH",
+        "#", "STATUS", "TASK", "MODEL", "STEPS", "COST", "TIME", "FILES", "BRANCH",
     ];
-    let rows: Vec<[String; 8]> = results
+    let rows: Vec<[String; 9]> = results
         .iter()
         .map(|r| {
             [
                 r.worker_id.to_string(),
                 r.status.to_string(),
+                r.task_label(TASK_CHARS),
                 r.model.clone().unwrap_or_else(|| "default".into()),
                 r.steps.map_or("–".into(), |s| s.to_string()),
                 format_worker_cost(r),
@@ -70,7 +74,7 @@ pub fn table(results: &[WorkerResult]) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let right = [true, false, false, true, true, true, true, false];
+    let right = [true, false, false, false, true, true, true, true, false];
     let fmt_row = |cells: &[String]| -> String {
         let mut line = String::new();
         for (i, cell) in cells.iter().enumerate() {

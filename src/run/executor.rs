@@ -121,7 +121,8 @@ impl Shared {
     }
 
     /// `result` is final: post it for dependents and report it.
-    fn finished(&self, id: u32, result: WorkerResult) -> (u32, WorkerResult) {
+    fn finished(&self, id: u32, mut result: WorkerResult) -> (u32, WorkerResult) {
+        quote_log(&mut result);
         post(&self.done, &result);
         let _ = self
             .events
@@ -1002,6 +1003,29 @@ fn read_outcome(
         None => (sup.progress.cost, sup.progress_source),
     };
     outcome
+}
+
+/// The reason of a worker that ran and did not succeed quotes the last meaningful
+/// lines of its log ([`super::excerpt`]); not for a worker interrupted or never started
+/// (its reason is fanout's own, and resume and dependents read it).
+fn quote_log(result: &mut WorkerResult) {
+    let reason = result.reason.clone().unwrap_or_default();
+    if result.status.is_good()
+        || result.status == Status::Skipped
+        || ["interrupted", "not started", "internal error"]
+            .iter()
+            .any(|p| reason.starts_with(p))
+    {
+        return;
+    }
+    let Some(log) = &result.log_path else { return };
+    if let Some(lines) = super::excerpt::log_excerpt(log, &reason) {
+        result.reason = Some(if reason.is_empty() {
+            format!("log: {lines}")
+        } else {
+            format!("{reason} — log: {lines}")
+        });
+    }
 }
 
 /// A findings task: succeeding without changing a file is its normal outcome; no final

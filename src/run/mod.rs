@@ -21,6 +21,7 @@ pub mod checks;
 pub mod cleanup;
 pub mod confine;
 pub mod event;
+pub mod excerpt;
 pub mod executor;
 pub mod groups;
 pub mod harvest;

@@ -1,0 +1,96 @@
+//! The last meaningful lines of a worker's log, quoted in the reason of a worker that
+//! did not succeed, so a human can act on it ("exit code 1" says little; the agent's
+//! "unknown model" or API error says what to do). Bounded and masked: the log is the
+//! agent's output, and may hold anything.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// How much of the log's end is read.
+const READ_BYTES: u64 = 64 * 1024;
+/// Lines quoted.
+const LINES: usize = 3;
+/// Characters kept of each line.
+const LINE_CHARS: usize = 160;
+
+/// The last [`LINES`] meaningful lines of the log at `path` — not blank, not JSON (a
+/// streaming agent's events), without terminal escapes — each cut at [`LINE_CHARS`],
+/// credentials masked, joined by ` ⏎ `; lines `reason` already holds are left out.
+/// `None` when there are none.
+pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(READ_BYTES)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    f.take(READ_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut picked: Vec<String> = text
+        .lines()
+        .map(clean)
+        .filter(|l| !l.is_empty() && !l.starts_with('{') && !l.starts_with('['))
+        .filter(|l| !reason.contains(l.as_str()))
+        .collect();
+    picked.dedup();
+    let picked = &picked[picked.len().saturating_sub(LINES)..];
+    (!picked.is_empty()).then(|| picked.join(" ⏎ "))
+}
+
+/// One line without escape sequences or control characters, trimmed, cut, masked.
+fn clean(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ … final byte in @–~.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if !c.is_control() {
+            out.push(c);
+        }
+    }
+    let trimmed = out.trim();
+    let cut: String = if trimmed.chars().count() > LINE_CHARS {
+        let head: String = trimmed.chars().take(LINE_CHARS - 1).collect();
+        format!("{head}…")
+    } else {
+        trimmed.to_owned()
+    };
+    crate::secret::mask_tokens(&cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_meaningful_lines_bounded_and_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("w1.log");
+        let noise = "x".repeat(300);
+        std::fs::write(
+            &log,
+            format!(
+                "starting\n{{\"type\":\"event\"}}\n\n\u{1b}[31merror:\u{1b}[0m model `gpt-9` not found\nkey ghp_abcdefghijklmnop1234 rejected\n{noise}\n   \nexit code 1\n"
+            ),
+        )
+        .unwrap();
+        let got = log_excerpt(&log, "exit code 1").unwrap();
+        let want = format!(
+            "error: model `gpt-9` not found ⏎ key *** rejected ⏎ {}…",
+            "x".repeat(159)
+        );
+        assert_eq!(got, want);
+        assert_eq!(log_excerpt(&dir.path().join("none.log"), ""), None);
+        std::fs::write(&log, "\n{\"a\":1}\n").unwrap();
+        assert_eq!(log_excerpt(&log, ""), None);
+    }
+}
