@@ -13,8 +13,9 @@ const LINES: usize = 3;
 /// Characters kept of each line.
 const LINE_CHARS: usize = 160;
 
-/// The last [`LINES`] meaningful lines of the log at `path` — not blank, not JSON (a
-/// streaming agent's events), without terminal escapes — each cut at [`LINE_CHARS`],
+/// The last [`LINES`] meaningful lines of the log at `path` — with a letter or digit
+/// (not blank, not a fence or a rule), not JSON (a streaming agent's events), without
+/// terminal escapes, not fanout's own `fanout: ` notes — each cut at [`LINE_CHARS`],
 /// credentials masked, joined by ` ⏎ `; lines `reason` already holds are left out.
 /// `None` when there are none.
 pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
@@ -28,7 +29,11 @@ pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
     let mut picked: Vec<String> = text
         .lines()
         .map(clean)
-        .filter(|l| !l.is_empty() && !l.starts_with('{') && !l.starts_with('['))
+        // A line says something when it has a letter or digit and is not JSON.
+        .filter(|l| l.chars().any(char::is_alphanumeric))
+        .filter(|l| !l.starts_with('{') && !l.starts_with('['))
+        // fanout's own notes in the log (setup steps) are not the agent's.
+        .filter(|l| !l.starts_with("fanout: "))
         .filter(|l| !reason.contains(l.as_str()))
         .collect();
     picked.dedup();
@@ -79,7 +84,7 @@ mod tests {
         std::fs::write(
             &log,
             format!(
-                "starting\n{{\"type\":\"event\"}}\n\n\u{1b}[31merror:\u{1b}[0m model `gpt-9` not found\nkey ghp_abcdefghijklmnop1234 rejected\n{noise}\n   \nexit code 1\n"
+                "starting\n{{\"type\":\"event\"}}\n```\n---\n\n\u{1b}[31merror:\u{1b}[0m model `gpt-9` not found\nkey ghp_abcdefghijklmnop1234 rejected\n{noise}\n   \nexit code 1\n"
             ),
         )
         .unwrap();

@@ -1005,12 +1005,18 @@ fn read_outcome(
     outcome
 }
 
-/// The reason of a worker that ran and did not succeed quotes the last meaningful
-/// lines of its log ([`super::excerpt`]); not for a worker interrupted or never started
-/// (its reason is fanout's own, and resume and dependents read it).
+/// What separates a reason from the log lines quoted after it.
+pub const LOG_QUOTE: &str = " — log: ";
+
+/// The reason of a worker whose agent ran and did not succeed quotes the last
+/// meaningful lines of its log ([`super::excerpt`]); not for a worker interrupted or
+/// whose agent never started (setup failed: its reason quotes the setup's output; or
+/// not started: fanout's own reason, which resume and dependents read).
 fn quote_log(result: &mut WorkerResult) {
     let reason = result.reason.clone().unwrap_or_default();
-    if result.status.is_good()
+    let agent_ran = result.exit_code.is_some() || result.signal.is_some();
+    if !agent_ran
+        || result.status.is_good()
         || result.status == Status::Skipped
         || ["interrupted", "not started", "internal error"]
             .iter()
@@ -1023,7 +1029,7 @@ fn quote_log(result: &mut WorkerResult) {
         result.reason = Some(if reason.is_empty() {
             format!("log: {lines}")
         } else {
-            format!("{reason} — log: {lines}")
+            format!("{reason}{LOG_QUOTE}{lines}")
         });
     }
 }
@@ -1067,9 +1073,10 @@ fn successful_dependencies<'a>(
                             " (#{}: {}{})",
                             r.worker_id,
                             r.status,
+                            // its reason, without the log lines quoted after it
                             r.reason
                                 .as_deref()
-                                .map(|x| format!(": {x}"))
+                                .map(|x| format!(": {}", x.split(LOG_QUOTE).next().unwrap_or(x)))
                                 .unwrap_or_default()
                         )
                     })
