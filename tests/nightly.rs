@@ -201,7 +201,6 @@ fn pair(task: &str, op: &str) -> (String, String) {
 }
 
 #[test]
-#[ignore = "needs status `unchanged` (issue #12 part A), not on main yet"]
 fn three_nights_of_the_same_tasks_keep_one_pull_request_each() {
     let mut n = Nights::new();
 
