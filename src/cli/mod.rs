@@ -107,6 +107,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
+    // Still the only thread: libgit2 starts without its CA bundle.
+    crate::util::runtime::init();
     init_tracing();
     let code = match dispatch(cli, secrets) {
         Ok(code) => code,

@@ -97,7 +97,10 @@ pub fn push(
         return Ok(BTreeMap::new());
     }
     match to {
-        PushTo::Https(url) => with_libgit2(repo, url, token, leases),
+        PushTo::Https(url) => {
+            crate::util::runtime::load_ca_certificates();
+            with_libgit2(repo, url, token, leases)
+        }
         PushTo::Local(path) => with_libgit2(repo, &path.to_string_lossy(), None, leases),
         PushTo::Ssh(url) => with_git(repo, url, leases),
     }
