@@ -1,6 +1,6 @@
 //! Process-wide settings made once, at the very start of `main` while fanout has one
-//! thread ([`init`]): how libgit2 starts. Also what undoes it when it matters:
-//! [`load_ca_certificates`] before an https push.
+//! thread ([`init`]): how libgit2 starts and how it reads objects. Also what undoes
+//! the first when it matters: [`load_ca_certificates`] before an https push.
 //!
 //! - **No CA bundle at start.** libgit2's global initialisation sets up OpenSSL and
 //!   loads the system's CA bundle (`SSL_CTX_set_default_verify_paths`): about 20 ms of
@@ -11,14 +11,24 @@
 //!   OpenSSL would have found (the user's `SSL_CERT_FILE`/`SSL_CERT_DIR`, else the
 //!   system's) just before libgit2 opens an https connection. The octocrab client
 //!   (rustls) is only built by the commands that publish.
+//! - **No re-hashing of objects read** (`strict_hash_verification(false)`): libgit2
+//!   otherwise computes the SHA-1 of every object it inflates, a fifth of a big
+//!   checkout's CPU (git itself does not either when it checks out). The objects come
+//!   from the user's own repository; packs and loose objects are still zlib streams
+//!   whose Adler-32 checksum zlib verifies as it inflates, so a flipped bit is still
+//!   an error: what is given up is the detection of an object whose valid content
+//!   does not hash to its name (a forged or swapped object file). Where fanout
+//!   takes objects an agent wrote into the user's store, it must compute their names
+//!   from their content itself (writing them through the object database does), never
+//!   rely on this check; pushed objects are named again by the receiving server.
 
 use std::sync::Once;
 
 /// Once, at the start of `main`, before any other thread exists (it changes the
 /// process environment for a moment): see the module docs.
 pub fn init() {
-    // The first libgit2 call initialises it (this one sets libgit2's default).
-    without_ca_bundle(|| git2::opts::strict_hash_verification(true));
+    // The first libgit2 call initialises it.
+    without_ca_bundle(|| git2::opts::strict_hash_verification(false));
 }
 
 /// Run `first_libgit2_call` with OpenSSL's default CA file pointing at an empty file
