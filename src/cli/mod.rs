@@ -107,7 +107,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
-    // Still the only thread: libgit2 starts without its CA bundle.
+    // Still the only thread: libgit2 without its CA bundle, the allocator bounded.
     crate::util::runtime::init();
     init_tracing();
     let code = match dispatch(cli, secrets) {

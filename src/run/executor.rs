@@ -123,6 +123,8 @@ impl Shared {
     /// `result` is final: post it for dependents and report it.
     fn finished(&self, id: u32, mut result: WorkerResult) -> (u32, WorkerResult) {
         quote_log(&mut result);
+        // What its checkout and harvest used goes back to the kernel.
+        crate::util::runtime::release_memory();
         post(&self.done, &result);
         let _ = self
             .events
