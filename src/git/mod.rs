@@ -93,21 +93,27 @@ impl TrustedConfig {
     /// Every entry whose key starts with one of `prefixes` (`filter.lfs.`, any case)
     /// in the configuration git sees in `dir` now. Call it before any agent runs.
     pub fn capture(dir: &Path, prefixes: &[&str]) -> Result<TrustedConfig, GitError> {
-        let git = Git::new(dir);
-        let env = git.env();
-        let entries = git.list_config(&env)?;
+        Ok(TrustedConfig::from_entries(&list_config(dir)?, prefixes))
+    }
+
+    /// Every entry of `entries` (a [`list_config`] made before any agent ran) whose
+    /// key starts with one of `prefixes`, any case.
+    pub fn from_entries<'a>(
+        entries: impl IntoIterator<Item = &'a Entry>,
+        prefixes: &[&str],
+    ) -> TrustedConfig {
         let wanted = |k: &str| {
             prefixes.iter().any(|p| {
                 k.len() >= p.len() && k.as_bytes()[..p.len()].eq_ignore_ascii_case(p.as_bytes())
             })
         };
-        Ok(TrustedConfig {
+        TrustedConfig {
             entries: entries
                 .into_iter()
                 .filter(|e| wanted(&e.key))
-                .map(|e| (e.key, e.value))
+                .map(|e| (e.key.clone(), e.value.clone()))
                 .collect(),
-        })
+        }
     }
 
     /// The trusted `(key, value)` pairs, in order.
@@ -149,6 +155,7 @@ pub struct Git {
     dir: PathBuf,
     git_dir: Option<PathBuf>,
     work_tree: Option<PathBuf>,
+    index_file: Option<PathBuf>,
     args: Vec<OsString>,
     parent_env: Option<Vec<(OsString, OsString)>>,
     extra_env: Vec<(OsString, OsString)>,
@@ -162,6 +169,7 @@ impl Git {
             dir: dir.into(),
             git_dir: None,
             work_tree: None,
+            index_file: None,
             args: Vec::new(),
             parent_env: None,
             extra_env: Vec::new(),
@@ -179,6 +187,13 @@ impl Git {
     /// `--work-tree DIR`.
     pub fn work_tree(mut self, dir: impl Into<PathBuf>) -> Git {
         self.work_tree = Some(dir.into());
+        self
+    }
+
+    /// `GIT_INDEX_FILE=FILE`: an index file of fanout's choosing (the environment's
+    /// own `GIT_INDEX_FILE` is never passed on).
+    pub fn index_file(mut self, file: impl Into<PathBuf>) -> Git {
+        self.index_file = Some(file.into());
         self
     }
 
@@ -214,7 +229,11 @@ impl Git {
         };
         let mut env = parent;
         env.extend(self.extra_env.iter().cloned());
-        harden::env(&env)
+        let mut env = harden::env(&env);
+        if let Some(f) = &self.index_file {
+            env.push(("GIT_INDEX_FILE".into(), f.into()));
+        }
+        env
     }
 
     /// Add `key=value` to the command's environment (filtered like the rest: no
@@ -267,7 +286,7 @@ impl Git {
     fn list_config(&self, env: &[(OsString, OsString)]) -> Result<Vec<Entry>, GitError> {
         let mut args = self.base_args();
         args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
-        let out = run(&args, &self.dir, env)?;
+        let out = run(&args, &self.dir, env, None)?;
         if !out.status.success() {
             return Err(GitError::Failed {
                 what: format!("config --list (before {})", self.what()),
@@ -312,8 +331,14 @@ impl Git {
 
     /// Run it; its stdout when it succeeds.
     pub fn output(&self) -> Result<String, GitError> {
+        self.output_with_input(None)
+    }
+
+    /// Run it with `input` on its stdin (else stdin closed); its stdout when it
+    /// succeeds.
+    pub fn output_with_input(&self, input: Option<&[u8]>) -> Result<String, GitError> {
         let inv = self.invocation()?;
-        let out = run(&inv.args, &inv.dir, &inv.env)?;
+        let out = run(&inv.args, &inv.dir, &inv.env, input)?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -338,8 +363,13 @@ pub fn list_config(dir: &Path) -> Result<Vec<Entry>, GitError> {
 /// `actions/checkout` leaves with `persist-credentials: true`), a URL with a password —
 /// as `key` names.
 pub fn readable_credentials(dir: &Path) -> Result<Vec<String>, GitError> {
-    let mut keys: Vec<String> = list_config(dir)?
-        .into_iter()
+    Ok(credentials_in(&list_config(dir)?))
+}
+
+/// [`readable_credentials`] among `entries` (a [`list_config`]).
+pub fn credentials_in(entries: &[Entry]) -> Vec<String> {
+    let mut keys: Vec<String> = entries
+        .iter()
         .filter(|e| {
             let header = e.key.starts_with("http.")
                 && e.key.ends_with(".extraheader")
@@ -349,24 +379,43 @@ pub fn readable_credentials(dir: &Path) -> Result<Vec<String>, GitError> {
                     && crate::secret::is_credential_config(&e.key, &e.value)
                     && !e.key.ends_with(".extraheader"))
         })
-        .map(|e| e.key)
+        .map(|e| e.key.clone())
         .collect();
     keys.dedup();
-    Ok(keys)
+    keys
 }
 
 fn run(
     args: &[OsString],
     dir: &Path,
     env: &[(OsString, OsString)],
+    input: Option<&[u8]>,
 ) -> std::io::Result<std::process::Output> {
-    Command::new("git")
-        .args(args)
+    let mut cmd = Command::new("git");
+    cmd.args(args)
         .current_dir(dir)
         .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .output()
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let Some(input) = input else {
+        return cmd.stdin(Stdio::null()).output();
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take();
+    // Written from another thread: git may answer before it has read everything.
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            use std::io::Write;
+            if let Some(pipe) = stdin.as_mut() {
+                let _ = pipe.write_all(input);
+            }
+            drop(stdin);
+        });
+        child.wait_with_output()
+    })
 }
 
 /// Configuration git reads besides what `git config --list` shows: the submodule

@@ -21,6 +21,8 @@ use super::runs::PidFile;
 use super::signals::Dispatcher;
 use super::worktree;
 use crate::exit::Failure;
+use crate::git::TrustedConfig;
+use crate::git::harden::{Entry, Scope};
 use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
@@ -91,6 +93,8 @@ pub struct Attempt {
     pub agent_tokens: Vec<(String, SecretString)>,
     /// How its workers are confined.
     pub sandbox: crate::sandbox::Decision,
+    /// The filter drivers worktree checkouts run ([`trusted_filters`]).
+    pub trusted: TrustedConfig,
 }
 
 /// What an attempt produced: one result per planned worker, in id order (kept ones
@@ -126,7 +130,7 @@ pub fn start(
     kept: BTreeMap<u32, WorkerResult>,
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
-    refuse_readable_credentials(repo)?;
+    let config = read_config(repo)?;
     let sandbox = sandbox_decision(plan.sandbox)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
@@ -165,6 +169,7 @@ pub fn start(
         kept,
         agent_tokens: opts.agent_tokens.clone(),
         sandbox,
+        trusted: trusted_filters(config.iter()),
     })
 }
 
@@ -179,13 +184,15 @@ pub fn push_record(repo: &UserRepo, publish_remote: Option<String>) -> PushRecor
     }
 }
 
-/// Refuse to run agents in a repository whose git configuration holds a credential
-/// (every agent could read it): `actions/checkout`'s persisted token above all.
-pub fn refuse_readable_credentials(repo: &UserRepo) -> Result<(), Failure> {
-    let keys = crate::git::readable_credentials(&repo.workdir)
+/// The git configuration `repo` sees now (every scope). Refused when it holds a
+/// credential every agent could read (`actions/checkout`'s persisted token above all):
+/// fanout runs no agent in such a repository.
+pub fn read_config(repo: &UserRepo) -> Result<Vec<Entry>, Failure> {
+    let config = crate::git::list_config(&repo.workdir)
         .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
+    let keys = crate::git::credentials_in(&config);
     let Some(first) = keys.first() else {
-        return Ok(());
+        return Ok(config);
     };
     Err(Failure::Usage(format!(
         "the repository's git configuration holds a credential every agent could read ({}); \
@@ -193,6 +200,20 @@ pub fn refuse_readable_credentials(repo: &UserRepo) -> Result<(), Failure> {
          (fanout pushes with its own token); else remove it: git config --unset-all '{first}'",
         keys.join(", ")
     )))
+}
+
+/// The filter drivers (Git LFS, any clean/smudge/process filter) that worktree
+/// checkouts and harvest run: those of the user's own scopes (`Scope::Protected`:
+/// global configuration — where `git lfs install` writes — and fanout's command line
+/// or environment) in `config`, read before any agent ran. A driver in the
+/// repository's `.git/config` is not trusted, even at the run's start: an agent of an
+/// earlier run may have written it. A driver an agent configures during the run never
+/// runs in fanout's checkouts (see [`crate::git::TrustedConfig`]).
+pub fn trusted_filters<'a>(config: impl IntoIterator<Item = &'a Entry>) -> TrustedConfig {
+    TrustedConfig::from_entries(
+        config.into_iter().filter(|e| e.scope == Scope::Protected),
+        &["filter."],
+    )
 }
 
 /// Warn when the checkout has uncommitted changes: workers start from the base.
@@ -261,6 +282,7 @@ pub fn execute(
         kept,
         agent_tokens,
         sandbox,
+        trusted,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
@@ -286,6 +308,8 @@ pub fn execute(
         sandbox: sandbox.abi,
         common_dir,
         tamper: Some(Arc::clone(&tamper)),
+        trusted,
+        checkouts: super::executor::checkout_slots(),
     });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

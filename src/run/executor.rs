@@ -30,6 +30,7 @@ use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
 use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::config::TaskOutput;
+use crate::git::TrustedConfig;
 use crate::model::{Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
 
@@ -165,6 +166,19 @@ pub struct Executor {
     pub common_dir: PathBuf,
     /// The tamper check after each worker (see [`super::tamper`]).
     pub tamper: Option<Arc<super::tamper::guard::Guard>>,
+    /// The filter drivers worktree checkouts run (read when the run started).
+    pub trusted: TrustedConfig,
+    /// Permits for worktree checkouts ([`checkout_slots`]).
+    pub checkouts: Arc<Semaphore>,
+}
+
+/// At most one worktree checkout per CPU at a time: more only share the CPUs (a big
+/// repository's checkouts are CPU-bound) and hold more memory at once, and every
+/// worker's agent waits for the last of them. Each worker's agent starts as soon as
+/// its own checkout is done.
+pub fn checkout_slots() -> Arc<Semaphore> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Arc::new(Semaphore::new(cpus))
 }
 
 impl Executor {
@@ -523,7 +537,7 @@ impl Executor {
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }
-        let (base, path) = match self.make_worktree(&w, base_override).await {
+        let (base, path) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
         };
@@ -644,6 +658,7 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         base_override: Option<Oid>,
+        stop: &watch::Receiver<StopLevel>,
     ) -> Result<(Oid, PathBuf), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
@@ -653,6 +668,9 @@ impl Executor {
         };
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let path = worktree::worktree_path(&self.worktree_root, &self.plan.run_id, w.id);
+        let Some(permit) = slot(&self.checkouts, &mut stop.clone()).await else {
+            return Err(self.skeleton(w, Status::Failed, "interrupted"));
+        };
         let made = {
             let (repo_dir, name, path, branch) = (
                 self.repo_dir.clone(),
@@ -660,11 +678,13 @@ impl Executor {
                 path.clone(),
                 w.branch.clone(),
             );
+            let trusted = self.trusted.clone();
             tokio::task::spawn_blocking(move || {
-                worktree::create(&repo_dir, &name, &path, &branch, base)
+                worktree::create(&repo_dir, &name, &path, &branch, base, &trusted)
             })
             .await
         };
+        drop(permit);
         match made {
             Ok(Ok(())) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
@@ -881,11 +901,13 @@ impl Executor {
         let common = self.common_dir.clone();
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let scratch = self.run_dir.join("harvest");
+        let filters = self.trusted.clone();
         let harvested = tokio::task::spawn_blocking(move || {
             let spec = CommitSpec {
                 identity: (&identity.0, &identity.1),
                 message,
                 exclude: &exclude,
+                filters: &filters,
             };
             let wt = WorkerTree {
                 common: &common,

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Index, IndexAddOption, ObjectType, Odb, Oid, Repository, Signature};
 
+use crate::git::{Git, TrustedConfig};
 use crate::util::glob::wildcard;
 use crate::util::read_regular;
 
@@ -30,6 +31,10 @@ pub struct CommitSpec<'a> {
     pub message: String,
     /// Paths never committed.
     pub exclude: &'a [String],
+    /// The filter drivers the worktree was checked out with (read when the run
+    /// started): when there are any, git stages the leftovers so that their clean
+    /// side runs (libgit2 runs no external driver).
+    pub filters: &'a TrustedConfig,
 }
 
 /// A worker's worktree, as harvest finds it: through the user's repository.
@@ -310,8 +315,32 @@ fn commit_leftovers(
         let rel = path.to_string_lossy();
         i32::from(is_excluded(&rel, spec.exclude) || setup.keeps_out(&rel, &workdir))
     };
-    index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
-    index.update_all(["*"], Some(&mut skip))?;
+    if spec.filters.entries().is_empty() {
+        index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
+        index.update_all(["*"], Some(&mut skip))?;
+    } else {
+        // libgit2 finds what changed, git stages it into the same index file (running
+        // the clean side of the user's filters), and libgit2 reads it back.
+        let mut paths: Vec<u8> = Vec::new();
+        let mut collect = |path: &Path, m: &[u8]| -> i32 {
+            if skip(path, m) == 0 {
+                paths.extend_from_slice(b":(literal)");
+                paths.extend_from_slice(path.as_os_str().as_encoded_bytes());
+                paths.push(0);
+            }
+            1
+        };
+        index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut collect))?;
+        index.update_all(["*"], Some(&mut collect))?;
+        index.write()?;
+        let to = Staging {
+            common: wt.common,
+            workdir: &workdir,
+            index: &copy,
+        };
+        stage_with_git(&to, &paths, spec.filters)?;
+        index.read(true)?;
+    }
     let tree_id = index.write_tree()?;
     index.write()?;
     std::fs::rename(&copy, admin.join("index")).map_err(io)?;
@@ -322,6 +351,39 @@ fn commit_leftovers(
     let sig = Signature::now(spec.identity.0, spec.identity.1)?;
     let tip = repo.commit(None, &sig, &sig, &spec.message, &tree, &[&parent])?;
     Ok((tip, true))
+}
+
+/// Where [`stage_with_git`] stages.
+struct Staging<'a> {
+    /// The user's repository's common git directory (never the worktree's `.git`).
+    common: &'a Path,
+    /// The worktree.
+    workdir: &'a Path,
+    /// The index file fanout harvests with (its own copy).
+    index: &'a Path,
+}
+
+/// `git add -A` the NUL-separated `paths` (`:(literal)` pathspecs) of the worktree
+/// into `to.index`, through the hardened helper with the user's filter drivers from
+/// the run's start and no other. git writes the blobs into the shared store, named
+/// from their (cleaned) content.
+fn stage_with_git(
+    to: &Staging<'_>,
+    paths: &[u8],
+    filters: &TrustedConfig,
+) -> Result<(), git2::Error> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    Git::new(to.workdir)
+        .git_dir(to.common)
+        .work_tree(to.workdir)
+        .index_file(to.index)
+        .trusting(filters)
+        .args(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"])
+        .output_with_input(Some(paths))
+        .map(drop)
+        .map_err(|e| git2::Error::from_str(&e.to_string()))
 }
 
 /// Paths that differ between two commits' trees, sorted, deleted paths included.

@@ -89,7 +89,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
             report: Box::new(report),
         });
     }
-    super::attempt::refuse_readable_credentials(repo)?;
+    let config = super::attempt::read_config(repo)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
@@ -120,6 +120,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         kept,
         agent_tokens: Vec::new(),
         sandbox,
+        trusted: super::attempt::trusted_filters(&config),
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

@@ -1,0 +1,277 @@
+//! Worktree checkouts (issue #14): git checks out each worker's worktree, running the
+//! filter drivers the user configured before the run (Git LFS-style smudge/clean) and
+//! none an agent configured after it started; at most one checkout per CPU runs at a
+//! time, and each agent starts as soon as its own worktree is ready.
+//!
+//! The filter drivers here are tiny shell scripts: `upper` smudges to upper case and
+//! cleans back to lower case, so a file shows in which form it was written. The
+//! checkout-counting driver records how many checkouts are in flight.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use common::TestEnv;
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Write an executable shell script.
+fn script(path: &Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The user's global git configuration for fanout's runs (see [`run_sh`]).
+fn global_config(t: &TestEnv) -> std::path::PathBuf {
+    t.root().join("gitconfig")
+}
+
+/// A repository whose `*.dat` files go through the `upper` filter driver, configured
+/// in the user's global configuration (where `git lfs install` puts `lfs`).
+/// `data.dat` is committed in its clean (lower-case) form.
+fn upper_repo() -> TestEnv {
+    let t = TestEnv::new();
+    let dir = t.root().join("filters");
+    std::fs::create_dir_all(&dir).unwrap();
+    script(&dir.join("smudge"), "tr a-z A-Z\n");
+    script(&dir.join("clean"), "tr A-Z a-z\n");
+    std::fs::write(
+        global_config(&t),
+        format!(
+            "[filter \"upper\"]\n\tsmudge = {}\n\tclean = {}\n\trequired = true\n",
+            dir.join("smudge").display(),
+            dir.join("clean").display()
+        ),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.dat filter=upper\n");
+    t.write("data.dat", "payload\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "filtered data"]);
+    assert_eq!(t.git(&["cat-file", "-p", "HEAD:data.dat"]), "payload\n");
+    t
+}
+
+/// `fanout run` of a `sh -c SCRIPT` agent, one task per `-t`, with the user's global
+/// configuration ([`global_config`], when written).
+fn run_sh(t: &TestEnv, agent: &str, extra: &[&str]) -> std::process::Output {
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, '{agent}']\n",
+        t.worktrees.display()
+    ));
+    let mut args = vec!["--config", cfg.to_str().unwrap(), "run", "--json"];
+    args.extend_from_slice(extra);
+    let out = t
+        .fanout(&args)
+        .env("GIT_CONFIG_GLOBAL", global_config(t))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some(),
+        "fanout was killed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn the_users_filter_drivers_run_in_worktrees_and_harvest_commits_the_clean_form() {
+    let t = upper_repo();
+    // The agent sees the smudged file, changes it and leaves another one alone.
+    t.write("keep.dat", "untouched\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "another"]);
+    let out = run_sh(
+        &t,
+        "cat data.dat > seen.txt && cat keep.dat >> seen.txt && echo more >> data.dat",
+        &["-t", "look"],
+    );
+    let report = json(&out);
+    let r = &report["results"][0];
+    assert_eq!(r["status"], "success", "{report:#}");
+    let branch = r["branch"].as_str().unwrap();
+    assert_eq!(
+        t.git(&["show", &format!("{branch}:seen.txt")]),
+        "PAYLOAD\nUNTOUCHED\n",
+        "the worktree held the smudged files"
+    );
+    assert_eq!(
+        t.git(&["cat-file", "-p", &format!("{branch}:data.dat")]),
+        "payload\nmore\n",
+        "the changed file was committed through the clean filter"
+    );
+    assert_eq!(
+        r["files_modified"],
+        serde_json::json!(["data.dat", "seen.txt"]),
+        "an unchanged filtered file is not a change"
+    );
+}
+
+#[test]
+fn a_filter_an_agent_configures_never_runs_in_a_later_checkout() {
+    let t = upper_repo();
+    t.write("notes.txt", "plain\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "notes"]);
+    let planted = t.root().join("planted-ran");
+    let evil = t.root().join("evil.sh");
+    script(&evil, &format!("touch '{}'\ncat\n", planted.display()));
+    // Worker 1's agent swaps the user's driver's program and adds a driver of its own
+    // for the other files (the repository's attributes are the agent's to write too);
+    // worker 2 is checked out after it ran (one worker at a time).
+    let agent = format!(
+        "if [ \"$FANOUT_WORKER_ID\" = 1 ]; then git config filter.upper.smudge {e} && git config filter.evil.smudge {e} && git config filter.evil.required true && echo \"*.txt filter=evil\" > \"$(git rev-parse --git-common-dir)/info/attributes\"; fi; cat data.dat > seen.txt",
+        e = evil.display()
+    );
+    // Unconfined, so that the agent can write the repository's configuration (with
+    // the sandbox on it cannot).
+    let out = run_sh(
+        &t,
+        &agent,
+        &["--sandbox", "off", "-w", "1", "-t", "one", "-t", "two"],
+    );
+    let report = json(&out);
+    let second = &report["results"][1];
+    assert_eq!(second["status"], "success", "{report:#}");
+    // The plant was made: the tamper check failed worker 1 for it (and restored the
+    // configuration after it; the checkout's own defence matters for a checkout made
+    // while another worker's agent runs).
+    let first = &report["results"][0];
+    assert_eq!(first["status"], "failed", "{report:#}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("filter.evil"),
+        "{report:#}"
+    );
+    assert!(
+        !planted.exists(),
+        "a filter configured by an agent ran in fanout's checkout"
+    );
+    let branch = second["branch"].as_str().unwrap();
+    assert_eq!(
+        t.git(&["show", &format!("{branch}:seen.txt")]),
+        "PAYLOAD\n",
+        "the user's own smudge filter (as at the run's start) still ran"
+    );
+}
+
+/// The first CPU this process may run on.
+fn one_cpu() -> nix::sched::CpuSet {
+    let mine = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let first = (0..nix::sched::CpuSet::count())
+        .find(|&c| mine.is_set(c).unwrap_or(false))
+        .unwrap();
+    let mut one = nix::sched::CpuSet::new();
+    one.set(first).unwrap();
+    one
+}
+
+#[test]
+fn one_checkout_per_cpu_and_each_agent_starts_when_its_own_worktree_is_ready() {
+    let t = TestEnv::new();
+    // (Agents may write the shared directory: it is declared `writable:`.)
+    let trace = t.shared().join("trace");
+    for d in ["active", "done"] {
+        std::fs::create_dir_all(trace.join(d)).unwrap();
+    }
+    // The `count` driver runs once per checkout (one filtered file per worktree): it
+    // records how many checkouts are in it at once, and every checkout after the
+    // first waits (up to a minute) until an agent has started — which only happens
+    // if agents start while other worktrees are still being checked out.
+    let count = t.root().join("count.sh");
+    script(
+        &count,
+        &format!(
+            r#"T='{t}'
+touch "$T/active/$$"
+ls "$T/active" | wc -l >> "$T/in-flight"
+sleep 0.2
+if [ -n "$(ls "$T/done")" ]; then
+  i=0
+  while [ ! -e "$T/agent-started" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  if [ -e "$T/agent-started" ]; then echo yes >> "$T/waited"; else echo no >> "$T/waited"; fi
+fi
+cat
+rm -f "$T/active/$$"
+touch "$T/done/$$"
+"#,
+            t = trace.display()
+        ),
+    );
+    std::fs::write(
+        global_config(&t),
+        format!("[filter \"count\"]\n\tsmudge = {}\n", count.display()),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.cnt filter=count\n");
+    t.write("probe.cnt", "probe\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "counted"]);
+
+    let agent = format!(
+        "touch {}/agent-started && echo done > out.txt",
+        trace.display()
+    );
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, '{agent}']\n    writable: ['{}']\n",
+        t.worktrees.display(),
+        t.shared().display()
+    ));
+    let cpu = one_cpu();
+    let mut cmd = t.fanout(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-w",
+        "4",
+        "-t",
+        "a",
+        "-t",
+        "b",
+        "-t",
+        "c",
+        "-t",
+        "d",
+    ]);
+    cmd.env("GIT_CONFIG_GLOBAL", global_config(&t));
+    // fanout on one CPU: one checkout at a time.
+    // SAFETY: sched_setaffinity is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let out = cmd.output().unwrap();
+    let report = json(&out);
+    assert_eq!(report["totals"]["success"], 4, "{report:#}");
+    let in_flight = std::fs::read_to_string(trace.join("in-flight")).unwrap();
+    let seen: Vec<u32> = in_flight
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(seen.len(), 4, "one filtered checkout per worker: {seen:?}");
+    assert!(
+        seen.iter().all(|n| *n == 1),
+        "more than one checkout at a time on one CPU: {seen:?}"
+    );
+    let waited = std::fs::read_to_string(trace.join("waited")).unwrap();
+    assert_eq!(
+        waited.lines().collect::<Vec<_>>(),
+        ["yes", "yes", "yes"],
+        "checkouts after the first saw an agent already started"
+    );
+}
