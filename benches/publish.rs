@@ -2,7 +2,11 @@
 //! GitHub API with mutations paced 50 ms apart, and compare the wall time with the
 //! pacing floor ((mutations − 1) × 50 ms). Target: ≤ 1.1× the floor, zero failures.
 //!
-//! Run with `cargo bench --bench publish`. Only 127.0.0.1 is contacted.
+//! It also prints the gaps between mutations as the fake server saw them: none may be
+//! shorter than the pace (fanout paces with a margin for the way there).
+//!
+//! Run with `cargo bench --bench publish` (`BENCH_PACE_MS=1000` paces as GitHub asks,
+//! 1 s; the run then takes minutes). Only 127.0.0.1 is contacted.
 
 #[path = "../tests/common/fake_github.rs"]
 #[allow(dead_code)]
@@ -14,7 +18,13 @@ use std::time::{Duration, Instant};
 
 const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
 const WORKERS: usize = 100;
-const PACE_MS: u64 = 50;
+/// The pace, in milliseconds: `BENCH_PACE_MS`, default 50.
+fn pace_ms() -> u64 {
+    std::env::var("BENCH_PACE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50)
+}
 
 fn git(dir: &Path, args: &[&str]) {
     let st = Command::new("git")
@@ -106,7 +116,8 @@ fn main() {
     let gh = fake_github::FakeGitHub::start("octo", "bench");
     gh.set_token("bench-token");
     let url = gh.url();
-    let pace = PACE_MS.to_string();
+    let pace_ms = pace_ms();
+    let pace = pace_ms.to_string();
     let started = Instant::now();
     let out = Command::new(FANOUT)
         .current_dir(&repo)
@@ -143,14 +154,26 @@ fn main() {
         .collect();
     let failed = ops.iter().filter(|o| **o == "failed").count();
     let created = ops.iter().filter(|o| **o == "created").count();
-    let mutations = gh.mutation_times().len();
-    let floor = Duration::from_millis(PACE_MS) * (mutations.saturating_sub(1)) as u32;
+    let times = gh.mutation_times();
+    let mutations = times.len();
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let short = gaps
+        .iter()
+        .filter(|g| **g < Duration::from_millis(pace_ms))
+        .count();
+    let min_gap = gaps.iter().min().copied().unwrap_or_default();
+    let floor = Duration::from_millis(pace_ms) * (mutations.saturating_sub(1)) as u32;
     let ratio = wall.as_secs_f64() / floor.as_secs_f64();
-    println!("publish benchmark: {WORKERS} successful workers, pacing {PACE_MS} ms");
+    println!("publish benchmark: {WORKERS} successful workers, pacing {pace_ms} ms");
     println!("  pull requests created: {created}, failed operations: {failed}");
     println!(
         "  API mutations: {mutations}, spec violations: {}",
         gh.violations().len()
+    );
+    println!(
+        "  gaps seen by the server: shortest {:.3} ms; {short} of {} shorter than the pace (target: 0)",
+        min_gap.as_secs_f64() * 1000.0,
+        gaps.len()
     );
     println!("  pacing floor:  {:.3} s", floor.as_secs_f64());
     println!(

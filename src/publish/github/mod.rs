@@ -227,13 +227,30 @@ pub struct GitHub {
     policy: RetryPolicy,
     pace: Duration,
     /// Held for the whole of each mutation: serializes them, and remembers when the
-    /// last one was sent.
-    mutation_gate: tokio::sync::Mutex<Option<Instant>>,
+    /// last one was sent and answered.
+    mutation_gate: tokio::sync::Mutex<Option<Sent>>,
     /// The failure that stopped publishing ([`ApiError::stops_publishing`]): every
     /// later request fails with it without being sent.
     stopped: std::sync::Mutex<Option<ApiError>>,
     /// When publishing must be over: [`RetryPolicy::total`] after the client was made.
     deadline: Instant,
+}
+
+/// A mutation as the pacing sees it: when it was sent, how long its answer took.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    at: Instant,
+    answered_after: Option<Duration>,
+}
+
+/// How much later than `pace` after the last mutation was sent the next may go, so
+/// that the server sees at least `pace` between them whatever either took to reach
+/// it: the last one's round trip (the server got it before its answer came back),
+/// at most a tenth of `pace` (a slow answer mostly means a slow server, not a slow
+/// way there). Without an answer (a transport error), the tenth.
+fn pace_margin(pace: Duration, round_trip: Option<Duration>) -> Duration {
+    let cap = pace / 10;
+    round_trip.map_or(cap, |rtt| rtt.min(cap))
 }
 
 /// An answer from the API: its status, the headers that say when to retry, its body.
@@ -380,7 +397,11 @@ impl GitHub {
             if let Some(gate) = gate.as_mut() {
                 self.keep_pace(gate).await;
             }
-            let answer = match self.exchange_in_time(&verb, path, body, &request).await? {
+            let exchanged = self.exchange_in_time(&verb, path, body, &request).await?;
+            if let Some(Some(sent)) = gate.as_deref_mut() {
+                sent.answered_after = Some(sent.at.elapsed());
+            }
+            let answer = match exchanged {
                 Ok(a) => a,
                 Err(Unanswered { what, warn }) => {
                     if !idempotent {
@@ -487,16 +508,20 @@ impl GitHub {
         Ok(())
     }
 
-    /// Wait until `pace` after the last mutation, and note this one.
-    async fn keep_pace(&self, last: &mut Option<Instant>) {
+    /// Wait until `pace` (and a margin: [`pace_margin`]) after the last mutation was
+    /// sent, and note this one.
+    async fn keep_pace(&self, last: &mut Option<Sent>) {
         if let Some(last) = *last {
-            let next = last + self.pace;
+            let next = last.at + self.pace + pace_margin(self.pace, last.answered_after);
             let now = Instant::now();
             if next > now {
                 tokio::time::sleep(next - now).await;
             }
         }
-        *last = Some(Instant::now());
+        *last = Some(Sent {
+            at: Instant::now(),
+            answered_after: None,
+        });
     }
 
     /// Send one request and read its whole answer.
@@ -803,6 +828,16 @@ pub fn encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pace_margin_is_the_last_round_trip_at_most_a_tenth_of_the_pace() {
+        let ms = Duration::from_millis;
+        let pace = Duration::from_secs(1);
+        assert_eq!(pace_margin(pace, Some(ms(3))), ms(3));
+        assert_eq!(pace_margin(pace, Some(ms(700))), ms(100));
+        assert_eq!(pace_margin(pace, None), ms(100));
+        assert_eq!(pace_margin(Duration::ZERO, Some(ms(3))), Duration::ZERO);
+    }
 
     #[test]
     fn slugs_from_urls() {
