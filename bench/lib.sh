@@ -12,6 +12,7 @@
 #   BENCH_RUNS         timed runs per side (each script has its own default)
 #   BENCH_TMP          scratch directory parent (default: /dev/shm when it has room,
 #                      else $TMPDIR or /tmp)
+#   BENCH_RECORDS_OUT  copy the raw records (see `record`) to this file on exit
 #   CARGO_TARGET_DIR   honoured when locating the release binary
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,7 +72,8 @@ make_scratch() {
         base=${TMPDIR:-/tmp}
     fi
     WORK=$(mktemp -d "$base/fanout-bench.XXXXXX")
-    trap 'rm -rf "$WORK"' EXIT
+    # BENCH_RECORDS_OUT (set by bench/all.sh): keep the records when done.
+    trap 'if [[ -n ${BENCH_RECORDS_OUT:-} ]]; then cp "$RECORDS" "$BENCH_RECORDS_OUT" || true; fi; rm -rf "$WORK"' EXIT
     RECORDS=$WORK/records.tsv
     : >"$RECORDS"
     mkdir -p "$WORK/home"
@@ -104,6 +106,23 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 # record METRIC SIDE ROUND VALUE: one measurement, with the load average now.
 record() {
     printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$(load1)" >>"$RECORDS"
+}
+
+# cpu_mark FILE: note in FILE the CPU time of the children this shell has waited for
+# (bash's `times`; call it directly, never in a command substitution, whose subshell
+# has children of its own). cpu_diff START END: the CPU time (user+sys, seconds)
+# between two marks. The processes a child waited for count too (an agent's time
+# counts in fanout's once fanout has reaped it).
+cpu_mark() { times >"$1"; }
+cpu_diff() {
+    python3 - "$1" "$2" <<'PY'
+import re, sys
+def children(path):
+    line = open(path).read().splitlines()[1]
+    pairs = re.findall(r"(\d+)m([\d.,]+)s", line)
+    return sum(int(m) * 60 + float(s.replace(",", ".")) for m, s in pairs)
+print(f"{children(sys.argv[2]) - children(sys.argv[1]):.3f}")
+PY
 }
 
 # summarize [--ratio A/B]...: print medians, min-max and ratios of $RECORDS.

@@ -6,7 +6,8 @@
 #   one-task run   `fanout run` of one task with a 0-second agent in that
 #                  repository (the clean-up between runs is not timed)
 #
-# Many repetitions each; the median and min-max in milliseconds. With hyperfine
+# Many repetitions each; the median and min-max in milliseconds, and the CPU time
+# (user+sys: with hyperfine its mean, else the median of each run's). With hyperfine
 # installed (Debian package `hyperfine`) it does the timing (-N: no shell in
 # between); otherwise a loop timed with $EPOCHREALTIME, which adds the cost of a
 # fork and exec from bash (about 1 ms) to every figure.
@@ -98,21 +99,31 @@ measure() {
         python3 - "$WORK/h.json" "$name" "$(load1)" >>"$RECORDS" <<'PY'
 import json, sys
 path, name, load = sys.argv[1:]
-for res in json.load(open(path))["results"]:
+results = json.load(open(path))["results"]
+for res in results:
     for i, t in enumerate(res["times"], 1):
         # hyperfine runs one command's repetitions back to back: no rounds to pair.
         print(f"{name}\t{res['command']}\t{res['command']}-{i}\t{t * 1000:.3f}\t{load}")
+# CPU time: hyperfine reports only its mean over the runs.
+cpu = name.replace(" [ms]", ", CPU time (user+sys, mean) [ms]")
+for res in results:
+    ms = (res["user"] + res["system"]) * 1000
+    print(f"{cpu}\t{res['command']}\tmean\t{ms:.3f}\t{load}")
 PY
     else
         for ((r = 1; r <= runs + 5; r++)); do
             mapfile -t order < <(rotate "$r" "${SIDES[@]}")
             for side in "${order[@]}"; do
                 bin=$(bin_of "$side")
+                cpu_mark "$WORK/cpu"
                 t0=$(now)
                 run_cmd "$what" "$bin" >/dev/null 2>&1 || die "$side: $what failed"
                 t1=$(now)
+                cpu_mark "$WORK/cpu.end"
                 if ((r > 5)); then
                     record "$name" "$side" "$r" "$(elapsed_ms "$t0" "$t1")"
+                    record "${name% \[ms\]}, CPU time (user+sys) [ms]" "$side" "$r" \
+                        "$(python3 -c 'import sys; print(float(sys.argv[1]) * 1000)' "$(cpu_diff "$WORK/cpu" "$WORK/cpu.end")")"
                 fi
                 if [[ $what == run ]]; then run_cmd cleanup "$bin" >/dev/null; fi
             done

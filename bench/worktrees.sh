@@ -75,8 +75,9 @@ last_start() {
 
 # --- one run of each side -------------------------------------------------------
 git_side() {
-    local round=$1 i t0 t1 pids=() failed=0
+    local round=$1 i t0 t1 cpu pids=() failed=0
     rm -f "$STAMPS"/*
+    cpu_mark "$WORK/cpu"
     t0=$(now)
     for ((i = 1; i <= WORKERS; i++)); do
         git -C "$REPO" worktree add -q -b "base/$i" "$WT/base-$i" HEAD
@@ -87,6 +88,8 @@ git_side() {
     done
     for i in "${pids[@]}"; do wait "$i" || failed=$((failed + 1)); done
     t1=$(now)
+    cpu_mark "$WORK/cpu.end"
+    cpu=$(cpu_diff "$WORK/cpu" "$WORK/cpu.end")
 
     ((failed == 0)) || die "git: $failed agent(s) failed"
     for ((i = 1; i <= WORKERS; i++)); do
@@ -95,6 +98,7 @@ git_side() {
     if [[ $round != warm-up ]]; then
         record "whole run, $WORKERS workers, ${SLEEP}-second agent [s]" git "$round" "$(elapsed "$t0" "$t1")"
         record "worktree phase (until the last agent starts) [s]" git "$round" "$(elapsed "$t0" "$(last_start)")"
+        record "CPU time (user+sys) of the run, agents included [s]" git "$round" "$cpu"
     fi
     # Clean-up, not timed.
     for ((i = 1; i <= WORKERS; i++)); do
@@ -105,12 +109,15 @@ git_side() {
 }
 
 fanout_side() {
-    local side=$1 bin=$2 round=$3 t0 t1 rc=0 out=$WORK/out.json
+    local side=$1 bin=$2 round=$3 t0 t1 cpu rc=0 out=$WORK/out.json
     rm -f "$STAMPS"/*
+    cpu_mark "$WORK/cpu"
     t0=$(now)
     "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
+    cpu_mark "$WORK/cpu.end"
+    cpu=$(cpu_diff "$WORK/cpu" "$WORK/cpu.end")
 
     if ((rc != 0)); then
         cat "$WORK/fanout.log" >&2
@@ -120,6 +127,7 @@ fanout_side() {
     if [[ $round != warm-up ]]; then
         record "whole run, $WORKERS workers, ${SLEEP}-second agent [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
         record "worktree phase (until the last agent starts) [s]" "$side" "$round" "$(elapsed "$t0" "$(last_start)")"
+        record "CPU time (user+sys) of the run, agents included [s]" "$side" "$round" "$cpu"
     fi
     # Clean-up, not timed: must leave no worktrees and no fanout/* branches.
     "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
