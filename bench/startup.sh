@@ -130,7 +130,11 @@ PY
         done
     fi
     if [[ $what == run ]]; then
-        for side in "${SIDES[@]}"; do run_cmd cleanup "$(bin_of "$side")" >/dev/null; done
+        # The older binary first: it cleans runs of either, while a current fanout
+        # refuses journals it did not sign (the before-binary's) and exits 1.
+        for ((i = ${#SIDES[@]} - 1; i >= 0; i--)); do
+            run_cmd cleanup "$(bin_of "${SIDES[i]}")" >/dev/null
+        done
         assert_clean "$REPO" "fanout cleanup --all"
     fi
 }
