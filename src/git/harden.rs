@@ -144,6 +144,21 @@ fn parts(key: &str) -> (String, Option<&str>, String) {
     (section.to_ascii_lowercase(), sub, var.to_ascii_lowercase())
 }
 
+/// Whether `a` and `b` name the same variable as git reads them: section and variable
+/// name case-insensitive, the subsection (`filter.<driver>.clean`) case-sensitive —
+/// `filter.lfS.clean` is another driver than `filter.lfs.clean`.
+fn same_key(a: &str, b: &str) -> bool {
+    parts(a) == parts(b)
+}
+
+/// `key` spelled so that two spellings of one variable compare equal (see [`same_key`]).
+fn canonical_key(key: &str) -> String {
+    match parts(key) {
+        (section, Some(sub), var) => format!("{section}.{sub}.{var}"),
+        (section, None, var) => format!("{section}.{var}"),
+    }
+}
+
 /// Parse `git config --list -z` output: `key\nvalue\0` records, each preceded by
 /// `scope\0` when `scoped` (`--show-scope`); unscoped records get `default`.
 pub fn parse_list(out: &[u8], scoped: bool, default: Scope) -> Vec<Entry> {
@@ -197,14 +212,14 @@ pub fn neutralise(
     trusted: &Trusted,
 ) -> Result<Vec<(String, String)>, String> {
     let is_trusted = |key: &str, value: Option<&str>| {
-        trusted.iter().any(|(k, v)| {
-            k.eq_ignore_ascii_case(key) && value.is_none_or(|value| value == v.as_str())
-        })
+        trusted
+            .iter()
+            .any(|(k, v)| same_key(k, key) && value.is_none_or(|value| value == v.as_str()))
     };
     let mut out: Vec<(String, String)> = Vec::new();
     let mut seen = BTreeSet::new();
     let mut put = |out: &mut Vec<(String, String)>, key: String, value: &str| {
-        if seen.insert(key.to_ascii_lowercase()) && !is_trusted(&key, None) {
+        if seen.insert(canonical_key(&key)) && !is_trusted(&key, None) {
             out.push((key, value.to_owned()));
         }
     };
@@ -274,11 +289,9 @@ pub fn neutralise(
 
 /// Whether `trusted` names any key of filter driver `driver`.
 fn trusts_driver(trusted: &Trusted, driver: &str) -> bool {
-    let prefix = format!("filter.{driver}.");
-    trusted.iter().any(|(k, _)| {
-        k.len() > prefix.len()
-            && k.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-    })
+    trusted
+        .iter()
+        .any(|(k, _)| matches!(parts(k), (section, Some(sub), _) if section == "filter" && sub == driver))
 }
 
 /// `submodule.<name>.update` for every submodule named in the configuration or in
@@ -432,6 +445,33 @@ mod tests {
         let entries = [repo("filter.up.process", "plant")];
         let err = neutralise(&entries, &[], &trusted).unwrap_err();
         assert!(err.contains("filter.up.process"), "{err}");
+    }
+
+    #[test]
+    fn a_driver_whose_name_differs_in_case_is_another_driver() {
+        // Found by the git_config fuzzer: git compares subsections case-sensitively, so
+        // `filter.lfS` is not the trusted `filter.lfs`, even with the same command.
+        let trusted = [(
+            "filter.lfs.clean".to_owned(),
+            "git-lfs clean -- %f".to_owned(),
+        )];
+        let entries = [
+            repo("filter.lfs.clean", "git-lfs clean -- %f"),
+            repo("filter.lfS.clean", "git-lfs clean -- %f"),
+        ];
+        let got = pairs(&neutralise(&entries, &[], &trusted).unwrap());
+        assert_eq!(
+            got,
+            [
+                "filter.lfS.clean=",
+                "filter.lfS.smudge=",
+                "filter.lfS.process=",
+                "filter.lfS.required=false",
+            ]
+        );
+        // section and variable names are case-insensitive: still the trusted driver
+        let entries = [repo("FILTER.lfs.Clean", "git-lfs clean -- %f")];
+        assert_eq!(neutralise(&entries, &[], &trusted).unwrap(), []);
     }
 
     #[test]
