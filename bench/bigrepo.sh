@@ -166,6 +166,14 @@ agents:
   trivial:
     command: ["$AGENT", "{task}"]
 YAML
+# The agent notes its start outside its worktree: fanout's sandbox (on by default)
+# must let it write there. The before-binary predates `writable:` and the sandbox.
+CFG_BEFORE=$WORK/fanout-before.yml
+cp "$CFG" "$CFG_BEFORE"
+echo "    writable: [\"$STAMPS\"]" >>"$CFG"
+
+# cfg_of SIDE: the configuration that side's binary reads.
+cfg_of() { if [[ $1 == before ]]; then echo "$CFG_BEFORE"; else echo "$CFG"; fi; }
 
 # last_start: the latest agent start stamp, after checking there are N of them.
 last_start() {
@@ -215,7 +223,7 @@ fanout_side() {
     rm -f "$STAMPS"/*
     t0=$(now)
     /usr/bin/time -f '%M %U %S' -o "$WORK/rss.fanout" \
-        "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
+        "$bin" -C "$REPO" --config "$(cfg_of "$side")" run --task "$TASK" --workers "$WORKERS" \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
     if ((rc != 0)); then
@@ -232,7 +240,7 @@ fanout_side() {
         record "(a) CPU time (user+sys) of the $WORKERS-worktree run [s]" "$side" "$round" \
             "$(python3 -c 'import sys; print(sum(map(float, sys.argv[1:])))' "$u" "$s")"
     fi
-    "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
+    "$bin" -C "$REPO" --config "$(cfg_of "$side")" cleanup --all >/dev/null
     assert_clean "$REPO" "$side: fanout cleanup --all"
 }
 
@@ -255,7 +263,7 @@ fanout_one() {
     rm -f "$STAMPS"/*
     t0=$(now)
     /usr/bin/time -v -o "$WORK/time.fanout" \
-        "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers 1 \
+        "$bin" -C "$REPO" --config "$(cfg_of "$side")" run --task "$TASK" --workers 1 \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
     ((rc == 0)) || { cat "$WORK/fanout.log" >&2; die "$side: fanout run exited $rc"; }
@@ -263,7 +271,7 @@ fanout_one() {
     record "(c) one checkout: peak RSS [MB]" "$side" "$round" "$(kb_to_mb "$(peak_rss_kb "$WORK/time.fanout")")"
     record "(c) one checkout: wall time [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
     record "(c) one checkout: CPU time (user+sys) [s]" "$side" "$round" "$(cpu_seconds "$WORK/time.fanout")"
-    "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
+    "$bin" -C "$REPO" --config "$(cfg_of "$side")" cleanup --all >/dev/null
     assert_clean "$REPO" "$side: fanout cleanup --all"
 }
 

@@ -65,6 +65,14 @@ agents:
   trivial:
     command: ["$AGENT", "{task}"]
 YAML
+# The agent notes its start outside its worktree: fanout's sandbox (on by default)
+# must let it write there. The before-binary predates `writable:` and the sandbox.
+CFG_BEFORE=$WORK/fanout-before.yml
+cp "$CFG" "$CFG_BEFORE"
+echo "    writable: [\"$STAMPS\"]" >>"$CFG"
+
+# cfg_of SIDE: the configuration that side's binary reads.
+cfg_of() { if [[ $1 == before ]]; then echo "$CFG_BEFORE"; else echo "$CFG"; fi; }
 
 last_start() {
     local n
@@ -113,7 +121,7 @@ fanout_side() {
     rm -f "$STAMPS"/*
     cpu_mark "$WORK/cpu"
     t0=$(now)
-    "$bin" -C "$REPO" --config "$CFG" run --task "$TASK" --workers "$WORKERS" \
+    "$bin" -C "$REPO" --config "$(cfg_of "$side")" run --task "$TASK" --workers "$WORKERS" \
         --worktree-dir "$WT/fanout" --quiet --json >"$out" 2>"$WORK/fanout.log" || rc=$?
     t1=$(now)
     cpu_mark "$WORK/cpu.end"
@@ -130,7 +138,7 @@ fanout_side() {
         record "CPU time (user+sys) of the run, agents included [s]" "$side" "$round" "$cpu"
     fi
     # Clean-up, not timed: must leave no worktrees and no fanout/* branches.
-    "$bin" -C "$REPO" --config "$CFG" cleanup --all >/dev/null
+    "$bin" -C "$REPO" --config "$(cfg_of "$side")" cleanup --all >/dev/null
     [[ -z $(git -C "$REPO" for-each-ref refs/heads/fanout) ]] || die "$side: fanout cleanup --all left fanout/* branches"
     assert_clean "$REPO" "$side: fanout cleanup --all"
 }
