@@ -417,8 +417,9 @@ pub fn plan_json(data: &[u8]) {
 fn plan_uses(plan: &Plan) {
     let _ = serde_json::to_vec(plan).expect("a plan serializes");
     let _ = crate::plan::matrix::matrix_chunks(plan);
-    let adapter = plan.agent.adapter();
     for w in plan.workers.iter().take(64) {
+        let adapter = plan.agent_of(w).adapter();
+        let limits = plan.limits_of(w);
         let ctx = WorkerContext {
             run_id: &plan.run_id,
             worker_id: w.id,
@@ -426,11 +427,10 @@ fn plan_uses(plan: &Plan) {
             model: w.model.as_deref(),
             branch: &w.branch,
             worktree: Path::new("/tmp/wt"),
-            max_steps: plan.limits.max_steps,
-            budget: plan.limits.budget_per_worker,
-            timeout: plan
-                .limits
-                .timeout_per_worker
+            max_steps: limits.max_steps,
+            budget: limits.budget,
+            timeout: limits
+                .timeout
                 .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok()),
             result_file: Path::new("/tmp/result.json"),
             private_dir: Path::new("/tmp/private"),

@@ -45,11 +45,14 @@ pub fn write_output(file: &Path, name: &str, value: &str) -> std::io::Result<()>
 }
 
 /// Write the plan's matrix outputs: `count`, `chunks`, `matrix`, `matrix-1..4`,
-/// `count-1..4`. Empty chunks get `count-N=0` and an empty (never used) matrix.
+/// `count-1..4`, and `max-parallel` (the plan's `workers`: how many worker jobs may run
+/// at once, for each matrix's `strategy.max-parallel`). Empty chunks get `count-N=0`
+/// and an empty (never used) matrix.
 pub fn write_matrix_outputs(file: &Path, plan: &Plan) -> Result<(), String> {
     let chunks = matrix_chunks(plan)?;
     let io = |e: std::io::Error| format!("{}: {e}", file.display());
     write_output(file, "count", &plan.workers.len().to_string()).map_err(io)?;
+    write_output(file, "max-parallel", &plan.concurrency.max(1).to_string()).map_err(io)?;
     write_output(file, "chunks", &chunks.len().to_string()).map_err(io)?;
     let empty = json!({"include": []});
     write_output(

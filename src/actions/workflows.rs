@@ -6,8 +6,8 @@
 //! that are also workflow files the linters pass as they are: their only template
 //! syntax is line statements starting `#%` (YAML comments) and, in the included
 //! `agent-install.j2`, `[[ variables ]]` (`{{ }}` is left to GitHub's `${{ }}`).
-//! Rendered for an agent, a workflow installs its CLI before each step that runs it
-//! and passes only its provider's key; the action reference (`--action`) replaces
+//! Rendered for its agents (the run's and those tasks name), a workflow installs
+//! their CLIs before each step that runs them and passes only their providers' keys; the action reference (`--action`) replaces
 //! the default one. A checked-in file stays byte-for-byte comparable with the
 //! template it came from; a file that exists and differs is never overwritten
 //! without `--force`: it may hold the user's edits.
@@ -64,10 +64,42 @@ impl Kind {
     }
 }
 
-/// The workflow text for `kind` using the action `action`, for `agent`: its install
-/// step and its provider's key (both keys, and no install step, for an agent that is
-/// not a built-in CLI run by its own program).
-pub fn render(kind: Kind, action: &str, agent: Option<&AgentCli>) -> Result<String, String> {
+/// The agents a workflow is written for: the built-in CLIs it installs, and whether
+/// some agent is none of them (your own, or a built-in run by another program).
+#[derive(Debug, Clone, Default)]
+pub struct ForAgents {
+    /// Built-in agent CLIs run by their own programs: each installed, its key passed.
+    pub clis: Vec<&'static AgentCli>,
+    /// Some agent is not one of `clis`: both keys are passed, and a comment says to
+    /// install it.
+    pub other: bool,
+}
+
+impl ForAgents {
+    /// One built-in CLI, or (`None`) an agent that is not one.
+    pub fn one(cli: Option<&'static AgentCli>) -> ForAgents {
+        ForAgents {
+            clis: cli.into_iter().collect(),
+            other: cli.is_none(),
+        }
+    }
+
+    /// The provider keys the agents read (both when one is not a built-in CLI).
+    pub fn secrets(&self) -> Vec<&'static str> {
+        const BOTH: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+        if self.other || self.clis.is_empty() {
+            return BOTH.to_vec();
+        }
+        BOTH.into_iter()
+            .filter(|k| self.clis.iter().any(|c| c.secrets.contains(k)))
+            .collect()
+    }
+}
+
+/// The workflow text for `kind` using the action `action`, for `agents`: an install
+/// step for each built-in CLI and its provider's key (both keys, and a comment instead
+/// of an install step, for an agent that is not a built-in CLI run by its own program).
+pub fn render(kind: Kind, action: &str, agents: &ForAgents) -> Result<String, String> {
     let ok = !action.is_empty()
         && !action
             .chars()
@@ -92,14 +124,18 @@ pub fn render(kind: Kind, action: &str, agent: Option<&AgentCli>) -> Result<Stri
         .map_err(fail)?;
     env.add_template("workflow", kind.template())
         .map_err(fail)?;
-    let secrets = agent.map_or(&["ANTHROPIC_API_KEY", "OPENAI_API_KEY"][..], |a| a.secrets);
+    let installs: Vec<minijinja::Value> = agents
+        .clis
+        .iter()
+        .map(|c| context! { what => c.what, install => c.install })
+        .collect();
     let text = env
         .get_template("workflow")
         .and_then(|t| {
             t.render(context! {
-                install => agent.map(|a| a.install),
-                what => agent.map(|a| a.what),
-                secrets => secrets.to_vec(),
+                installs => installs,
+                other => agents.other || agents.clis.is_empty(),
+                secrets => agents.secrets(),
             })
         })
         .map_err(fail)?;
@@ -161,7 +197,7 @@ mod tests {
                 t.contains(&format!("uses: {DEFAULT_ACTION}")),
                 "{kind:?} template does not use {DEFAULT_ACTION}"
             );
-            let r = render(kind, "./.fanout-action", None).unwrap();
+            let r = render(kind, "./.fanout-action", &ForAgents::default()).unwrap();
             assert!(!r.contains(DEFAULT_ACTION), "{kind:?}");
             assert!(r.contains("uses: ./.fanout-action"), "{kind:?}");
             // Inputs reach the action through `with:`, never interpolated into shell text.
@@ -177,7 +213,7 @@ mod tests {
         for kind in [Kind::Matrix, Kind::Local, Kind::Nightly] {
             let jobs = if kind == Kind::Matrix { 4 } else { 1 };
             for cli in AGENT_CLIS.iter().map(Some).chain([None]) {
-                let r = render(kind, DEFAULT_ACTION, cli).unwrap();
+                let r = render(kind, DEFAULT_ACTION, &ForAgents::one(cli)).unwrap();
                 let wf: serde_json::Value = serde_saphyr::from_str(&r)
                     .unwrap_or_else(|e| panic!("{kind:?} {cli:?}: {e}\n{r}"));
                 assert!(wf["jobs"].is_object(), "{kind:?}");
@@ -209,16 +245,18 @@ mod tests {
     #[test]
     fn bad_action_refs_are_refused() {
         for bad in ["", "owner/repo", "a b@v1", "x@v1 # c"] {
-            let e = render(Kind::Local, bad, None).unwrap_err();
+            let e = render(Kind::Local, bad, &ForAgents::default()).unwrap_err();
             assert!(e.starts_with("--action"), "{bad}: {e}");
         }
-        assert!(render(Kind::Local, "me/fork@main", None).is_ok());
+        assert!(render(Kind::Local, "me/fork@main", &ForAgents::default()).is_ok());
     }
 
     #[test]
     fn matrix_template_keeps_write_permissions_in_the_aggregate_job_only() {
-        let wf: serde_json::Value =
-            serde_saphyr::from_str(&render(Kind::Matrix, DEFAULT_ACTION, None).unwrap()).unwrap();
+        let wf: serde_json::Value = serde_saphyr::from_str(
+            &render(Kind::Matrix, DEFAULT_ACTION, &ForAgents::default()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(wf["permissions"], serde_json::json!({}));
         let jobs = wf["jobs"].as_object().unwrap();
         let names: Vec<&str> = jobs.keys().map(String::as_str).collect();

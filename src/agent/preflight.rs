@@ -78,6 +78,8 @@ pub enum Choice {
     File(String),
     /// Nothing chose one: fanout's default (architect's `build` agent).
     Default,
+    /// `agent:` of these tasks (their labels, for messages).
+    Task(String),
 }
 
 /// Check `spec` (chosen as `choice`; `defined` are the names under `agents:`) against
@@ -100,6 +102,7 @@ pub fn check(
         Choice::Flag => format!("--agent {}", spec.name),
         Choice::File(file) => format!("{file}: parallel_runs.agent {}", spec.name),
         Choice::Default => String::new(),
+        Choice::Task(tasks) => format!("task {tasks}: agent {}", spec.name),
     };
     let missing = match locate(&spec.program, path) {
         Ok(_) if fell_through => {
@@ -149,7 +152,7 @@ fn builtin_names() -> Vec<&'static str> {
 }
 
 /// The known name most like `name`, when one is close (clap's measure, stricter).
-fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
+pub fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
     known
         .iter()
         .filter(|k| k.as_str() != name)

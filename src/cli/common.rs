@@ -239,14 +239,17 @@ impl PublishArgs {
     }
 }
 
-/// `GITHUB_TOKEN` and `GH_TOKEN` for `agent` when its definition says
-/// `allow_github_token: true` (said on stderr); none otherwise — nothing else fanout
-/// starts ever gets them.
-pub fn agent_tokens(
-    agent: &crate::agent::AgentSpec,
-    secrets: &Secrets,
-) -> Vec<(String, SecretString)> {
-    if !agent.allow_github_token {
+/// `GITHUB_TOKEN` and `GH_TOKEN` for the agents of `plan` whose definition says
+/// `allow_github_token: true` (said on stderr; the executor hands them to those
+/// agents only); none otherwise — nothing else fanout starts ever gets them.
+pub fn agent_tokens(plan: &crate::plan::Plan, secrets: &Secrets) -> Vec<(String, SecretString)> {
+    let allowed: Vec<&str> = plan
+        .agents_used()
+        .into_iter()
+        .filter(|a| a.allow_github_token)
+        .map(|a| a.name.as_str())
+        .collect();
+    if allowed.is_empty() {
         return Vec::new();
     }
     let tokens: Vec<(String, SecretString)> = ["GITHUB_TOKEN", "GH_TOKEN"]
@@ -256,7 +259,7 @@ pub fn agent_tokens(
     if !tokens.is_empty() {
         errln!(
             "fanout: warning: agent {:?} gets the GitHub token (allow_github_token: true): it can do whatever the token allows",
-            agent.name
+            allowed.join(", ")
         );
     }
     tokens

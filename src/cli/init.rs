@@ -65,7 +65,8 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     };
     let path_var = std::env::var_os("PATH");
     let agent = choose_agent(args.agent.as_deref(), file.as_ref(), path_var.as_deref());
-    let text = workflows::render(args.kind, &args.action, agent.cli).map_err(CliError::Usage)?;
+    let text =
+        workflows::render(args.kind, &args.action, &agent.workflow).map_err(CliError::Usage)?;
     if args.stdout {
         out!("{text}");
         return Ok(0);

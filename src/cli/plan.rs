@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs};
-use crate::util::out::outln;
+use crate::util::out::{errln, outln};
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -45,6 +45,9 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     let (repo, settings) = ctx.settings_with(args, cmd.allow_empty)?;
     let run_id = super::common::run_id(args.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
+    for note in &settings.notes {
+        errln!("fanout: note: {note}");
+    }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let outputs = crate::actions::outputs::output_file();
     if outputs.is_some() || cmd.github_output {
@@ -77,10 +80,10 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         return Ok(0);
     }
     outln!(
-        "run {}: {}; agent {}, base {}{}",
+        "run {}: {}; {}, base {}{}",
         plan.run_id,
         plan.shape(),
-        plan.agent.name,
+        plan.agents_label(),
         crate::util::short(&plan.base.commit),
         plan.base
             .branch
@@ -92,7 +95,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         outln!(
             "  #{:<3} {:<16} {}  {}",
             w.id,
-            w.model_label(),
+            w.model_cell(plan.several_agents()),
             w.branch,
             w.task.prompt.lines().next().unwrap_or("")
         );

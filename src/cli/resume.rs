@@ -104,7 +104,7 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
         Found::Ready(ready) => *ready,
     };
     let mut ready = ready;
-    ready.attempt.agent_tokens = agent_tokens(&ready.plan.agent, &secrets);
+    ready.attempt.agent_tokens = agent_tokens(&ready.plan, &secrets);
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     drop(secrets);
     let record = crate::run::journal::Journal::load(&ready.run_dir)

@@ -68,9 +68,12 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     for warning in crate::ops::run::check_agent(&settings)? {
         errln!("fanout: warning: {warning}");
     }
+    for note in &settings.notes {
+        errln!("fanout: note: {note}");
+    }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let mut opts = ExecOptions::from_settings(&settings);
-    opts.agent_tokens = agent_tokens(&plan.agent, &secrets);
+    opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     // Nothing else needs them: gone before any agent starts.

@@ -60,7 +60,7 @@ pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32,
         out: ctx.path(&args.out),
         deps_from: args.deps_from.as_deref().map(|d| ctx.path(d)),
         style: Style::detect(args.quiet),
-        agent_tokens: agent_tokens(&plan.agent, &secrets),
+        agent_tokens: agent_tokens(&plan, &secrets),
     };
     drop(secrets);
     let (dir, code) = run_worker(&repo, &file, &plan, &job)?;

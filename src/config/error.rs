@@ -329,6 +329,28 @@ pub(super) fn typed_items(text: &str, list: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
+/// serde's `unknown field `x`, expected one of a, b`, with the closest expected
+/// name added (`; did you mean `b`?`) when one is close; any other message as it is.
+pub(super) fn suggest_field(message: &str) -> String {
+    let suggestion = (|| {
+        let rest = message.strip_prefix("unknown field `")?;
+        let (field, rest) = rest.split_once('`')?;
+        let list = rest.strip_prefix(", expected ")?;
+        let list = list.strip_prefix("one of ").unwrap_or(list);
+        list.split(", ")
+            .map(|k| k.trim().trim_matches('`'))
+            .filter(|k| !k.is_empty() && *k != field)
+            .map(|k| (strsim::jaro_winkler(field, k), k))
+            .filter(|(score, _)| *score > 0.8)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| k.to_owned())
+    })();
+    match suggestion {
+        Some(k) => format!("{message}; did you mean `{k}`?"),
+        None => message.to_owned(),
+    }
+}
+
 /// serde-saphyr renders `error: line L column C: message`; keep the message.
 pub(super) fn strip_location_prefix(s: &str) -> &str {
     let s = s.trim();

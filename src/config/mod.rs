@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 pub use error::{ConfigError, KeySeg, Problem, key_path};
 pub use units::{MAX_WORKERS, Seconds, Usd, WorkerCount};
 
-use error::{key, snippet, strip_location_prefix};
+use error::{key, snippet, strip_location_prefix, suggest_field};
 
 /// The whole `fanout.yml` file.
 #[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
@@ -52,7 +52,9 @@ pub struct ConfigFile {
     /// How many workers, which agent, and the limits of each worker.
     #[serde(default)]
     pub parallel_runs: ParallelRuns,
-    /// Tasks to run: plain prompts or `{id, prompt, model}` objects. Command-line tasks replace these.
+    /// Tasks to run: plain prompts or `{id, prompt, …}` objects, which may set their own
+    /// `model`, `agent`, `timeout`, `budget`, `checks` and `output` (a task's own setting
+    /// wins over the run's, flags included). Command-line tasks replace these.
     #[serde(default)]
     pub tasks: Vec<TaskEntry>,
     /// Models handed to workers in order; workers beyond the list use the agent's default model.
@@ -450,19 +452,20 @@ fn default_max_steps() -> u32 {
     50
 }
 
-/// A task: a plain prompt, or an object with an id and an optional pinned model. A
-/// prompt YAML would type (`- yes`, `- 1`) is the text written.
+/// A task: a plain prompt, or an object with an id, its dependencies, and settings of
+/// its own (model, agent, limits, checks, output). A prompt YAML would type (`- yes`,
+/// `- 1`) is the text written.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 #[serde(untagged)]
 pub enum TaskEntry {
     /// Just the prompt.
     Prompt(String),
-    /// A prompt with an id (used in branch names) and optionally a model it always runs on.
+    /// A prompt with an id (used in branch names) and optionally settings of its own.
     Detailed(TaskDef),
 }
 
 impl text::TextOrMap for TaskEntry {
-    const EXPECTING: &'static str = "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …], output: findings, …}";
+    const EXPECTING: &'static str = "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …]}";
     fn text(v: String) -> Result<Self, String> {
         Ok(TaskEntry::Prompt(v))
     }
@@ -496,6 +499,17 @@ pub struct TaskDef {
     /// a file is its normal outcome).
     #[serde(default)]
     pub output: TaskOutput,
+    /// The agent this task runs (a definition under `agents:` or a built-in: `claude`,
+    /// `codex`, `aider`, `architect`), instead of the run's. Without its own `model`,
+    /// such a task runs on its agent's default model: the run's `models:` are the run
+    /// agent's.
+    pub agent: Option<String>,
+    /// Wall-clock limit of this task's workers, instead of `timeout_per_worker`.
+    pub timeout: Option<Seconds>,
+    /// Most USD one of this task's workers may spend, instead of `budget_per_worker`.
+    pub budget: Option<Usd>,
+    /// Checks of this task's workers, instead of the run's `checks:` (`[]`: none).
+    pub checks: Option<Vec<CheckDef>>,
 }
 
 /// What a task produces.
@@ -661,7 +675,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
         let loc = err.location();
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
-        let message = strip_location_prefix(&bare).to_owned();
+        let message = suggest_field(strip_location_prefix(&bare));
         ConfigError::Invalid {
             path: path.to_owned(),
             line: line as usize,
@@ -940,7 +954,7 @@ mod tests {
         for (text, want) in [
             (
                 "tasks:\n  - [a, b]\n",
-                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, depends_on: [ID, …], output: findings, …}",
+                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …]}",
             ),
             (
                 "tasks:\n  - {id: a, promt: b}\n",
@@ -958,6 +972,89 @@ mod tests {
             let got = err(text).to_string();
             assert!(got.starts_with(want), "{text}\n got: {got}\nwant: {want}");
         }
+    }
+
+    /// An error as the user sees it: the message, then the line under a caret.
+    fn shown(text: &str) -> String {
+        let e = err(text);
+        format!("{e}\n{}", e.snippet().unwrap_or_default())
+    }
+
+    #[test]
+    fn tasks_take_settings_of_their_own() {
+        let cfg = parse(
+            "tasks:\n  - id: fix\n    prompt: fix it\n    agent: claude\n    timeout: 10m\n    budget: 0.5\n    checks: [cargo test, {run: make lint, name: lint}]\n  - id: review\n    prompt: review it\n    agent: codex\n    output: findings\n    depends_on: [fix]\n    checks: []\n  - plain\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        let TaskEntry::Detailed(fix) = &cfg.tasks[0] else {
+            panic!("{:?}", cfg.tasks[0])
+        };
+        assert_eq!(fix.agent.as_deref(), Some("claude"));
+        assert_eq!(fix.timeout, Some(Seconds(600.0)));
+        assert_eq!(fix.budget, Some(Usd(0.5)));
+        assert_eq!(fix.checks.as_ref().map(Vec::len), Some(2));
+        let TaskEntry::Detailed(review) = &cfg.tasks[1] else {
+            panic!("{:?}", cfg.tasks[1])
+        };
+        assert_eq!(review.agent.as_deref(), Some("codex"));
+        assert_eq!(review.output, TaskOutput::Findings);
+        // `checks: []` is "none", not "the run's"; no `checks:` is the run's.
+        assert_eq!(review.checks, Some(Vec::new()));
+        assert_eq!(review.timeout, None);
+        assert_eq!(cfg.tasks[2], TaskEntry::Prompt("plain".into()));
+    }
+
+    #[test]
+    fn bad_task_settings_name_file_line_and_key() {
+        insta::assert_snapshot!(
+            shown("tasks:\n  - id: fix\n    prompt: fix it\n    timeout: 10 minutes later\n"),
+            @r#"
+        fanout.yml:4:14: key `tasks[0].timeout`: expected a duration like 90s, 10m, 1h30m or 2d, found "10 minutes later" (expected number at 11)
+          |
+        4 |     timeout: 10 minutes later
+          |              ^
+        "#
+        );
+        insta::assert_snapshot!(
+            shown("tasks:\n  - {id: fix, prompt: fix it, budget: -2}\n"),
+            @r"
+        fanout.yml:2:39: key `tasks[0].budget`: expected an amount of USD, zero or more, found -2
+          |
+        2 |   - {id: fix, prompt: fix it, budget: -2}
+          |                                       ^
+        "
+        );
+        insta::assert_snapshot!(
+            shown("tasks:\n  - id: fix\n    prompt: fix it\n    checks: [[cargo, test]]\n"),
+            @r"
+        fanout.yml:4:14: key `tasks[0].checks[0]`: invalid type: sequence, expected a shell command, or {run: COMMAND, name: NAME, timeout: DURATION}
+          |
+        4 |     checks: [[cargo, test]]
+          |              ^
+        "
+        );
+        insta::assert_snapshot!(
+            shown("tasks:\n  - id: fix\n    promt: fix it\n"),
+            @r"
+        fanout.yml:3:5: key `tasks[0].promt`: unknown field `promt`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks; did you mean `prompt`?
+          |
+        3 |     promt: fix it
+          |     ^
+        "
+        );
+        insta::assert_snapshot!(
+            shown("tasks:\n  - id: fix\n    prompt: fix it\n    timout: 5m\n"),
+            @r"
+        fanout.yml:4:5: key `tasks[0].timout`: unknown field `timout`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks; did you mean `timeout`?
+          |
+        4 |     timout: 5m
+          |     ^
+        "
+        );
+        // Nothing close: the list alone.
+        let s = err("tasks:\n  - {id: fix, prompt: fix it, colour: red}\n").to_string();
+        assert!(s.ends_with("timeout, budget, checks"), "{s}");
     }
 
     #[test]

@@ -212,6 +212,28 @@ impl WorkerResult {
     pub fn task_label(&self, max: usize) -> String {
         task_label(self.task_id.as_deref(), &self.task, max)
     }
+
+    /// The model for a column ([`model_cell`]), with the agent when `with_agent`.
+    pub fn model_cell(&self, with_agent: bool) -> String {
+        model_cell(self.model.as_deref(), &self.agent, with_agent)
+    }
+}
+
+/// Whether the workers of `results` ran more than one agent (then tables name each
+/// worker's agent next to its model).
+pub fn several_agents(results: &[WorkerResult]) -> bool {
+    results.iter().any(|r| r.agent != results[0].agent)
+}
+
+/// A worker's model for a column: `gpt-5`, `default` (the agent's default model); with
+/// its agent when `with_agent` (a run of several agents): `gpt-5 (codex)`.
+pub fn model_cell(model: Option<&str>, agent: &str, with_agent: bool) -> String {
+    let model = model.unwrap_or("default");
+    if with_agent {
+        format!("{model} ({agent})")
+    } else {
+        model.to_owned()
+    }
 }
 
 /// A task for a column, a live line or a summary row: `id`, else the first non-blank

@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, UndefinedBehavior, context};
 
-use crate::actions::workflows::Kind;
+use crate::actions::workflows::{ForAgents, Kind};
 use crate::agent::AgentSpec;
 use crate::agent::preflight::{AgentCli, agent_cli, clis_on_path};
 use crate::config::ConfigFile;
@@ -22,6 +22,9 @@ pub struct InitAgent {
     /// The built-in agent CLI it runs with its own program, when it does (the
     /// workflow installs it).
     pub cli: Option<&'static AgentCli>,
+    /// What the workflow installs: this agent's CLI and those of the agents the
+    /// file's tasks name (`tasks[].agent`).
+    pub workflow: ForAgents,
     /// The agent CLIs on `PATH`.
     pub found: Vec<&'static str>,
 }
@@ -40,11 +43,45 @@ pub fn choose_agent(
         .or_else(|| found.first().map(|s| (*s).to_owned()))
         .unwrap_or_else(|| "claude".to_owned());
     let defs = file.map(|f| f.agents.clone()).unwrap_or_default();
-    // The built-in CLI it runs, with its default program (not a `binary:` of the user's).
-    let cli = AgentSpec::resolve(&name, &defs, "fanout.yml", flag.is_some())
-        .ok()
-        .and_then(|spec| agent_cli(&spec.program).filter(|c| c.name == spec.adapter.program()));
-    InitAgent { name, cli, found }
+    // The built-in CLI an agent runs, with its default program (not a `binary:` of the user's).
+    let cli_of = |name: &str, flag: bool| {
+        AgentSpec::resolve(name, &defs, "fanout.yml", flag)
+            .ok()
+            .and_then(|spec| agent_cli(&spec.program).filter(|c| c.name == spec.adapter.program()))
+    };
+    let cli = cli_of(&name, flag.is_some());
+    let mut workflow = ForAgents::default();
+    let mut add = |c: Option<&'static AgentCli>| match c {
+        Some(c) if !workflow.clis.iter().any(|x| x.name == c.name) => workflow.clis.push(c),
+        Some(_) => {}
+        None => workflow.other = true,
+    };
+    let tasks = file.map_or(&[][..], |f| &f.tasks[..]);
+    // The run's agent, unless every task names its own.
+    if tasks.is_empty()
+        || tasks
+            .iter()
+            .any(|t| task_agent(t).is_none_or(|a| a == name))
+    {
+        add(cli);
+    }
+    for a in tasks.iter().filter_map(task_agent) {
+        add(cli_of(a, false));
+    }
+    InitAgent {
+        name,
+        cli,
+        workflow,
+        found,
+    }
+}
+
+/// The agent a task of the file names, if any.
+fn task_agent(t: &crate::config::TaskEntry) -> Option<&str> {
+    match t {
+        crate::config::TaskEntry::Detailed(d) => d.agent.as_deref().map(str::trim),
+        crate::config::TaskEntry::Prompt(_) => None,
+    }
 }
 
 /// The `fanout.yml` `fanout init` writes for `agent`.
@@ -67,13 +104,20 @@ pub fn config_text(agent: &InitAgent) -> Result<String, String> {
 /// What is left to do once the files are written: commit them, add the agent's
 /// secrets, let workflows open pull requests, run it.
 pub fn next_steps(kind: Kind, agent: &InitAgent, files: &[String]) -> String {
-    let secrets = agent
-        .cli
-        .map(|c| c.secrets.to_vec())
-        .unwrap_or(vec!["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]);
-    let key = match agent.cli {
-        Some(c) => format!("the key {} reads: {}", c.what, secrets.join(" or ")),
-        None => format!("your agent's model key ({})", secrets.join(" or ")),
+    let w = &agent.workflow;
+    let secrets = w.secrets();
+    let key = match &w.clis[..] {
+        [c] if !w.other => format!("the key {} reads: {}", c.what, secrets.join(" or ")),
+        [_, _, ..] if !w.other => format!(
+            "the keys {} read: {}",
+            w.clis
+                .iter()
+                .map(|c| c.what)
+                .collect::<Vec<_>>()
+                .join(" and "),
+            secrets.join(" and ")
+        ),
+        _ => format!("your agent's model key ({})", secrets.join(" or ")),
     };
     let when = match kind {
         Kind::Nightly => "it also runs every night, on the `tasks:` of fanout.yml",

@@ -23,18 +23,26 @@ use crate::run::results::RunReport;
 use crate::util::out::errln;
 use crate::util::write_atomic;
 
-/// Before anything is created: the agent's program must be there
-/// ([`crate::agent::preflight`], with fanout's `PATH`). Ok holds warnings to show;
-/// a missing program is a usage error (exit 2) saying what to do.
+/// Before anything is created: the program of every agent the run's workers run must
+/// be there — the run's and those tasks name ([`crate::agent::preflight`], with
+/// fanout's `PATH`). Ok holds warnings to show; a missing program is a usage error
+/// (exit 2) saying what to do, for each agent that lacks one.
 pub fn check_agent(settings: &Settings) -> Result<Vec<String>, Failure> {
-    let (choice, defined) = &settings.agent_choice;
-    crate::agent::preflight::check(
-        &settings.agent,
-        choice,
-        defined,
-        std::env::var_os("PATH").as_deref(),
-    )
-    .map_err(Failure::Usage)
+    let defined = &settings.agent_choice.1;
+    let path = std::env::var_os("PATH");
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    for (spec, choice) in settings.agents_used() {
+        match crate::agent::preflight::check(spec, &choice, defined, path.as_deref()) {
+            Ok(w) => warnings.extend(w),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(Failure::Usage(errors.join("\n")))
+    }
 }
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it

@@ -14,6 +14,12 @@
 //! * With `--cross`, every task runs on every model (`N = T × max(M, 1)`).
 //! * A task pinned to a model (`{prompt, model}`) always runs on that model; under
 //!   `--cross` it runs once.
+//! * A task that names its own agent (`{prompt, agent}`, another than the run's) and
+//!   no model runs on that agent's default model: `models:` are models of the run's
+//!   agent. Like a pinned task, it runs once under `--cross`.
+//!
+//! Each worker runs its task's agent, timeout, budget and checks when the task sets
+//! them, else the run's ([`Plan::agent_of`], [`Plan::limits_of`], [`Plan::checks_of`]).
 //!
 //! Worker ids are 1-based and stable: they follow the order above.
 
@@ -26,7 +32,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         &settings.tasks,
         &settings.models,
         settings.workers,
-        settings.cross,
+        (settings.cross, &settings.agent.name),
     );
     let workers = assignments
         .into_iter()
@@ -36,9 +42,12 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
             let branch = branch_name(&settings.branch_prefix, run_id, id, &task);
             PlannedWorker {
                 id,
+                agent: task
+                    .agent
+                    .clone()
+                    .unwrap_or_else(|| settings.agent.name.clone()),
                 task,
                 model,
-                agent: settings.agent.name.clone(),
                 branch,
                 depends_on: Vec::new(),
                 wave: 0,
@@ -46,12 +55,13 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         })
         .collect();
     let workers = super::deps::link_dependencies(workers);
-    Plan {
+    let mut plan = Plan {
         schema_version: PLAN_SCHEMA_VERSION,
         run_id: run_id.to_owned(),
         base,
         concurrency: settings.workers,
         agent: settings.agent.clone(),
+        agents: settings.task_agents.clone(),
         limits: Limits {
             max_steps: settings.max_steps,
             budget_per_worker: settings.budget_per_worker,
@@ -67,15 +77,29 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         select: settings.select,
         sandbox: settings.sandbox,
         fail_on: settings.fail_on,
+    };
+    plan.schema_version = plan.version_needed();
+    plan
+}
+
+/// The model a task runs on whatever `models` says: `Some(model)` when it is pinned
+/// to one, `Some(None)` (its agent's default) when it names an agent other than the
+/// run's `run_agent` and no model; `None` when it takes its model from the list.
+fn own_model(task: &Task, run_agent: &str) -> Option<Option<String>> {
+    match (&task.model, &task.agent) {
+        (Some(m), _) => Some(Some(m.clone())),
+        (None, Some(a)) if a != run_agent => Some(None),
+        _ => None,
     }
 }
 
-/// The assignment rules (see the module docs): `(task, model)` per worker run.
+/// The assignment rules (see the module docs): `(task, model)` per worker run;
+/// `(cross, run_agent)`: `--cross`, and the name of the run's agent.
 pub fn assign(
     tasks: &[Task],
     models: &[String],
     workers: u32,
-    cross: bool,
+    (cross, run_agent): (bool, &str),
 ) -> Vec<(Task, Option<String>)> {
     if tasks.is_empty() {
         return Vec::new();
@@ -83,8 +107,8 @@ pub fn assign(
     if cross {
         let mut out = Vec::new();
         for task in tasks {
-            if let Some(m) = &task.model {
-                out.push((task.clone(), Some(m.clone())));
+            if let Some(m) = own_model(task, run_agent) {
+                out.push((task.clone(), m));
             } else if models.is_empty() {
                 out.push((task.clone(), None));
             } else {
@@ -101,10 +125,8 @@ pub fn assign(
     (0..n)
         .map(|i| {
             let task = tasks[i % tasks.len()].clone();
-            let model = task
-                .model
-                .clone()
-                .or_else(|| models.get(i % slots).cloned());
+            let model =
+                own_model(&task, run_agent).unwrap_or_else(|| models.get(i % slots).cloned());
             (task, model)
         })
         .collect()
@@ -187,7 +209,7 @@ mod tests {
 
     #[test]
     fn one_task_three_workers_two_models() {
-        let a = assign(&tasks(&["t"]), &models(&["a", "b"]), 3, false);
+        let a = assign(&tasks(&["t"]), &models(&["a", "b"]), 3, (false, "a"));
         assert_eq!(
             shape(&a),
             pairs(&[("t", "a"), ("t", "b"), ("t", "default")])
@@ -196,7 +218,7 @@ mod tests {
 
     #[test]
     fn more_workers_than_tasks_round_robins_from_the_first() {
-        let a = assign(&tasks(&["x", "y"]), &[], 3, false);
+        let a = assign(&tasks(&["x", "y"]), &[], 3, (false, "a"));
         assert_eq!(
             shape(&a),
             pairs(&[("x", "default"), ("y", "default"), ("x", "default")])
@@ -209,7 +231,7 @@ mod tests {
             &tasks(&["1", "2", "3", "4"]),
             &models(&["a", "b"]),
             2,
-            false,
+            (false, "a"),
         );
         assert_eq!(
             shape(&a),
@@ -219,7 +241,7 @@ mod tests {
 
     #[test]
     fn more_models_than_workers_runs_every_model() {
-        let a = assign(&tasks(&["t"]), &models(&["a", "b", "c"]), 2, false);
+        let a = assign(&tasks(&["t"]), &models(&["a", "b", "c"]), 2, (false, "a"));
         assert_eq!(shape(&a), pairs(&[("t", "a"), ("t", "b"), ("t", "c")]));
     }
 
@@ -227,9 +249,9 @@ mod tests {
     fn cross_runs_every_pair_and_pinned_tasks_once() {
         let mut ts = tasks(&["x", "y"]);
         ts[1].model = Some("pinned".into());
-        let a = assign(&ts, &models(&["a", "b"]), 1, true);
+        let a = assign(&ts, &models(&["a", "b"]), 1, (true, "a"));
         assert_eq!(shape(&a), pairs(&[("x", "a"), ("x", "b"), ("y", "pinned")]));
-        let a = assign(&tasks(&["x", "y"]), &[], 3, true);
+        let a = assign(&tasks(&["x", "y"]), &[], 3, (true, "a"));
         assert_eq!(shape(&a), pairs(&[("x", "default"), ("y", "default")]));
     }
 
@@ -237,8 +259,120 @@ mod tests {
     fn pinned_model_wins_over_the_list() {
         let mut ts = tasks(&["x"]);
         ts[0].model = Some("m".into());
-        let a = assign(&ts, &models(&["a"]), 2, false);
+        let a = assign(&ts, &models(&["a"]), 2, (false, "a"));
         assert_eq!(shape(&a), pairs(&[("x", "m"), ("x", "m")]));
+    }
+
+    #[test]
+    fn a_task_with_its_own_agent_runs_its_default_model_unless_pinned() {
+        let mut ts = tasks(&["x", "y", "z"]);
+        ts[1].agent = Some("b".into());
+        ts[2].agent = Some("a".into()); // the run's agent: the list applies
+        let a = assign(&ts, &models(&["m1", "m2", "m3"]), 3, (false, "a"));
+        assert_eq!(
+            shape(&a),
+            pairs(&[("x", "m1"), ("y", "default"), ("z", "m3")])
+        );
+        let a = assign(&ts, &models(&["m1", "m2"]), 1, (true, "a"));
+        assert_eq!(
+            shape(&a),
+            pairs(&[
+                ("x", "m1"),
+                ("x", "m2"),
+                ("y", "default"),
+                ("z", "m1"),
+                ("z", "m2")
+            ])
+        );
+        ts[1].model = Some("pinned".into());
+        let a = assign(&ts, &models(&["m1"]), 1, (true, "a"));
+        assert_eq!(shape(&a)[1], ("y".to_owned(), "pinned".to_owned()));
+    }
+
+    fn two_agent_plan() -> Plan {
+        let file = crate::config::parse(
+            "parallel_runs:\n  agent: writer\n  workers: 2\n  timeout_per_worker: 1h\n  budget_per_worker: 2\nagents:\n  writer: {command: [w, '{task}']}\n  reader: {command: [r, '{task}'], allow_github_token: true}\nchecks: [make test]\ntasks:\n  - {id: fix, prompt: fix it, timeout: 90s, checks: [make lint]}\n  - {id: review, prompt: review it, agent: reader, budget: 0.25, checks: [], output: findings, depends_on: [fix]}\n  - {id: docs, prompt: write docs}\n",
+            std::path::Path::new("fanout.yml"),
+        )
+        .unwrap();
+        let settings = Settings::resolve(
+            &file,
+            std::path::Path::new("fanout.yml"),
+            &Default::default(),
+        )
+        .unwrap();
+        let base = Base {
+            requested: "HEAD".into(),
+            branch: None,
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        };
+        build(&settings, base, "r1")
+    }
+
+    #[test]
+    fn each_worker_carries_its_tasks_agent_limits_and_checks() {
+        let plan = two_agent_plan();
+        let by_task = |id: &str| {
+            plan.workers
+                .iter()
+                .find(|w| w.task.id.as_deref() == Some(id))
+                .unwrap()
+        };
+        let (fix, review, docs) = (by_task("fix"), by_task("review"), by_task("docs"));
+        assert_eq!(
+            [&fix.agent, &review.agent, &docs.agent],
+            ["writer", "reader", "writer"]
+        );
+        assert_eq!(plan.agent_of(review).program, "r");
+        assert_eq!(plan.agent_of(fix).program, "w");
+        assert!(plan.agent_of(review).allow_github_token && !plan.agent_of(fix).allow_github_token);
+        let limits = |w| {
+            let l = plan.limits_of(w);
+            (l.timeout, l.budget)
+        };
+        assert_eq!(limits(fix), (Some(90.0), Some(2.0)));
+        assert_eq!(limits(review), (Some(3600.0), Some(0.25)));
+        assert_eq!(limits(docs), (Some(3600.0), Some(2.0)));
+        let checks =
+            |w| -> Vec<&str> { plan.checks_of(w).iter().map(|c| c.run.as_str()).collect() };
+        assert_eq!(checks(fix), ["make lint"]);
+        assert!(checks(review).is_empty());
+        assert_eq!(checks(docs), ["make test"]);
+        assert_eq!(plan.agents_label(), "agents writer, reader");
+        assert_eq!(review.model_cell(plan.several_agents()), "default (reader)");
+
+        // Written as version 2 (a fanout that would ignore the overrides refuses it),
+        // read back whole.
+        assert_eq!(plan.schema_version, crate::plan::PLAN_OVERRIDES_VERSION);
+        let json = serde_json::to_vec(&plan).unwrap();
+        assert_eq!(Plan::parse(&json).unwrap(), plan);
+        let mut v9: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        v9["schema_version"] = 9.into();
+        let e = Plan::parse(v9.to_string().as_bytes()).unwrap_err();
+        assert!(e.contains("plan version 9 is not supported"), "{e}");
+
+        // The matrix names each worker's agent (the review in the second wave, after the
+        // fix it depends on); the worker job takes the rest from the plan.
+        let chunks = crate::plan::matrix::matrix_chunks(&plan).unwrap();
+        let agents: Vec<(u64, &str)> = chunks
+            .iter()
+            .flat_map(|c| c["include"].as_array().unwrap())
+            .map(|e| (e["id"].as_u64().unwrap(), e["agent"].as_str().unwrap()))
+            .collect();
+        assert_eq!(agents, [(1, "writer"), (3, "writer"), (2, "reader")]);
+    }
+
+    #[test]
+    fn a_plan_without_overrides_stays_version_1() {
+        let mut plan = two_agent_plan();
+        for w in &mut plan.workers {
+            w.task.agent = None;
+            w.task.timeout = None;
+            w.task.budget = None;
+            w.task.checks = None;
+        }
+        plan.agents.clear();
+        assert_eq!(plan.version_needed(), crate::plan::PLAN_SCHEMA_VERSION);
     }
 
     #[test]

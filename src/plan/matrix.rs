@@ -1,6 +1,11 @@
 //! Matrix mode's shape: a plan cut into matrix chunks (`{"include": [{id, model,
-//! task}, …]}`), one after another in the workflow, within the platform's limit of 256
-//! jobs per matrix. A plan with task dependencies is cut into waves instead.
+//! agent, task}, …]}`), one after another in the workflow, within the platform's limit
+//! of 256 jobs per matrix. A plan with task dependencies is cut into waves instead.
+//!
+//! An entry names its worker and, for the job's name and steps, its model and agent;
+//! the worker job runs it from the plan file (`fanout worker --plan … --id N`), which
+//! carries everything the worker runs with — its agent's definition, its task's own
+//! timeout, budget and checks — so the entry never has to.
 
 use serde_json::{Value, json};
 
@@ -11,7 +16,7 @@ pub const MATRIX_LIMIT: usize = 256;
 /// Matrix chunks the workflow template consumes (`work-1` … `work-4`).
 pub const MATRIX_CHUNKS: usize = 4;
 
-/// The matrix chunks of a plan: `{"include": [{"id", "model", "task"}, …]}` each, at most
+/// The matrix chunks of a plan: `{"include": [{"id", "model", "agent", "task"}, …]}` each, at most
 /// [`MATRIX_LIMIT`] entries per chunk; the workflow runs the chunks one after another.
 /// A plan with task dependencies comes out in waves instead: chunk N holds the workers
 /// of wave N−1, so every worker's dependencies ran in an earlier chunk. Errors when more
@@ -24,7 +29,7 @@ pub fn matrix_chunks(plan: &Plan) -> Result<Vec<Value>, String> {
         } else {
             first.to_owned()
         };
-        json!({"id": w.id, "model": w.model_label(), "task": task})
+        json!({"id": w.id, "model": w.model_label(), "agent": w.agent, "task": task})
     };
     if plan.workers.iter().any(|w| w.wave > 0) {
         let waves = plan.workers.iter().map(|w| w.wave).max().unwrap_or(0) as usize + 1;

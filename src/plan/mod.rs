@@ -14,6 +14,8 @@ pub mod matrix;
 pub mod settings;
 pub mod setup;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
@@ -21,8 +23,12 @@ pub use crate::repo::Base;
 use crate::util::{RECORD_LIMIT, read_capped};
 use setup::SetupPlan;
 
-/// Version of the plan's JSON shape.
+/// Version of the plan's JSON shape: a plan whose tasks set their own agent, limits or
+/// checks is written as version [`PLAN_OVERRIDES_VERSION`], so that a fanout that
+/// would ignore them refuses it instead; any other plan as version 1. Both are read.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`).
+pub const PLAN_OVERRIDES_VERSION: u32 = 2;
 
 /// A validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -35,15 +41,19 @@ pub struct Plan {
     pub base: Base,
     /// How many workers may run at once.
     pub concurrency: u32,
-    /// The agent definition every worker uses.
+    /// The run's agent definition: every worker's, but those whose task names its own.
     pub agent: AgentSpec,
+    /// The other agents tasks name (`tasks[].agent`), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, AgentSpec>,
     /// Per-worker limits.
     pub limits: Limits,
     /// Paths never committed from a worktree.
     pub exclude: Vec<String>,
     /// One entry per worker run, ids 1..=N in order.
     pub workers: Vec<PlannedWorker>,
-    /// Checks run after each agent, on its committed result.
+    /// Checks run after each agent, on its committed result (but for tasks with
+    /// checks of their own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<Check>,
     /// How workers sharing a task are selected.
@@ -100,8 +110,8 @@ pub struct Limits {
     pub budget_total: Option<f64>,
 }
 
-/// One task as given by the user.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// One task as given by the user, with the settings it overrides (`None`: the run's).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Task {
     /// The user's id for the task, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -117,10 +127,22 @@ pub struct Task {
     /// What the task produces (`changes` or `findings`).
     #[serde(skip_serializing_if = "crate::config::TaskOutput::is_changes", default)]
     pub output: crate::config::TaskOutput,
+    /// The agent this task runs instead of the run's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub agent: Option<String>,
+    /// Wall-clock seconds per worker of this task, instead of the run's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub timeout: Option<f64>,
+    /// USD per worker of this task, instead of the run's.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub budget: Option<f64>,
+    /// This task's checks, instead of the run's (empty: none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub checks: Option<Vec<Check>>,
 }
 
 /// One worker run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PlannedWorker {
     /// 1-based, stable.
     pub id: u32,
@@ -128,7 +150,7 @@ pub struct PlannedWorker {
     pub task: Task,
     /// The model, or `None` for the agent's default.
     pub model: Option<String>,
-    /// Name of the agent definition.
+    /// Name of the agent definition ([`Plan::agent_of`] resolves it).
     pub agent: String,
     /// Branch created for this worker.
     pub branch: String,
@@ -149,6 +171,26 @@ impl Task {
     pub fn label(&self, max: usize) -> String {
         crate::model::task_label(self.id.as_deref(), &self.prompt, max)
     }
+
+    /// Whether the task overrides the run's agent, limits or checks (what a plan of
+    /// version 1 cannot say).
+    pub fn overrides(&self) -> bool {
+        self.agent.is_some()
+            || self.timeout.is_some()
+            || self.budget.is_some()
+            || self.checks.is_some()
+    }
+}
+
+/// What one worker runs with: the run's settings, less what its task overrides.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerLimits {
+    /// Most agent steps.
+    pub max_steps: u32,
+    /// USD for this worker.
+    pub budget: Option<f64>,
+    /// Wall-clock seconds for this worker.
+    pub timeout: Option<f64>,
 }
 
 impl PlannedWorker {
@@ -156,9 +198,79 @@ impl PlannedWorker {
     pub fn model_label(&self) -> &str {
         self.model.as_deref().unwrap_or("default")
     }
+
+    /// The model for a column, with the agent when `with_agent` (a plan of several
+    /// agents): `gpt-5 (codex)`.
+    pub fn model_cell(&self, with_agent: bool) -> String {
+        crate::model::model_cell(self.model.as_deref(), &self.agent, with_agent)
+    }
 }
 
 impl Plan {
+    /// The agent definition worker `w` runs: its task's, else the run's.
+    pub fn agent_of(&self, w: &PlannedWorker) -> &AgentSpec {
+        self.agents.get(&w.agent).unwrap_or(&self.agent)
+    }
+
+    /// Every agent definition the plan's workers run, the run's first when one does.
+    pub fn agents_used(&self) -> Vec<&AgentSpec> {
+        let mut used: Vec<&AgentSpec> = Vec::new();
+        for w in &self.workers {
+            let a = self.agent_of(w);
+            if !used.iter().any(|u| u.name == a.name) {
+                used.push(a);
+            }
+        }
+        used.sort_by_key(|a| a.name != self.agent.name);
+        used
+    }
+
+    /// Whether the plan's workers run more than one agent.
+    pub fn several_agents(&self) -> bool {
+        self.workers
+            .iter()
+            .any(|w| w.agent != self.workers[0].agent)
+    }
+
+    /// The names of the agents the plan runs (the run's when it runs none).
+    pub fn agent_names(&self) -> Vec<&str> {
+        let used = self.agents_used();
+        if used.is_empty() {
+            return vec![self.agent.name.as_str()];
+        }
+        used.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// The agents the plan runs, for a header: `agent claude`, `agents claude, codex`.
+    pub fn agents_label(&self) -> String {
+        let names = self.agent_names();
+        let s = if names.len() > 1 { "s" } else { "" };
+        format!("agent{s} {}", names.join(", "))
+    }
+
+    /// Worker `w`'s steps, budget and timeout: its task's, else the run's.
+    pub fn limits_of(&self, w: &PlannedWorker) -> WorkerLimits {
+        WorkerLimits {
+            max_steps: self.limits.max_steps,
+            budget: w.task.budget.or(self.limits.budget_per_worker),
+            timeout: w.task.timeout.or(self.limits.timeout_per_worker),
+        }
+    }
+
+    /// The checks run on worker `w`'s result: its task's, else the run's.
+    pub fn checks_of<'a>(&'a self, w: &'a PlannedWorker) -> &'a [Check] {
+        w.task.checks.as_deref().unwrap_or(&self.checks)
+    }
+
+    /// The checks run on the result of the worker with id `id` (none for an id the
+    /// plan does not have).
+    pub fn checks_of_id(&self, id: u32) -> &[Check] {
+        self.workers
+            .iter()
+            .find(|w| w.id == id)
+            .map_or(&[], |w| self.checks_of(w))
+    }
+
     /// The plan's shape in a phrase: `3 workers: 1 task × 3 attempts, 3 at a time`.
     pub fn shape(&self) -> String {
         let mut per_task: Vec<(&Task, usize)> = Vec::new();
@@ -194,13 +306,23 @@ impl Plan {
     pub fn parse(bytes: &[u8]) -> Result<Plan, String> {
         let plan: Plan =
             serde_json::from_slice(bytes).map_err(|e| format!("not a fanout plan: {e}"))?;
-        if plan.schema_version != PLAN_SCHEMA_VERSION {
+        if !(PLAN_SCHEMA_VERSION..=PLAN_OVERRIDES_VERSION).contains(&plan.schema_version) {
             return Err(format!(
-                "plan version {} is not supported by this fanout (expects {PLAN_SCHEMA_VERSION})",
+                "plan version {} is not supported by this fanout (expects {PLAN_SCHEMA_VERSION} to {PLAN_OVERRIDES_VERSION})",
                 plan.schema_version
             ));
         }
         Ok(plan)
+    }
+
+    /// The version this plan is written as: [`PLAN_OVERRIDES_VERSION`] when a task
+    /// overrides the run's agent, limits or checks, else [`PLAN_SCHEMA_VERSION`].
+    pub fn version_needed(&self) -> u32 {
+        if self.workers.iter().any(|w| w.task.overrides()) || !self.agents.is_empty() {
+            PLAN_OVERRIDES_VERSION
+        } else {
+            PLAN_SCHEMA_VERSION
+        }
     }
 }
 

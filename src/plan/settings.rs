@@ -41,7 +41,8 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
             .map_err(|e| Problem::at(vec![key("copy"), KeySeg::Index(i)], e).in_value())?;
     }
     check_text_inputs(file)?;
-    crate::agent::check::definitions(file)
+    crate::agent::check::definitions(file)?;
+    crate::agent::check::task_agents(file)
 }
 
 /// The first control character of `s` (newlines and tabs allowed in `multiline` text).
@@ -148,11 +149,16 @@ pub struct Settings {
     pub workers: u32,
     /// Every task × every model.
     pub cross: bool,
-    /// The agent every worker runs.
+    /// The run's agent: every worker's, but those whose task names its own.
     pub agent: AgentSpec,
     /// How the agent was chosen, and the names defined under `agents:` (for the
     /// check that its program is there, [`crate::agent::preflight`]).
     pub agent_choice: (Choice, Vec<String>),
+    /// The other agents tasks name (`tasks[].agent`), resolved, by name.
+    pub task_agents: BTreeMap<String, AgentSpec>,
+    /// What a user should know about how flags and the file combined: a flag that
+    /// some tasks override with their own setting.
+    pub notes: Vec<String>,
     /// Most steps per worker.
     pub max_steps: u32,
     /// Per-worker budget in USD.
@@ -290,6 +296,7 @@ impl Settings {
     ) -> Result<Settings, SettingsError> {
         let origin = file_name.display().to_string();
         let tasks = resolve_tasks(file, &origin, flags)?;
+        let notes = overridden_flags(&tasks, flags);
         let models = if !flags.models.is_empty() {
             split_models(&flags.models, "--models")?
         } else {
@@ -298,7 +305,8 @@ impl Settings {
         let numbers = Numbers::resolve(file, flags)?;
         let branch_prefix = branch_prefix(file, &origin, flags)?;
         let agent = agent(file, &origin, flags)?;
-        let exclude = exclude(file, &agent);
+        let task_agents = task_agents(file, &origin, &tasks, &agent.name)?;
+        let exclude = exclude(file, std::iter::once(&agent).chain(task_agents.values()));
         Ok(Settings {
             tasks,
             models,
@@ -306,13 +314,15 @@ impl Settings {
             cross: flags.cross || file.cross,
             agent,
             agent_choice: agent_choice(file, &origin, flags),
+            task_agents,
+            notes,
             max_steps: flags.max_steps.unwrap_or(file.parallel_runs.max_steps),
             budget_per_worker: numbers.budget_per_worker,
             timeout_per_worker: numbers.timeout_per_worker.map(Duration::from_secs_f64),
             kill_grace: Duration::from_secs_f64(file.kill_grace.map(|s| s.0).unwrap_or(10.0)),
             inactivity_timeout: numbers.inactivity_timeout.map(Duration::from_secs_f64),
             budget_total: numbers.budget_total,
-            checks: checks(file, &origin)?,
+            checks: checks(&file.checks, &format!("{origin}: checks"))?,
             setup: SetupPlan::resolve(file, &origin).map_err(SettingsError::Setup)?,
             select: Select {
                 mode: if flags.select_best {
@@ -338,6 +348,33 @@ impl Settings {
             publish_remote: file.publish.remote.clone(),
             sandbox: flags.sandbox.or(file.sandbox).unwrap_or_default(),
         })
+    }
+}
+
+impl Settings {
+    /// The agents the run's workers will run, each with how it was chosen (for
+    /// [`crate::agent::preflight`]): the run's, when a task runs it (or no task is
+    /// given), and every other agent a task names.
+    pub fn agents_used(&self) -> Vec<(&AgentSpec, Choice)> {
+        let runs_default = self.tasks.is_empty()
+            || self
+                .tasks
+                .iter()
+                .any(|t| t.agent.as_deref().is_none_or(|a| a == self.agent.name));
+        let mut out = Vec::new();
+        if runs_default {
+            out.push((&self.agent, self.agent_choice.0.clone()));
+        }
+        for (name, spec) in &self.task_agents {
+            let tasks: Vec<String> = self
+                .tasks
+                .iter()
+                .filter(|t| t.agent.as_deref() == Some(name.as_str()))
+                .map(|t| format!("`{}`", t.label(32)))
+                .collect();
+            out.push((spec, Choice::Task(tasks.join(", "))));
+        }
+        out
     }
 }
 
@@ -404,17 +441,7 @@ fn file_tasks(entries: &[TaskEntry], origin: &str) -> Result<Vec<Task>, Settings
                     prompt: p.trim().to_owned(),
                     ..Task::default()
                 },
-                TaskEntry::Detailed(d) => Task {
-                    id: d.id.as_ref().map(|s| s.trim().to_owned()),
-                    prompt: d.prompt.trim().to_owned(),
-                    model: d
-                        .model
-                        .as_ref()
-                        .map(|m| m.trim().to_owned())
-                        .filter(|m| !m.is_empty()),
-                    depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
-                    output: d.output,
-                },
+                TaskEntry::Detailed(d) => detailed_task(d, &format!("{origin}: tasks[{i}]"))?,
             };
             if task.prompt.is_empty() {
                 return Err(SettingsError::EmptyTask {
@@ -436,6 +463,98 @@ fn file_tasks(entries: &[TaskEntry], origin: &str) -> Result<Vec<Task>, Settings
             Ok(task)
         })
         .collect()
+}
+
+/// A task in its object form, its settings of its own included; `origin` locates it
+/// in messages (`fanout.yml: tasks[2]`).
+fn detailed_task(d: &crate::config::TaskDef, origin: &str) -> Result<Task, SettingsError> {
+    let text = |v: &Option<String>| {
+        v.as_ref()
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+    };
+    Ok(Task {
+        id: d.id.as_ref().map(|s| s.trim().to_owned()),
+        prompt: d.prompt.trim().to_owned(),
+        model: text(&d.model),
+        depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
+        output: d.output,
+        agent: text(&d.agent),
+        timeout: d.timeout.map(|s| s.0),
+        budget: d.budget.map(|u| u.0),
+        checks: d
+            .checks
+            .as_ref()
+            .map(|c| checks(c, &format!("{origin}.checks")))
+            .transpose()?,
+    })
+}
+
+/// The flags some tasks override with a setting of their own (a task's own setting
+/// wins: it is the more specific), each as a note naming those tasks.
+fn overridden_flags(tasks: &[Task], flags: &PlanFlags) -> Vec<String> {
+    let named = |pick: &dyn Fn(&Task) -> bool| -> Vec<String> {
+        tasks
+            .iter()
+            .filter(|t| pick(t))
+            .map(|t| format!("`{}`", t.label(32)))
+            .collect()
+    };
+    let mut notes = Vec::new();
+    let mut note = |flag: &str, what: &str, overriding: Vec<String>| {
+        if !overriding.is_empty() {
+            notes.push(format!(
+                "{flag}: not for task {} — a task's own `{what}:` wins over the flag",
+                overriding.join(", ")
+            ));
+        }
+    };
+    if let Some(a) = &flags.agent {
+        note(
+            "--agent",
+            "agent",
+            named(&|t| t.agent.as_ref().is_some_and(|x| x != a.trim())),
+        );
+    }
+    if flags.timeout_per_worker.is_some() {
+        note(
+            "--timeout-per-worker",
+            "timeout",
+            named(&|t| t.timeout.is_some()),
+        );
+    }
+    if flags.budget_per_worker.is_some() {
+        note(
+            "--budget-per-worker",
+            "budget",
+            named(&|t| t.budget.is_some()),
+        );
+    }
+    if !flags.models.is_empty() {
+        note("--models", "model", named(&|t| t.model.is_some()));
+    }
+    notes
+}
+
+/// The agents tasks name other than the run's (`run_agent`), resolved with the file's
+/// definitions and prices.
+fn task_agents(
+    file: &ConfigFile,
+    origin: &str,
+    tasks: &[Task],
+    run_agent: &str,
+) -> Result<BTreeMap<String, AgentSpec>, SettingsError> {
+    let mut out = BTreeMap::new();
+    for name in tasks.iter().filter_map(|t| t.agent.as_deref()) {
+        if name == run_agent || out.contains_key(name) {
+            continue;
+        }
+        let mut spec =
+            AgentSpec::resolve(name, &file.agents, origin, false).map_err(SettingsError::Agent)?;
+        spec.prices = file.prices.clone();
+        out.insert(name.to_owned(), spec);
+    }
+    Ok(out)
 }
 
 /// The numbers flags may override: worker count, budgets and timeouts (seconds).
@@ -499,10 +618,10 @@ fn number(
     }
 }
 
-/// `checks:`, each with a name and a time limit.
-fn checks(file: &ConfigFile, origin: &str) -> Result<Vec<Check>, SettingsError> {
-    file.checks
-        .iter()
+/// A `checks:` list (`origin` names it: `fanout.yml: checks`), each with a name and
+/// a time limit.
+fn checks(list: &[crate::config::CheckDef], origin: &str) -> Result<Vec<Check>, SettingsError> {
+    list.iter()
         .enumerate()
         .map(|(i, c)| {
             let (run, name, timeout) = match c {
@@ -513,7 +632,7 @@ fn checks(file: &ConfigFile, origin: &str) -> Result<Vec<Check>, SettingsError> 
             };
             if run.trim().is_empty() {
                 return Err(SettingsError::Check(format!(
-                    "{origin}: checks[{i}]: empty command"
+                    "{origin}[{i}]: empty command"
                 )));
             }
             Ok(Check {
@@ -580,10 +699,16 @@ fn agent_choice(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> (Choice, 
 }
 
 /// Paths never committed: fanout's and architect's state, the file's `exclude:`, and
-/// what the agent's CLI writes.
-fn exclude(file: &ConfigFile, agent: &AgentSpec) -> Vec<String> {
+/// what the CLI of any agent of the run writes (every worker's commit leaves out all of
+/// them: one agent's state files are never a change another worker means to make).
+fn exclude<'a>(file: &ConfigFile, agents: impl Iterator<Item = &'a AgentSpec>) -> Vec<String> {
     let mut exclude: Vec<String> = vec![".architect/".into(), ".fanout/".into()];
-    for e in file.exclude.iter().chain(agent.exclude.iter()) {
+    let agents: Vec<&AgentSpec> = agents.collect();
+    for e in file
+        .exclude
+        .iter()
+        .chain(agents.iter().flat_map(|a| a.exclude.iter()))
+    {
         let e = e.trim().to_owned();
         if !e.is_empty() && !exclude.contains(&e) {
             exclude.push(e);
@@ -832,6 +957,150 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("--branch-prefix:")
+        );
+    }
+
+    #[test]
+    fn a_tasks_agent_must_be_defined_or_built_in() {
+        let shown = |text: &str| {
+            let e = err(text);
+            format!("{e}\n{}", e.snippet().unwrap_or_default())
+        };
+        insta::assert_snapshot!(
+            shown("tasks:\n  - id: review\n    prompt: review it\n    agent: codx\n"),
+            @r"
+        fanout.yml:4:12: key `tasks[0].agent`: no agent `codx` is defined under `agents:` or built in (claude, codex, aider, architect); did you mean `codex`? (for architect's own agent `codx`, define it: `agents: {codx: {agent: codx}}`)
+          |
+        4 |     agent: codx
+          |            ^
+        "
+        );
+        insta::assert_snapshot!(
+            shown("agents:\n  writer: {command: [w, '{task}']}\ntasks:\n  - {prompt: fix it, agent: writr}\n"),
+            @r"
+        fanout.yml:4:29: key `tasks[0].agent`: no agent `writr` is defined under `agents:` or built in (claude, codex, aider, architect, writer); did you mean `writer`? (for architect's own agent `writr`, define it: `agents: {writr: {agent: writr}}`)
+          |
+        4 |   - {prompt: fix it, agent: writr}
+          |                             ^
+        "
+        );
+        let e = err("tasks:\n  - {prompt: x, agent: command}\n").to_string();
+        assert!(
+            e.starts_with(
+                "fanout.yml:2:24: key `tasks[0].agent`: the `command` adapter needs a definition"
+            ),
+            "{e}"
+        );
+        let e = err("tasks:\n  - {prompt: x, agent: 'my agent'}\n").to_string();
+        assert!(e.contains("may only hold letters"), "{e}");
+        // Defined, built in, or one of architect's agents defined by name: fine.
+        for ok in [
+            "tasks:\n  - {prompt: x, agent: claude}\n",
+            "agents: {review: {agent: review}}\ntasks:\n  - {prompt: x, agent: review}\n",
+            "agents: {mine: {command: [m]}}\ntasks:\n  - {prompt: x, agent: mine}\n",
+        ] {
+            assert!(parse_config(ok, Path::new("fanout.yml")).is_ok(), "{ok}");
+        }
+    }
+
+    const TWO_AGENTS: &str = "parallel_runs:\n  agent: writer\n  timeout_per_worker: 1h\n  budget_per_worker: 2\nagents:\n  writer: {command: [w, '{task}'], exclude: [.w/]}\n  reader: {command: [r, '{task}'], exclude: [.r/]}\nmodels: [m1, m2]\nchecks: [make test]\ntasks:\n  - {id: fix, prompt: fix it, timeout: 90s, checks: [make lint]}\n  - {id: review, prompt: review it, agent: reader, budget: 0.25, checks: [], output: findings, depends_on: [fix]}\n";
+
+    #[test]
+    fn a_tasks_own_settings_win_over_the_runs_and_the_flags() {
+        let s = resolve(TWO_AGENTS, &PlanFlags::default()).unwrap();
+        assert_eq!(s.agent.name, "writer");
+        assert_eq!(s.task_agents.keys().collect::<Vec<_>>(), ["reader"]);
+        assert_eq!(s.exclude, [".architect/", ".fanout/", ".w/", ".r/"]);
+        let fix = &s.tasks[0];
+        assert_eq!(
+            (fix.agent.as_deref(), fix.timeout, fix.budget),
+            (None, Some(90.0), None)
+        );
+        assert_eq!(fix.checks.as_ref().unwrap()[0].run, "make lint");
+        let review = &s.tasks[1];
+        assert_eq!(review.agent.as_deref(), Some("reader"));
+        assert_eq!((review.timeout, review.budget), (None, Some(0.25)));
+        assert_eq!(review.checks, Some(Vec::new()));
+        assert!(s.notes.is_empty(), "{:?}", s.notes);
+        let agents: Vec<&str> = s
+            .agents_used()
+            .iter()
+            .map(|(a, _)| a.name.as_str())
+            .collect();
+        assert_eq!(agents, ["writer", "reader"]);
+
+        // Flags change the run's settings; a task's own stay, and a note says so.
+        let f = PlanFlags {
+            agent: Some("claude".into()),
+            timeout_per_worker: Some(60.0),
+            budget_per_worker: Some(1.0),
+            ..PlanFlags::default()
+        };
+        let s = resolve(TWO_AGENTS, &f).unwrap();
+        assert_eq!(s.agent.name, "claude");
+        assert_eq!(s.task_agents.keys().collect::<Vec<_>>(), ["reader"]);
+        assert_eq!(s.tasks[1].agent.as_deref(), Some("reader"));
+        assert_eq!(s.timeout_per_worker, Some(Duration::from_secs(60)));
+        assert_eq!(s.tasks[0].timeout, Some(90.0));
+        assert_eq!(
+            s.notes,
+            [
+                "--agent: not for task `review` — a task's own `agent:` wins over the flag",
+                "--timeout-per-worker: not for task `fix` — a task's own `timeout:` wins over the flag",
+                "--budget-per-worker: not for task `review` — a task's own `budget:` wins over the flag",
+            ]
+        );
+        // Command-line tasks replace the file's, their settings with them.
+        let s = resolve(TWO_AGENTS, &flags(&["other"])).unwrap();
+        assert!(s.task_agents.is_empty() && !s.tasks[0].overrides());
+        assert!(s.notes.is_empty());
+    }
+
+    #[test]
+    fn every_agent_a_task_runs_is_checked_before_the_run() {
+        // Every task names its own agent: the run's (architect's `build`) is not needed.
+        let s = resolve(
+            "tasks:\n  - {prompt: a, agent: claude}\n  - {prompt: b, agent: codex}\n",
+            &PlanFlags::default(),
+        )
+        .unwrap();
+        let used: Vec<(&str, Choice)> = s
+            .agents_used()
+            .into_iter()
+            .map(|(a, c)| (a.name.as_str(), c))
+            .collect();
+        assert_eq!(
+            used,
+            [
+                ("claude", Choice::Task("`a`".into())),
+                ("codex", Choice::Task("`b`".into()))
+            ]
+        );
+        let e = crate::agent::preflight::check(
+            s.agents_used()[1].0,
+            &s.agents_used()[1].1,
+            &[],
+            Some(std::ffi::OsStr::new("/nonexistent")),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with(
+                "task `b`: agent codex: the agent's program `codex`, which is not on PATH"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_empty_command_in_a_tasks_checks_is_named() {
+        let e = resolve(
+            "tasks:\n  - {prompt: a, checks: [' ']}\n",
+            &PlanFlags::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "fanout.yml: tasks[0].checks[0]: empty command"
         );
     }
 

@@ -84,10 +84,10 @@ struct Plain {
 impl Plain {
     fn new(plan: &Plan, github: bool) -> Plain {
         errln!(
-            "fanout: run {} — {}; agent {}, base {}",
+            "fanout: run {} — {}; {}, base {}",
             plan.run_id,
             plan.shape(),
-            plan.agent.name,
+            plan.agents_label(),
             crate::util::short(&plan.base.commit)
         );
         Plain {
@@ -96,7 +96,8 @@ impl Plain {
                 .iter()
                 .map(|w| {
                     let task = w.task.label(TASK_CHARS);
-                    (w.id, format!("#{} {task} [{}]", w.id, w.model_label()))
+                    let model = w.model_cell(plan.several_agents());
+                    (w.id, format!("#{} {task} [{model}]", w.id))
                 })
                 .collect(),
             github,
@@ -217,10 +218,10 @@ impl Bars {
     fn new(plan: &Plan) -> Bars {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let _ = multi.println(format!(
-            "fanout: run {} — {}; agent {}",
+            "fanout: run {} — {}; {}",
             plan.run_id,
             plan.shape(),
-            plan.agent.name
+            plan.agents_label()
         ));
         let style =
             ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {elapsed:>4} {wide_msg}")
@@ -228,12 +229,17 @@ impl Bars {
                 .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
         let mut bars = BTreeMap::new();
         let mut labels = BTreeMap::new();
+        // A plan of several agents names each worker's agent after its model.
+        let (with_agent, width) = match plan.several_agents() {
+            true => (true, 24),
+            false => (false, 14),
+        };
         for w in &plan.workers {
             let label = format!(
-                "#{:<2} {:<24} {:<14}",
+                "#{:<2} {:<24} {:<width$}",
                 w.id,
                 w.task.label(TASK_CHARS),
-                truncate(w.model_label(), 14)
+                truncate(&w.model_cell(with_agent), width)
             );
             let bar = multi.add(ProgressBar::new_spinner());
             bar.set_style(style.clone());

@@ -147,7 +147,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             counts => Value::from(Serde(&counts)),
             base_short => short(&report.plan.base.commit),
             base_branch => &report.plan.base.branch,
-            agent => &report.plan.agent.name,
+            agents => report.plan.agent_names().into_iter().map(str::to_owned).collect::<Vec<_>>(),
             duration => format_duration(report.duration),
             cost_total => total_cost(report),
             rows => Value::from(Serde(&rows(shown))),
@@ -174,6 +174,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
 
 /// The table: one row per worker.
 fn rows(results: &[WorkerResult]) -> Vec<Row> {
+    let with_agent = crate::model::several_agents(results);
     results
         .iter()
         .map(|r| Row {
@@ -182,7 +183,7 @@ fn rows(results: &[WorkerResult]) -> Vec<Row> {
             status: r.status.as_str(),
             task: md_escape(&r.task_label(40)),
             branch: md_escape(&r.branch),
-            model: md_escape(r.model.as_deref().unwrap_or("default")),
+            model: md_escape(&r.model_cell(with_agent)),
             steps: r.steps.map_or("–".into(), |s| s.to_string()),
             cost: format_worker_cost(r),
             duration: format_duration(r.duration),
@@ -566,6 +567,7 @@ mod snapshot_tests {
                 },
                 concurrency: 3,
                 agent: AgentSpec::resolve("build", &Default::default(), "f", false).unwrap(),
+                agents: Default::default(),
                 limits: Limits {
                     max_steps: 50,
                     inactivity_timeout: None,

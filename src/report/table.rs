@@ -52,6 +52,7 @@ pub fn table(results: &[WorkerResult]) -> String {
     let header = [
         "#", "STATUS", "TASK", "MODEL", "STEPS", "COST", "TIME", "FILES", "BRANCH",
     ];
+    let with_agent = crate::model::several_agents(results);
     let rows: Vec<[String; 9]> = results
         .iter()
         .map(|r| {
@@ -59,7 +60,7 @@ pub fn table(results: &[WorkerResult]) -> String {
                 r.worker_id.to_string(),
                 r.status.to_string(),
                 r.task_label(TASK_CHARS),
-                r.model.clone().unwrap_or_else(|| "default".into()),
+                r.model_cell(with_agent),
                 r.steps.map_or("–".into(), |s| s.to_string()),
                 format_worker_cost(r),
                 format_duration(r.duration),

@@ -183,9 +183,9 @@ pub fn checkout_slots() -> Arc<Semaphore> {
 
 impl Executor {
     /// `GITHUB_TOKEN` and `GH_TOKEN` for an agent allowed the token (none otherwise).
-    fn agent_token_vars(&self) -> Vec<(String, String)> {
+    fn agent_token_vars(&self, agent: &crate::agent::AgentSpec) -> Vec<(String, String)> {
         use secrecy::ExposeSecret;
-        if !self.plan.agent.allow_github_token {
+        if !agent.allow_github_token {
             return Vec::new();
         }
         self.agent_tokens
@@ -596,7 +596,7 @@ impl Executor {
             admin: &admin,
             common: &self.common_dir,
         };
-        Confinement::new(at, &self.plan.agent.writable, self.sandbox)
+        Confinement::new(at, &self.plan.agent_of(w).writable, self.sandbox)
     }
 
     /// Set up `w`'s worktree, run its agent and harvest, all in its confinement.
@@ -632,7 +632,7 @@ impl Executor {
             return self.at_base(w, result, base);
         }
 
-        let adapter = self.plan.agent.adapter();
+        let adapter = self.plan.agent_of(w).adapter();
         let stop = live.stop;
         let ran = self
             .run_agent(w, adapter.as_ref(), &at, confined, prepared.env, live)
@@ -755,8 +755,9 @@ impl Executor {
             stop,
             spend,
         } = live;
-        let limits = &self.plan.limits;
-        let timeout = limits.timeout_per_worker.map(Duration::from_secs_f64);
+        let agent = self.plan.agent_of(w);
+        let limits = self.plan.limits_of(w);
+        let timeout = limits.timeout.map(Duration::from_secs_f64);
         let ctx = WorkerContext {
             run_id: &self.plan.run_id,
             worker_id: w.id,
@@ -765,7 +766,7 @@ impl Executor {
             branch: &w.branch,
             worktree: &at.worktree,
             max_steps: limits.max_steps,
-            budget: limits.budget_per_worker,
+            budget: limits.budget,
             timeout,
             result_file: &at.result_file,
             private_dir: &confined.private,
@@ -785,8 +786,8 @@ impl Executor {
         let env = super::setup::with_vars(
             agent_env_with(
                 self.base_env.iter().cloned(),
-                &[cmd.env.clone(), setup_env, self.agent_token_vars()].concat(),
-                self.plan.agent.allow_github_token,
+                &[cmd.env.clone(), setup_env, self.agent_token_vars(agent)].concat(),
+                agent.allow_github_token,
             ),
             confined.env(),
         );
@@ -799,10 +800,14 @@ impl Executor {
             env,
             log: &at.log,
             timeout,
-            grace: Duration::from_secs_f64(limits.kill_grace),
-            inactivity: limits.inactivity_timeout.map(Duration::from_secs_f64),
+            grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
+            inactivity: self
+                .plan
+                .limits
+                .inactivity_timeout
+                .map(Duration::from_secs_f64),
             watch: adapter.watch(w.model.as_deref()),
-            budget: limits.budget_per_worker,
+            budget: limits.budget,
             max_steps: Some(limits.max_steps),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
@@ -854,12 +859,13 @@ impl Executor {
             result.status = Status::Failed;
             return result;
         };
+        let limits = self.plan.limits_of(w);
         let (status, reason) = decide(
             &sup,
             &outcome,
             result.files_modified.is_empty(),
-            self.plan.limits.budget_per_worker,
-            self.plan.limits.timeout_per_worker,
+            limits.budget,
+            limits.timeout,
             self.plan.limits.inactivity_timeout,
         );
         result.status = status;
@@ -869,7 +875,8 @@ impl Executor {
         }
         // Checks decide success: run them on the committed result of any worker that
         // could still count (success or partial); a failed check fails the worker.
-        if !self.plan.checks.is_empty() && matches!(status, Status::Success | Status::Partial) {
+        if !self.plan.checks_of(w).is_empty() && matches!(status, Status::Success | Status::Partial)
+        {
             self.check(&mut result, w, stop, confined, &mut notes).await;
         }
         if let Some(n) = harvested.note {
@@ -961,11 +968,12 @@ impl Executor {
             grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
             confine: confined.policy.as_ref(),
         };
-        result.checks = super::checks::run(&self.plan.checks, site, stop.clone()).await;
-        if let Some(why) = super::checks::failure(&result.checks, self.plan.checks.len()) {
+        let checks = self.plan.checks_of(w);
+        result.checks = super::checks::run(checks, site, stop.clone()).await;
+        if let Some(why) = super::checks::failure(&result.checks, checks.len()) {
             result.status = Status::Failed;
             notes.insert(0, why);
-        } else if result.checks.len() < self.plan.checks.len() {
+        } else if result.checks.len() < checks.len() {
             result.status = Status::Failed;
             notes.insert(0, "interrupted during checks".to_owned());
         }
