@@ -421,6 +421,68 @@ fn dependent_tasks_run_in_waves_under_act() {
 }
 
 #[test]
+fn workers_caps_the_matrix_jobs_running_at_once_under_act() {
+    // `workers: 1` and three tasks: the plan job's `max-parallel` output is 1, every
+    // `work-N` job has `strategy.max-parallel: ${{ fromJSON(needs.plan.outputs.max-parallel) }}`
+    // (tests of `fanout init`'s template), and the worker jobs' agents, which log their
+    // start and end, never overlap. (act does not evaluate an expression in
+    // `max-parallel`: it falls back to one job at a time, where GitHub takes the
+    // value; without the key it runs up to 4 at once, so the overlap check catches a
+    // template that lost it, and the output check the value.)
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().canonicalize().unwrap();
+    let trace = shared.join("trace.log");
+    let config = format!(
+        "parallel_runs:\n  agent: fake\n  workers: 1\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --trace, '{}', --sleep, '1', --write, 'out-{{worker_id}}.txt', '{{task}}']\n    writable: ['{}']\n",
+        trace.display(),
+        shared.display()
+    );
+    let Some(f) = Fixture::setup_kind("matrix", &config, false) else {
+        return;
+    };
+    let workflow = std::fs::read_to_string(f.t.repo.join(".github/workflows/fanout.yml")).unwrap();
+    assert_eq!(
+        workflow
+            .matches("max-parallel: ${{ fromJSON(needs.plan.outputs.max-parallel) }}")
+            .count(),
+        4
+    );
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let (out, log, _artifacts) = f.act(
+        &gh,
+        serde_json::json!({"tasks": "one\ntwo\nthree", "models": "", "publish": "false"}),
+    );
+    assert!(
+        out.status.success(),
+        "act failed:\n{}\n{}",
+        log.raw,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(log.output("plan", "count-1"), Some("3"), "{}", log.raw);
+    assert_eq!(log.output("plan", "max-parallel"), Some("1"), "{}", log.raw);
+    // (start|end, worker, ns) in time order: each start follows the previous end.
+    let traced = std::fs::read_to_string(&trace).unwrap_or_default();
+    let mut events: Vec<(&str, &str, u128)> = traced
+        .lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split_whitespace().collect();
+            (v[0], v[1], v[2].parse().unwrap())
+        })
+        .collect();
+    events.sort_by_key(|e| e.2);
+    let kinds: Vec<&str> = events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        kinds,
+        ["start", "end", "start", "end", "start", "end"],
+        "agents overlapped:\n{traced}"
+    );
+    for pair in events.chunks(2) {
+        assert_eq!(pair[0].1, pair[1].1, "agents overlapped:\n{traced}");
+    }
+}
+
+#[test]
 fn without_a_release_asset_a_workflow_of_20_workers_builds_fanout_once() {
     // dist/manifest.json has no asset URLs before a release (as on main), so the
     // action builds fanout from its source: the plan job builds (and caches) it and
