@@ -113,6 +113,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plan_outputs_carry_max_parallel_the_plans_workers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out");
+        let file = crate::config::parse(
+            "parallel_runs: {workers: 2}\ntasks: [a, b, c, d, e]\n",
+            Path::new("fanout.yml"),
+        )
+        .unwrap();
+        let settings = crate::plan::settings::Settings::resolve(
+            &file,
+            Path::new("fanout.yml"),
+            &Default::default(),
+        )
+        .unwrap();
+        let base = crate::plan::Base {
+            requested: "HEAD".into(),
+            branch: None,
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        };
+        let plan = crate::plan::assign::build(&settings, base, "r1");
+        write_matrix_outputs(&f, &plan).unwrap();
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.contains(&"count=5"), "{text}");
+        assert!(lines.contains(&"max-parallel=2"), "{text}");
+    }
+
+    #[test]
     fn multi_line_outputs_use_a_delimiter() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("out");

@@ -296,5 +296,45 @@ mod tests {
             );
         }
         assert_eq!(jobs["aggregate"]["needs"].as_array().unwrap().len(), 5);
+        // `workers` caps the jobs at once: the plan job passes its step's
+        // `max-parallel` on, and every chunk's matrix takes it.
+        assert_eq!(
+            jobs["plan"]["outputs"]["max-parallel"],
+            "${{ steps.plan.outputs.max-parallel }}"
+        );
+        for i in 1..=4 {
+            assert_eq!(
+                jobs[&format!("work-{i}")]["strategy"]["max-parallel"],
+                "${{ fromJSON(needs.plan.outputs.max-parallel) }}",
+                "work-{i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_workflow_for_several_agents_installs_each_and_passes_their_keys() {
+        use crate::agent::preflight::agent_cli;
+        let claude = agent_cli("claude").unwrap();
+        let codex = agent_cli("codex").unwrap();
+        let both = ForAgents {
+            clis: vec![claude, codex],
+            other: false,
+        };
+        assert_eq!(both.secrets(), ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]);
+        let r = render(Kind::Matrix, DEFAULT_ACTION, &both).unwrap();
+        for cli in [claude, codex] {
+            // Once before each of the four worker jobs' fanout step.
+            assert_eq!(r.matches(&format!("run: {}", cli.install)).count(), 4);
+        }
+        assert!(!r.contains("must be on PATH here"), "{r}");
+        // An agent of the user's besides a built-in: its install is the user's to add.
+        let mixed = ForAgents {
+            clis: vec![codex],
+            other: true,
+        };
+        let r = render(Kind::Local, DEFAULT_ACTION, &mixed).unwrap();
+        assert_eq!(r.matches(&format!("run: {}", codex.install)).count(), 1);
+        assert!(r.contains("must be on PATH here"), "{r}");
+        assert!(r.contains("ANTHROPIC_API_KEY: ${{ secrets.ANTHROPIC_API_KEY }}"));
     }
 }

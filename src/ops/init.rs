@@ -129,3 +129,44 @@ pub fn next_steps(kind: Kind, agent: &InitAgent, files: &[String]) -> String {
         kind.workflow_name()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> ConfigFile {
+        crate::config::parse(text, std::path::Path::new("fanout.yml")).unwrap()
+    }
+
+    fn installs(a: &InitAgent) -> Vec<&str> {
+        a.workflow.clis.iter().map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn the_workflow_installs_every_agent_the_tasks_name() {
+        let none = Some(std::ffi::OsStr::new("/nonexistent"));
+        let f = file(
+            "parallel_runs: {agent: claude}\ntasks:\n  - fix it\n  - {prompt: review it, agent: codex}\n",
+        );
+        let a = choose_agent(None, Some(&f), none);
+        assert_eq!(a.name, "claude");
+        assert_eq!(installs(&a), ["claude", "codex"]);
+        assert!(!a.workflow.other);
+        assert!(
+            next_steps(Kind::Matrix, &a, &["x".into()]).contains(
+                "the keys Claude Code and Codex read: ANTHROPIC_API_KEY and OPENAI_API_KEY"
+            )
+        );
+        // Every task names its own agent: the run's is not installed.
+        let f = file("tasks:\n  - {prompt: a, agent: codex}\n  - {prompt: b, agent: aider}\n");
+        let a = choose_agent(None, Some(&f), none);
+        assert_eq!(installs(&a), ["codex", "aider"]);
+        // An agent of the user's among them: installed by the user (a comment says so).
+        let f = file(
+            "agents: {mine: {command: [m]}}\ntasks:\n  - {prompt: a, agent: mine}\n  - {prompt: b}\n",
+        );
+        let a = choose_agent(Some("codex"), Some(&f), none);
+        assert_eq!(installs(&a), ["codex"]);
+        assert!(a.workflow.other);
+    }
+}

@@ -230,10 +230,8 @@ impl Bars {
         let mut bars = BTreeMap::new();
         let mut labels = BTreeMap::new();
         // A plan of several agents names each worker's agent after its model.
-        let (with_agent, width) = match plan.several_agents() {
-            true => (true, 24),
-            false => (false, 14),
-        };
+        let with_agent = plan.several_agents();
+        let width = if with_agent { 24 } else { 14 };
         for w in &plan.workers {
             let label = format!(
                 "#{:<2} {:<24} {:<width$}",
