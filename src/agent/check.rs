@@ -16,47 +16,6 @@ pub fn definitions(file: &ConfigFile) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Check the `agent:` of every task that names one: a definition under `agents:` or
-/// a built-in (a run's own agent may also be one of architect's, for the seed's
-/// `agent: build`; a task's must be defined, so a typo is caught where it is written).
-pub fn task_agents(file: &ConfigFile) -> Result<(), Problem> {
-    for (i, t) in file.tasks.iter().enumerate() {
-        let crate::config::TaskEntry::Detailed(d) = t else {
-            continue;
-        };
-        let Some(name) = &d.agent else { continue };
-        let at = || vec![key("tasks"), KeySeg::Index(i), key("agent")];
-        let name = name.trim();
-        if !crate::config::is_agent_name(name) {
-            return Err(Problem::at(
-                at(),
-                format!("agent name {name:?} may only hold letters, digits, '-', '_' and '.'"),
-            )
-            .in_value());
-        }
-        let builtins = super::preflight::AGENT_CLIS.map(|c| c.name);
-        if file.agents.contains_key(name) || builtins.contains(&name) {
-            continue;
-        }
-        let mut known: Vec<String> = builtins.iter().map(|s| (*s).to_owned()).collect();
-        known.extend(file.agents.keys().cloned());
-        let hint = match super::preflight::closest(name, &known) {
-            Some(k) => format!("did you mean `{k}`? "),
-            None => String::new(),
-        };
-        let message = if name == "command" {
-            "the `command` adapter needs a definition: add `agents: {my-agent: {command: [prog, \"{task}\"]}}` and name it here".to_owned()
-        } else {
-            format!(
-                "no agent `{name}` is defined under `agents:` or built in ({}); {hint}(for architect's own agent `{name}`, define it: `agents: {{{name}: {{agent: {name}}}}}`)",
-                known.join(", ")
-            )
-        };
-        return Err(Problem::at(at(), message).in_value());
-    }
-    Ok(())
-}
-
 /// Check `def` (the definition named `name`) across its keys; the path of a problem
 /// is relative to the definition.
 pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {

@@ -4,8 +4,12 @@
 //!
 //! Reading the file ([`load_config`]) runs the raw file's own checks and then the
 //! checks that belong to the stages that use it — agent definitions
-//! ([`crate::agent::check`]) and `copy:` globs ([`crate::util::glob::check`]) — each
-//! problem located at its line, column and key.
+//! ([`crate::agent::check`]), the agents tasks name, and `copy:` globs
+//! ([`crate::util::glob::check`]) — each problem located at its line, column and key.
+//!
+//! A task's own settings (`agent`, `model`, `timeout`, `budget`, `checks`, `output`)
+//! win over the run's, flags included; a flag some tasks override is noted
+//! ([`Settings::notes`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,7 +38,7 @@ pub fn parse_config(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> 
 }
 
 /// The checks of a parsed file that belong to the stages using it: `copy:` globs,
-/// then agent definitions.
+/// then agent definitions and the agents tasks name.
 pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
     for (i, glob) in file.copy.iter().enumerate() {
         crate::util::glob::check(&glob.0)
@@ -42,7 +46,48 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
     }
     check_text_inputs(file)?;
     crate::agent::check::definitions(file)?;
-    crate::agent::check::task_agents(file)
+    task_agent_names(file)
+}
+
+/// Check the `agent:` of every task that names one: a definition under `agents:` or
+/// a built-in (a run's own agent may also be one of architect's, for the seed's
+/// `agent: build`; a task's must be defined, so a typo is caught where it is written).
+fn task_agent_names(file: &ConfigFile) -> Result<(), Problem> {
+    for (i, t) in file.tasks.iter().enumerate() {
+        let TaskEntry::Detailed(d) = t else {
+            continue;
+        };
+        let Some(name) = &d.agent else { continue };
+        let at = || vec![key("tasks"), KeySeg::Index(i), key("agent")];
+        let name = name.trim();
+        if !crate::config::is_agent_name(name) {
+            return Err(Problem::at(
+                at(),
+                format!("agent name {name:?} may only hold letters, digits, '-', '_' and '.'"),
+            )
+            .in_value());
+        }
+        let builtins = crate::agent::preflight::AGENT_CLIS.map(|c| c.name);
+        if file.agents.contains_key(name) || builtins.contains(&name) {
+            continue;
+        }
+        let mut known: Vec<String> = builtins.iter().map(|s| (*s).to_owned()).collect();
+        known.extend(file.agents.keys().cloned());
+        let hint = match crate::agent::preflight::closest(name, &known) {
+            Some(k) => format!("did you mean `{k}`? "),
+            None => String::new(),
+        };
+        let message = if name == "command" {
+            "the `command` adapter needs a definition: add `agents: {my-agent: {command: [prog, \"{task}\"]}}` and name it here".to_owned()
+        } else {
+            format!(
+                "no agent `{name}` is defined under `agents:` or built in ({}); {hint}(for architect's own agent `{name}`, define it: `agents: {{{name}: {{agent: {name}}}}}`)",
+                known.join(", ")
+            )
+        };
+        return Err(Problem::at(at(), message).in_value());
+    }
+    Ok(())
 }
 
 /// The first control character of `s` (newlines and tabs allowed in `multiline` text).
