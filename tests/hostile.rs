@@ -1267,6 +1267,56 @@ git status --short >/dev/null && git log --oneline -1 >/dev/null && git diff HEA
     assert_eq!(r["sandboxed"], mode == Sandbox::Required, "{r:#}");
 }
 
+/// The record key: with the sandbox, neither the agent nor its setup commands can
+/// read fanout's record key (so they cannot sign a forged record), while the rest of
+/// HOME, the key's own siblings included, stays readable and its directory listable.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sandboxed_agent_cannot_read_the_record_key() {
+    let a = Arena::new(Sandbox::Required);
+    let state = a.t.home.join(".local/state");
+    std::fs::create_dir_all(state.join("other")).unwrap();
+    std::fs::write(state.join("other/notes.txt"), "the user's notes\n").unwrap();
+    let key = state.join("fanout/record.key");
+    let cfg = a.setup(
+        &format!(
+            r#"try "read the record key" cat '{key}'
+try "read the key through a link" sh -c 'ln -s "{key}" key-link && cat key-link'
+try "list the key's directory" ls '{dir}'
+try "read a sibling of the key's directory" cat '{notes}'
+cat '{key}' > key-from-agent.txt 2>/dev/null
+rm -f key-link
+"#,
+            key = key.display(),
+            dir = key.parent().unwrap().display(),
+            notes = state.join("other/notes.txt").display(),
+        ),
+        "",
+        &format!(
+            "setup:\n  - sh -c \"cat '{}' >/dev/null && echo SETUP DID read the key || echo SETUP DENIED reading the key\"\n",
+            key.display()
+        ),
+    );
+    let (out, report) = a.run(&cfg, &["-w", "1", "Improve the docs"]);
+    let r = &report["results"][0];
+    let logs = a.logs(&report);
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{logs}");
+    assert_eq!(r["sandboxed"], true, "{r:#}");
+    assert!(key.exists(), "fanout made its key before the agent ran");
+    for line in [
+        "DENIED read the record key",
+        "DENIED read the key through a link",
+        "DID list the key's directory",
+        "DID read a sibling of the key's directory",
+        "SETUP DENIED reading the key",
+    ] {
+        assert!(logs.contains(line), "no {line:?} in:\n{logs}");
+    }
+    let branch = r["branch"].as_str().unwrap();
+    let got = a.t.git(&["show", &format!("{branch}:key-from-agent.txt")]);
+    assert_eq!(got, "", "the agent's copy holds the key");
+}
+
 /// Attack 7, API URLs: a URL without a scheme, and plain http to a host that is not
 /// loopback, are refused (exit 2, naming the flag) before anything is pushed — by
 /// `publish`, and by `run --publish` before anything runs.

@@ -52,6 +52,9 @@ pub struct ExecArgs {
     /// A file that may be opened for writing.
     #[arg(long = "write-file", value_name = "PATH")]
     pub write_files: Vec<PathBuf>,
+    /// A directory nothing beneath may be read.
+    #[arg(long = "hide", value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM")]
     pub command: Vec<OsString>,
@@ -74,6 +77,7 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
             abi: e.abi,
             write: e.write.clone(),
             write_files: e.write_files.clone(),
+            hide: e.hide.clone(),
         };
         let (program, rest) = e.command.split_first().expect("clap requires one");
         let why = sandbox::exec(&policy, program, rest);

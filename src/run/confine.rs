@@ -97,13 +97,15 @@ impl Confinement {
                     at.admin.to_owned(),
                     private.to_owned(),
                 ];
+                let key = crate::util::sign::key_dir();
                 for w in writable {
-                    write.push(writable_path(w)?);
+                    write.push(exposes_not(writable_path(w)?, &key)?);
                 }
                 Some(Policy {
                     abi,
                     write,
                     write_files: vec!["/dev/null".into()],
+                    hide: vec![key],
                 })
             }
         };
@@ -129,6 +131,22 @@ impl Confinement {
     pub fn remove(&self) {
         let _ = std::fs::remove_dir_all(&self.private);
     }
+}
+
+/// `path`, unless writing beneath it would reach fanout's record key (`key`, which the
+/// sandbox hides from agents): a `writable:` of `~/.local/state` is refused, with why.
+fn exposes_not(path: PathBuf, key: &Path) -> std::io::Result<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    let (p, k) = (real(&path), real(key));
+    if k.starts_with(&p) || p.starts_with(&k) {
+        return Err(std::io::Error::other(format!(
+            "writable: {}: it holds fanout's record key ({}), which agents must not read; \
+             declare a directory beside it instead",
+            path.display(),
+            key.display()
+        )));
+    }
+    Ok(path)
 }
 
 /// A `writable:` entry as a path (`~/` is `$HOME`), made as a directory when missing.
@@ -177,6 +195,19 @@ fn private_dir(run_id: &str, worker_id: u32) -> std::io::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writable_path_holding_the_record_key_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let key = d.path().join("state/fanout");
+        std::fs::create_dir_all(&key).unwrap();
+        for above in [d.path().join("state"), key.clone(), key.join("inner")] {
+            let err = exposes_not(above.clone(), &key).unwrap_err().to_string();
+            assert!(err.contains("record key"), "{}: {err}", above.display());
+        }
+        let beside = d.path().join("state/other");
+        assert_eq!(exposes_not(beside.clone(), &key).unwrap(), beside);
+    }
 
     #[test]
     fn a_confinement_writes_where_it_says_and_cleans_up() {

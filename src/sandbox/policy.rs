@@ -3,9 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-/// What one confined process may do besides reading and executing anything: write
-/// (create, remove, rename, truncate…) beneath [`Policy::write`], and open for writing
-/// the files in [`Policy::write_files`].
+/// What one confined process may do besides reading and executing anything outside
+/// [`Policy::hide`]: write (create, remove, rename, truncate…) beneath
+/// [`Policy::write`], and open for writing the files in [`Policy::write_files`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     /// The Landlock ABI to use; 0: no Landlock (the shim only drops capabilities).
@@ -14,6 +14,9 @@ pub struct Policy {
     pub write: Vec<PathBuf>,
     /// Files that may be opened for writing (and truncated), nothing more: `/dev/null`.
     pub write_files: Vec<PathBuf>,
+    /// Directories nothing beneath may be read or executed (their entries may still be
+    /// listed): fanout's record key ([`crate::util::sign::key_dir`]).
+    pub hide: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -26,6 +29,10 @@ impl Policy {
         }
         for p in &self.write_files {
             v.push("--write-file".into());
+            v.push(p.clone().into_os_string());
+        }
+        for p in &self.hide {
+            v.push("--hide".into());
             v.push(p.clone().into_os_string());
         }
         v
@@ -42,6 +49,7 @@ mod tests {
             abi: 6,
             write: vec!["/w/t".into(), "/tmp/x y".into()],
             write_files: vec!["/dev/null".into()],
+            hide: vec!["/home/u/.local/state/fanout".into()],
         };
         let args = policy.to_args();
         assert_eq!(
@@ -54,7 +62,9 @@ mod tests {
                 "--write",
                 "/tmp/x y",
                 "--write-file",
-                "/dev/null"
+                "/dev/null",
+                "--hide",
+                "/home/u/.local/state/fanout"
             ]
             .map(OsString::from)
         );
