@@ -201,7 +201,7 @@ mod tests {
         link(&base.join("home/src"), "to-src");
         link(&base.join("gone"), "dangling");
 
-        let got = readable(&[hidden.clone()]);
+        let got = readable(std::slice::from_ref(&hidden));
         for p in [
             state.join("other"),
             state.join("notes"),
