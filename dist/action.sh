@@ -79,6 +79,9 @@ if truthy "${FANOUT_IN_INTEGRATE:-false}" integrate; then
     integrate=(--integrate)
 fi
 plan_file="${FANOUT_IN_PLAN_FILE:-fanout-plan.json}"
+# The plan job's digest of the plan file, checked by worker and aggregate.
+plan_check=()
+[[ -n "${FANOUT_IN_PLAN_SHA256:-}" ]] && plan_check=(--plan-sha256 "$FANOUT_IN_PLAN_SHA256")
 results_dir="${FANOUT_IN_RESULTS_DIR:-fanout-results}"
 
 case "$mode" in
@@ -118,12 +121,12 @@ case "$mode" in
         if [[ -n "${FANOUT_IN_DEPS_DIR:-}" && -d "$FANOUT_IN_DEPS_DIR" ]]; then
             deps=(--deps-from "$FANOUT_IN_DEPS_DIR")
         fi
-        cmd=("$fanout" ${global[@]+"${global[@]}"} worker --plan "$plan_file" --id "$FANOUT_IN_WORKER_ID"
+        cmd=("$fanout" ${global[@]+"${global[@]}"} worker --plan "$plan_file" ${plan_check[@]+"${plan_check[@]}"} --id "$FANOUT_IN_WORKER_ID"
             --out "$results_dir" --quiet ${deps[@]+"${deps[@]}"})
         ;;
     aggregate)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token
-        cmd=("$fanout" ${global[@]+"${global[@]}"} aggregate --plan "$plan_file" --from "$results_dir"
+        cmd=("$fanout" ${global[@]+"${global[@]}"} aggregate --plan "$plan_file" ${plan_check[@]+"${plan_check[@]}"} --from "$results_dir"
             ${integrate[@]+"${integrate[@]}"} ${publish[@]+"${publish[@]}"} ${publish_flags[@]+"${publish_flags[@]}"})
         ;;
     *)

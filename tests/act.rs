@@ -246,6 +246,16 @@ fn matrix_workflow_runs_under_act_plan_workers_aggregate_publish() {
         .map(|e| e["task"].as_str().unwrap())
         .collect();
     assert_eq!(tasks, ["alpha task", "beta task", "FAILME gamma task"]);
+    // The plan's digest went out as a job output and came back to every job that
+    // reads the plan artifact (action.sh prints the command line it runs).
+    let sha = log.output("plan", "plan-sha256").unwrap_or_default();
+    assert_eq!(sha.len(), 64, "plan-sha256 output: {sha:?}");
+    let checked = log.raw.matches(&format!("--plan-sha256 {sha}")).count();
+    if checked < 4 {
+        fail(&format!(
+            "{checked} of 4 worker/aggregate jobs checked the plan's digest"
+        ));
+    }
 
     // Three worker jobs ran and uploaded their artifacts; the failed one too.
     for id in 1..=3 {

@@ -486,3 +486,85 @@ fn aggregate_again_accepts_branches_already_at_their_bundles_commit() {
         "{third}"
     );
 }
+
+/// The plan job's `plan-sha256` output is the digest of the plan file it wrote; with
+/// it, `worker` and `aggregate` refuse a plan file that was replaced (a worker job can
+/// upload artifacts, so the `fanout-plan` artifact is not proof on its own).
+#[test]
+fn a_replaced_plan_file_is_refused_by_its_digest() {
+    let m = Matrix::new(&["one", "two"]);
+    let out_file = m.t.root().join("plan-output");
+    let plan2 = m.t.root().join("plan2.json");
+    let out =
+        m.t.command(FANOUT, &m.t.repo)
+            .args(["--config", m.cfg.to_str().unwrap(), "plan", "-w", "2"])
+            .args(["-t", "one", "-t", "two", "--plan-file"])
+            .arg(&plan2)
+            .env("GITHUB_OUTPUT", &out_file)
+            .output()
+            .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sha = outputs(&out_file)["plan-sha256"].clone();
+    let bytes = std::fs::read(&plan2).unwrap();
+    let want: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    assert_eq!(sha, want);
+
+    // the worker runs with the right digest
+    let job = m.clone("job-1");
+    let worker = |plan: &Path, sha: &str| {
+        m.t.command(FANOUT, &job)
+            .args(["--config", m.cfg.to_str().unwrap(), "worker", "--plan"])
+            .arg(plan)
+            .args(["--plan-sha256", sha, "--id", "1", "--out"])
+            .arg(&m.results)
+            .output()
+            .unwrap()
+    };
+    let out = worker(&plan2, &sha);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // a plan rewritten after the plan job (one branch repointed) is refused, by
+    // worker and aggregate alike, before anything is done
+    let forged = String::from_utf8(bytes).unwrap().replacen(
+        "\"branch\": \"fanout/",
+        "\"branch\": \"main-",
+        1,
+    );
+    std::fs::write(&plan2, forged).unwrap();
+    let out = worker(&plan2, &sha);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--plan-sha256") && err.contains("refusing"),
+        "{err}"
+    );
+    let agg = m.clone("aggregate");
+    let out =
+        m.t.command(FANOUT, &agg)
+            .args(["aggregate", "--plan"])
+            .arg(&plan2)
+            .args(["--plan-sha256", &sha, "--from"])
+            .arg(&m.results)
+            .output()
+            .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not the one the plan job wrote"), "{err}");
+    assert_eq!(m.t.git_in(&agg, &["for-each-ref", "refs/heads/fanout"]), "");
+}

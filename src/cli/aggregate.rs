@@ -29,6 +29,10 @@ pub struct AggregateArgs {
     /// The plan file.
     #[arg(long, value_name = "PATH")]
     pub plan: PathBuf,
+    /// The plan file's SHA-256 as the plan job printed it (`plan-sha256`): a plan file
+    /// with any other digest is refused (exit 2).
+    #[arg(long, value_name = "HEX")]
+    pub plan_sha256: Option<String>,
     /// Directory holding the downloaded `fanout-result-*` artifacts.
     #[arg(long, value_name = "DIR")]
     pub from: PathBuf,
@@ -50,7 +54,7 @@ pub struct AggregateArgs {
 pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
-    let plan = ctx.plan_file(&args.plan)?;
+    let plan = ctx.plan_file_checked(&args.plan, args.plan_sha256.as_deref())?;
     let flags = args.publish.then(|| args.publish_args.flags(secrets));
     let after = AggregateAfter {
         integrate: args.integrate,

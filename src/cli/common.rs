@@ -298,8 +298,26 @@ impl Context {
 
     /// The plan file given with `--plan`.
     pub fn plan_file(&self, path: &Path) -> Result<Plan, CliError> {
+        self.plan_file_checked(path, None)
+    }
+
+    /// [`Context::plan_file`], refused unless its SHA-256 is `sha256` when given (the
+    /// plan job's `plan-sha256` output: a later job's artifact may have been replaced).
+    pub fn plan_file_checked(&self, path: &Path, sha256: Option<&str>) -> Result<Plan, CliError> {
         let path = self.path(path);
-        Plan::read(&path).map_err(|e| CliError::Usage(format!("--plan {}: {e}", path.display())))
+        let shown = path.display();
+        let bytes = crate::util::read_capped(&path, crate::util::RECORD_LIMIT)
+            .map_err(|e| CliError::Usage(format!("--plan {shown}: {e}")))?;
+        if let Some(want) = sha256 {
+            let got = crate::util::sha256_hex(&bytes);
+            if !got.eq_ignore_ascii_case(want.trim()) {
+                return Err(CliError::Usage(format!(
+                    "--plan {shown}: its sha256 is {got}, not {want} (--plan-sha256): the plan \
+                     is not the one the plan job wrote; refusing it"
+                )));
+            }
+        }
+        Plan::parse(&bytes).map_err(|e| CliError::Usage(format!("--plan {shown}: {e}")))
     }
 
     /// The repository fanout works on.

@@ -54,6 +54,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         // Check the matrix limits before writing anything.
         crate::plan::matrix::matrix_chunks(&plan).map_err(CliError::Usage)?;
     }
+    let mut plan_sha256 = None;
     if let Some(path) = &cmd.plan_file {
         let path = if path.is_absolute() {
             path.clone()
@@ -62,11 +63,16 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         };
         let mut json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
         json.push(b'\n');
-        std::fs::write(&path, json)
+        std::fs::write(&path, &json)
             .map_err(|e| CliError::Fatal(format!("--plan-file {}: {e}", path.display())))?;
+        plan_sha256 = Some(crate::util::sha256_hex(&json));
     }
     if let Some(out) = outputs {
         crate::actions::outputs::write_matrix_outputs(&out, &plan).map_err(CliError::Fatal)?;
+        if let Some(sha) = &plan_sha256 {
+            crate::actions::outputs::write_output(&out, "plan-sha256", sha)
+                .map_err(|e| CliError::Fatal(format!("{}: {e}", out.display())))?;
+        }
     } else if cmd.github_output {
         return Err(CliError::Usage(
             "--github-output: $GITHUB_OUTPUT is not set".into(),

@@ -28,6 +28,10 @@ pub struct WorkerArgs {
     /// The plan file written by `fanout plan --plan-file`.
     #[arg(long, value_name = "PATH")]
     pub plan: PathBuf,
+    /// The plan file's SHA-256 as the plan job printed it (`plan-sha256`): a plan file
+    /// with any other digest is refused (exit 2).
+    #[arg(long, value_name = "HEX")]
+    pub plan_sha256: Option<String>,
     /// The worker to run.
     #[arg(long, value_name = "N")]
     pub id: u32,
@@ -51,7 +55,7 @@ pub struct WorkerArgs {
 pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
-    let mut plan = ctx.plan_file(&args.plan)?;
+    let mut plan = ctx.plan_file_checked(&args.plan, args.plan_sha256.as_deref())?;
     if let Some(mode) = args.sandbox {
         plan.sandbox = mode;
     }

@@ -102,8 +102,7 @@ pub enum Mode {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    let d = Sha256::digest(bytes);
-    d.iter().map(|b| format!("{b:02x}")).collect()
+    crate::util::sha256_hex(bytes)
 }
 
 fn to_hex(bytes: &[u8]) -> String {
