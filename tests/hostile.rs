@@ -141,6 +141,10 @@ both_modes!(
         off: ready,
         required: ready,
     },
+    rewrites_its_worktrees_git_files {
+        off: ready,
+        required: ready,
+    },
 );
 
 /// Whether fanout knows the keys part S adds (`sandbox:` in fanout.yml, `writable:` in
@@ -1265,6 +1269,53 @@ git status --short >/dev/null && git log --oneline -1 >/dev/null && git diff HEA
         assert!(!a.t.home.join(".check-escape").exists());
     }
     assert_eq!(r["sandboxed"], mode == Sandbox::Required, "{r:#}");
+}
+
+/// The files tying its worktree to your repository are the agent's to write (its
+/// `.git` file is in its worktree; git keeps HEAD and the index in its admin directory,
+/// which the sandbox leaves writable): it points `commondir` and `.git` at a repository
+/// of its own with an fsmonitor, and plants a `config.worktree`. Harvest puts them back
+/// first: the work is committed in your repository, nothing planted runs, and the
+/// worker fails naming each file.
+fn rewrites_its_worktrees_git_files(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let cfg = a.setup(
+        r#"admin=$(sed -n 's/^gitdir: //p' .git)
+decoy="${TMPDIR:-/tmp}/decoy-$FANOUT_WORKER_ID"
+git init -q "$decoy" && git -C "$decoy" config core.fsmonitor "$ROOT/plant.sh fsmonitor-decoy"
+try "repoint commondir" sh -c "echo '$decoy/.git' > '$admin/commondir'"
+try "plant config.worktree" sh -c "printf '[core]
+	fsmonitor = $ROOT/plant.sh fsmonitor-wt
+' > '$admin/config.worktree'"
+try "repoint .git" sh -c "echo 'gitdir: $decoy/.git' > .git"
+"#,
+        "",
+        "",
+    );
+    let (out, report) = a.run(&cfg, &["-w", "1", "Improve the docs"]);
+    let r = &report["results"][0];
+    let logs = a.logs(&report);
+    for line in [
+        "DID repoint commondir",
+        "DID plant config.worktree",
+        "DID repoint .git",
+    ] {
+        assert!(logs.contains(line), "no {line:?} in:\n{logs}");
+    }
+    assert_eq!(out.status.code(), Some(3), "{r:#}\n{logs}");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let reason = r["reason"].as_str().unwrap_or_default();
+    for what in [
+        "/commondir (restored)",
+        "/config.worktree planted (removed)",
+        "the worktree's .git (restored)",
+    ] {
+        assert!(reason.contains(what), "no {what:?} in {reason:?}");
+    }
+    // harvest committed in the user's repository, on the planned branch
+    let branch = r["branch"].as_str().unwrap();
+    assert!(a.branch_has(branch, "hostile-1.txt"), "{r:#}");
+    assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{logs}");
 }
 
 /// The record key: with the sandbox, neither the agent nor its setup commands can

@@ -916,21 +916,31 @@ impl Executor {
                 exclude: &exclude,
                 filters: &filters,
             };
+            let admin = worktree::restore_admin(&common, &name, &path)
+                .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
             let wt = WorkerTree {
                 common: &common,
                 name: &name,
                 path: &path,
                 scratch: &scratch,
             };
-            harvest(&wt, &branch, base, &spec)
+            Ok::<_, String>((admin, harvest(&wt, &branch, base, &spec)))
         })
         .await;
         match harvested {
-            Ok(Ok(h)) => {
+            Ok(Err(why)) => Err(why),
+            Ok(Ok((changed, Ok(_)))) if !changed.is_empty() => {
+                let _ = self.journal.update(w.id, |e| e.branch_created = true);
+                Err(format!(
+                    "changed what an agent must not: {} (its work is on its branch, not published)",
+                    changed.join(", ")
+                ))
+            }
+            Ok(Ok((_, Ok(h)))) => {
                 let _ = self.journal.update(w.id, |e| e.branch_created = true);
                 Ok(h)
             }
-            Ok(Err(e)) => Err(format!("harvest failed: {}", e.message())),
+            Ok(Ok((_, Err(e)))) => Err(format!("harvest failed: {}", e.message())),
             Err(_) => Err("harvest failed: task panicked".into()),
         }
     }
