@@ -246,3 +246,56 @@ fn github_tokens_reach_an_agent_only_when_its_definition_allows() {
         "ghs_secret|gho_secret|none"
     );
 }
+
+#[test]
+fn budget_total_stops_running_workers_once_the_run_spent_it() {
+    let t = TestEnv::new();
+    let m = marker("runbudget");
+    // Three streaming agents at once, each +$0.10 every 100 ms for 20 s ($2.00 each,
+    // $6.00 in all), and a fourth task waiting for a slot; the run may spend $1.00.
+    let yaml = format!(
+        "parallel_runs:\n  agent: streamer\n  budget_total: 1.0\nagents:\n  streamer:\n    command: {}\n    result:\n      format: jsonl\n      cost: cost\n      steps: steps\n",
+        TestEnv::fake_agent_yaml(&[
+            "--sleep",
+            "20",
+            "--tick",
+            "100",
+            "--cost-per-tick",
+            "0.1",
+            "--marker",
+            &m,
+        ])
+    );
+    let r = run(
+        &t,
+        &yaml,
+        &["-w", "3", "-t", "a", "-t", "b", "-t", "c", "-t", "d"],
+    );
+    let results = r["results"].as_array().unwrap();
+    for w in &results[..3] {
+        assert_eq!(w["status"], "partial", "{w}");
+        let reason = w["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("the run's budget_total was reached; stopped"),
+            "{w}"
+        );
+        assert!(w["duration"].as_f64().unwrap() < 20.0, "not stopped: {w}");
+    }
+    let fourth = &results[3];
+    assert_eq!(fourth["status"], "failed", "{fourth}");
+    assert!(
+        fourth["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not started: the run's budget"),
+        "{fourth}"
+    );
+    // Spent: the cap, plus at most one reporting interval of each running agent (a
+    // tick each, $0.10, between the cap being reached and each agent being stopped).
+    let total = r["totals"]["cost"].as_f64().unwrap();
+    assert!(
+        (1.0..=1.0 + 3.0 * 0.1 + 1e-9).contains(&total),
+        "spent {total}: {r:#}"
+    );
+    assert!(wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()));
+}

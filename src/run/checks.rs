@@ -83,6 +83,7 @@ pub async fn run(
             watch: None,
             budget: None,
             max_steps: None,
+            run_budget: None,
             on_progress: None,
             confine,
         };

@@ -63,14 +63,38 @@ async fn slot(
 }
 
 /// What the run has spent: finished workers' known costs plus running workers' live
-/// costs, for `budget_total`.
+/// costs, for `budget_total` — which, once reached, is said on [`Spend::reached`]: the
+/// running agents are stopped (each watches it) and no other starts.
 #[derive(Debug, Default)]
 pub struct Spend {
     finished: Mutex<f64>,
     live: Mutex<BTreeMap<u32, f64>>,
+    /// `budget_total`, and whether the spend has reached it.
+    cap: Option<(f64, watch::Sender<bool>)>,
 }
 
 impl Spend {
+    /// A run's spend, capped at `budget_total` when there is one.
+    pub fn new(budget_total: Option<f64>) -> Spend {
+        Spend {
+            cap: budget_total.map(|t| (t, watch::channel(false).0)),
+            ..Spend::default()
+        }
+    }
+
+    /// Turns true once the spend reaches `budget_total` (`None` without one).
+    pub fn reached(&self) -> Option<watch::Receiver<bool>> {
+        self.cap.as_ref().map(|(_, tx)| tx.subscribe())
+    }
+
+    fn check_cap(&self) {
+        if let Some((total, tx)) = &self.cap
+            && self.total() >= *total
+        {
+            tx.send_if_modified(|r| !std::mem::replace(r, true));
+        }
+    }
+
     /// USD spent so far (known costs only).
     pub fn total(&self) -> f64 {
         let done = *self.finished.lock().unwrap_or_else(|e| e.into_inner());
@@ -88,6 +112,7 @@ impl Spend {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, cost);
+        self.check_cap();
     }
 
     fn finish(&self, id: u32, cost: Option<f64>) {
@@ -99,6 +124,7 @@ impl Spend {
         if let Some(c) = cost.or(live) {
             *self.finished.lock().unwrap_or_else(|e| e.into_inner()) += c;
         }
+        self.check_cap();
     }
 }
 
@@ -211,7 +237,7 @@ impl Executor {
         let shared = Shared {
             events,
             stop: stop.clone(),
-            spend: Arc::new(Spend::default()),
+            spend: Arc::new(Spend::new(self.plan.limits.budget_total)),
             permits: Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize)),
             // Each worker's result, as soon as it is final, for the workers that
             // depend on it.
@@ -791,8 +817,7 @@ impl Executor {
             ),
             confined.env(),
         );
-        let line_events = events.clone();
-        let id = w.id;
+        let (line_events, id) = (events.clone(), w.id);
         let spec = ProcessSpec {
             program: &cmd.program,
             args: &cmd.args,
@@ -809,6 +834,7 @@ impl Executor {
             watch: adapter.watch(w.model.as_deref()),
             budget: limits.budget,
             max_steps: Some(limits.max_steps),
+            run_budget: spend.reached(),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
                     spend.live(id, c);
@@ -1165,6 +1191,15 @@ pub fn decide(
                 Some(format!(
                     "budget exceeded (${spent:.4} of ${:.4}); stopped",
                     budget.unwrap_or(0.0)
+                )),
+            );
+        }
+        Ending::RunBudget => {
+            return (
+                Status::Partial,
+                Some(format!(
+                    "the run's budget_total was reached; stopped (this worker had spent ${:.4})",
+                    sup.progress.cost.or(outcome.cost).unwrap_or(0.0)
                 )),
             );
         }

@@ -68,6 +68,9 @@ pub struct ProcessSpec<'a> {
     /// Stop the agent when its live step count exceeds this (only when the watch says
     /// the agent has no limit of its own).
     pub max_steps: Option<u32>,
+    /// Stop the agent once this turns true: the run's `budget_total` was reached (by
+    /// any worker's spend).
+    pub run_budget: Option<watch::Receiver<bool>>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
     /// Run it confined by this policy (through the exec shim).
@@ -85,6 +88,8 @@ pub enum Ending {
     Interrupted,
     /// fanout stopped it: its live cost went over the budget.
     OverBudget,
+    /// fanout stopped it: the run's spend reached `budget_total`.
+    RunBudget,
     /// fanout stopped it: it took more steps than allowed.
     MaxSteps,
     /// fanout stopped it: no output for the inactivity timeout.
@@ -165,6 +170,7 @@ pub async fn supervise(
         last_output,
         started,
         reached: limit_rx,
+        run_budget: spec.run_budget.take(),
     };
     let status = wait_for_exit(&mut child, &mut st, limits, &mut stop).await?;
     let duration = started.elapsed();
@@ -308,6 +314,7 @@ struct Limits {
     last_output: Arc<AtomicU64>,
     started: Instant,
     reached: tokio::sync::mpsc::UnboundedReceiver<Ending>,
+    run_budget: Option<watch::Receiver<bool>>,
 }
 
 /// Wait for the group's leader to exit, stopping the group at a limit or when fanout
@@ -324,6 +331,10 @@ async fn wait_for_exit(
     });
     let mut limits_open = true;
     let mut stop_open = true;
+    let mut run_budget = limits.run_budget.take();
+    if run_budget.as_mut().is_some_and(|r| *r.borrow_and_update()) {
+        st.term(Ending::RunBudget);
+    }
     let mut pending = Some(*stop.borrow());
     loop {
         if let Some(level) = pending.take() {
@@ -347,6 +358,13 @@ async fn wait_for_exit(
                     st.term(Ending::Inactive);
                 }
             }
+            reached = changed(&mut run_budget), if run_budget.is_some() && st.running() => {
+                match reached {
+                    Some(true) => st.term(Ending::RunBudget),
+                    Some(false) => {}
+                    None => run_budget = None,
+                }
+            }
             _ = sleep_until(st.kill_at), if st.kill_at.is_some() => st.kill(),
             changed = stop.changed(), if stop_open => {
                 match changed {
@@ -356,6 +374,13 @@ async fn wait_for_exit(
             }
         }
     }
+}
+
+/// The next value of `rx` (`None` once its sender is gone).
+async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> Option<bool> {
+    let rx = rx.as_mut()?;
+    rx.changed().await.ok()?;
+    Some(*rx.borrow_and_update())
 }
 
 /// The leader is gone; stop whatever it left in its group. Returns whether the agent

@@ -387,6 +387,7 @@ async fn run_step(
         watch: None,
         budget: None,
         max_steps: None,
+        run_budget: None,
         on_progress: None,
         confine: w.confine.filter(|_| step.confined),
     };
