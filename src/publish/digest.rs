@@ -38,6 +38,9 @@ pub struct Night {
     pub tasks: BTreeMap<String, String>,
     /// Known cost, USD.
     pub cost: f64,
+    /// Workers whose agent ran and reported no cost: `cost` leaves them out.
+    #[serde(default)]
+    pub unknown: usize,
     /// Pull requests by operation (`created`, `updated`, `closed`).
     #[serde(default)]
     pub prs: BTreeMap<String, usize>,
@@ -60,6 +63,11 @@ impl Night {
                 .iter()
                 .filter_map(|r| r.cost)
                 .fold(0.0, |a, b| a + b),
+            unknown: report
+                .results
+                .iter()
+                .filter(|r| r.cost.is_none() && r.duration > 0.0)
+                .count(),
             ..Night::default()
         };
         for r in &report.results {
@@ -129,8 +137,11 @@ pub struct Comparison {
     pub new_failures: Vec<String>,
     /// Tasks fine tonight that failed the night before.
     pub fixed: Vec<String>,
-    /// The trailing average cost of the previous nights, when there are any.
+    /// The trailing average cost of the previous nights whose every cost is known,
+    /// when there are any.
     pub average_cost: Option<f64>,
+    /// Previous nights left out of the average: some of their costs were unknown.
+    pub partly_unknown: usize,
 }
 
 /// Compare `tonight` with `before` (oldest first).
@@ -149,12 +160,15 @@ pub fn compare(before: &[Night], tonight: &Night) -> Comparison {
         .filter(|(k, s)| good(s) && was(k).is_some_and(|w| !good(w)))
         .map(|(k, _)| k.clone())
         .collect();
-    let average_cost = (!before.is_empty())
-        .then(|| before.iter().fold(0.0, |a, n| a + n.cost) / before.len() as f64);
+    // A night with unknown costs would pull the average down: left out, and said.
+    let known: Vec<&Night> = before.iter().filter(|n| n.unknown == 0).collect();
+    let average_cost =
+        (!known.is_empty()).then(|| known.iter().fold(0.0, |a, n| a + n.cost) / known.len() as f64);
     Comparison {
         new_failures,
         fixed,
         average_cost,
+        partly_unknown: before.len() - known.len(),
     }
 }
 
@@ -186,11 +200,28 @@ pub fn render_comparison(tonight: &Night, c: &Comparison, has_before: bool) -> S
         count("updated"),
         count("closed")
     ));
-    let avg = c
-        .average_cost
-        .map_or("no earlier night".to_owned(), |a| format!("${a:.2}"));
+    let mut avg = c.average_cost.map_or_else(
+        || {
+            if c.partly_unknown > 0 {
+                "no earlier night with every cost known".to_owned()
+            } else {
+                "no earlier night".to_owned()
+            }
+        },
+        |a| format!("${a:.2}"),
+    );
+    if c.partly_unknown > 0 && c.average_cost.is_some() {
+        avg.push_str(&format!(
+            ", leaving out {} night(s) with unknown costs",
+            c.partly_unknown
+        ));
+    }
+    let unknown = match tonight.unknown {
+        0 => String::new(),
+        n => format!(" + {n} worker(s) of unknown cost"),
+    };
     out.push_str(&format!(
-        "- Cost: ${:.2} tonight (trailing average {avg})\n",
+        "- Cost: ${:.2}{unknown} tonight (trailing average {avg})\n",
         tonight.cost
     ));
     let waiting: Vec<String> = tonight.open.iter().map(|n| format!("#{n}")).collect();
@@ -303,6 +334,34 @@ mod tests {
             "{body}"
         );
         assert_eq!(history(&body), vec![one, two]);
+    }
+
+    #[test]
+    fn unknown_costs_are_said_and_left_out_of_the_average() {
+        let mut one = night("r1", &[("a", "success")], 1.0);
+        let mut two = night("r2", &[("a", "success")], 0.2);
+        two.unknown = 2; // two agents that report no cost: $0.20 is not what it cost
+        let three = night("r3", &[("a", "success")], 3.0);
+        let c = compare(&[one.clone(), two.clone()], &three);
+        assert_eq!((c.average_cost, c.partly_unknown), (Some(1.0), 1));
+        let body = render_body(&[one.clone(), two.clone()], &three);
+        assert!(
+            body.contains(
+                "$3.00 tonight (trailing average $1.00, leaving out 1 night(s) with unknown costs)"
+            ),
+            "{body}"
+        );
+        let body = render_body(std::slice::from_ref(&three), &two);
+        assert!(
+            body.contains("$0.20 + 2 worker(s) of unknown cost tonight (trailing average $3.00)"),
+            "{body}"
+        );
+        one.unknown = 1;
+        let c = compare(&[one, two], &three);
+        assert_eq!((c.average_cost, c.partly_unknown), (None, 2));
+        // a history written before `unknown` existed still reads (as all known)
+        let old = format!("{OPEN}[{{\"run\":\"r0\",\"tasks\":{{}},\"cost\":1.5}}]{CLOSE}");
+        assert_eq!(history(&old)[0].unknown, 0);
     }
 
     #[test]
