@@ -439,3 +439,27 @@ fn a_digest_refused_is_a_warning_not_a_failed_night() {
     assert!(n.gh.issues().is_empty());
     n.gh.assert_no_violations();
 }
+
+/// Night 1's token could not label its pull requests (403 on labels): night 2 still
+/// recognises them by their marker, updates the changed one instead of calling its
+/// branch foreign, and labels it then.
+#[test]
+fn a_pull_request_left_unlabelled_is_still_fanouts_the_next_night() {
+    let mut n = Nights::new();
+    n.gh.inject(
+        fake_github::Fault::new("POST", "/labels", fake_github::FaultKind::Status(403)).times(2),
+    );
+    let (r, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("alpha", "created"), "{err}");
+    assert_eq!(ops[1], pair("beta", "created"), "{err}");
+    assert!(n.gh.pulls().iter().all(|p| p.labels.is_empty()), "{err}");
+
+    let (r, err) = n.night(["alpha 2", "beta 1", ""], &[]);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("alpha", "updated"), "{err}");
+    assert_eq!(n.gh.pulls().len(), 2, "no second pull request: {err}");
+    let alpha = &n.gh.pulls()[0];
+    assert_eq!(alpha.labels, ["fanout"], "{err}");
+    n.gh.assert_no_violations();
+}

@@ -45,12 +45,14 @@ pub struct Known {
 }
 
 impl Known {
-    /// From every pull request of the branch: those carrying fanout's label and a
-    /// marker for `key`.
+    /// From every pull request of the branch: those carrying a marker for `key`. The
+    /// label is not required: adding it may have failed (a token without `issues:
+    /// write`, a transient error), and whoever could forge a marker on a pull request
+    /// from the repository's own branch could apply the label too. A recognised pull
+    /// request missing the label gets it back when it is updated.
     pub fn from_pulls(pulls: Vec<PullRequest>, key: &str) -> Known {
         let pulls = pulls
             .into_iter()
-            .filter(|p| p.labels.iter().any(|l| l.name == LABEL))
             .filter_map(|p| {
                 let m = Marker::parse(p.body.as_deref()?)?;
                 (m.task == key).then_some((p, m))
@@ -407,10 +409,7 @@ impl Ctx<'_> {
         if let PushResult::Refused(why) = self.push(pushed).await {
             return outcome(Operation::Failed, Some(why));
         }
-        let mut opts = self.opts.clone();
-        if !opts.labels.iter().any(|l| l == LABEL) {
-            opts.labels.insert(0, LABEL.to_owned());
-        }
+        let opts = self.labelled();
         let mut o =
             pulls::open_or_update(&t.branch, &self.base, &title, &body, self.github, &opts).await;
         if o.operation == Operation::Failed {
@@ -428,6 +427,16 @@ impl Ctx<'_> {
         }
         o.pushed_commit = Some(lease.local.to_string());
         o
+    }
+
+    /// The publish options with fanout's [`LABEL`] first among the labels: every
+    /// pull request of a stable branch carries it (put back on one that lost it).
+    fn labelled(&self) -> pulls::PublishOptions {
+        let mut opts = self.opts.clone();
+        if !opts.labels.iter().any(|l| l == LABEL) {
+            opts.labels.insert(0, LABEL.to_owned());
+        }
+        opts
     }
 
     async fn update(
@@ -475,7 +484,8 @@ impl Ctx<'_> {
         {
             notes.push(format!("comment not posted: {e}"));
         }
-        let op = pulls::extras(self.github, &pr, Operation::Updated, self.opts, &mut notes).await;
+        let opts = self.labelled();
+        let op = pulls::extras(self.github, &pr, Operation::Updated, &opts, &mut notes).await;
         PublishOutcome {
             number: Some(number),
             url: Some(pr.html_url),
@@ -663,9 +673,10 @@ mod tests {
         // Merged: the next change starts fresh.
         let merged = Known::from_pulls(vec![pull(3, "closed", true, &m, true)], "docs");
         assert_eq!(decide(&changed('e'), &merged, false), Action::Create);
-        // Without the label, or for another task, it is not fanout's.
-        let foreign = Known::from_pulls(vec![pull(3, "open", false, &m, false)], "docs");
-        assert!(foreign.pulls.is_empty());
+        // Without the label (adding it failed) the marker still says it is fanout's;
+        // for another task, it is not.
+        let unlabelled = Known::from_pulls(vec![pull(3, "open", false, &m, false)], "docs");
+        assert_eq!(unlabelled.pulls.len(), 1);
         assert!(
             Known::from_pulls(vec![pull(3, "open", false, &m, true)], "other")
                 .pulls

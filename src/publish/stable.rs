@@ -8,8 +8,9 @@
 //!
 //! # Recognition, and its limits
 //!
-//! A pull request is fanout's when it carries the label [`LABEL`] and a hidden
-//! [`Marker`] for that task key in its body. The marker records the commit fanout
+//! A pull request is fanout's when its body carries a hidden [`Marker`] for that task
+//! key (fanout also labels it [`LABEL`], and puts the label back when it is missing,
+//! but does not require it: labelling may have failed). The marker records the commit fanout
 //! pushed (`head`, and the one before it, `prev`), so a remote branch is overwritten
 //! only when its tip is a commit a marked pull request says fanout pushed: a branch of
 //! the same name someone else created, or fanout's branch with a commit a human added
