@@ -463,3 +463,32 @@ fn a_pull_request_left_unlabelled_is_still_fanouts_the_next_night() {
     assert_eq!(alpha.labels, ["fanout"], "{err}");
     n.gh.assert_no_violations();
 }
+
+/// Someone closes the digest issue: the next night opens a new one (the close is
+/// respected, never undone) that carries the history on, so the comparison with the
+/// night before still holds; exactly one digest is open afterwards.
+#[test]
+fn a_closed_digest_is_followed_by_a_new_one_with_the_history() {
+    let mut n = Nights::new();
+    let (_, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+    let first = n.gh.issues();
+    assert_eq!(first.len(), 1, "{err}");
+    n.gh.close_issue(first[0].number);
+
+    let (_, err) = n.night(["", "beta 1", ""], &[]);
+    let issues = n.gh.issues();
+    let open: Vec<_> = issues.iter().filter(|i| i.state == "open").collect();
+    assert_eq!(open.len(), 1, "{err}");
+    assert_ne!(
+        open[0].number, first[0].number,
+        "the closed digest was reopened"
+    );
+    let body = open[0].body.clone().unwrap_or_default();
+    assert!(
+        !body.contains("The first night in this digest"),
+        "history lost: {body}"
+    );
+    // two nights of history: the closed digest's and tonight's
+    assert_eq!(body.matches("\"run\":").count(), 2, "{body}");
+    n.gh.assert_no_violations();
+}

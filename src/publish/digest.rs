@@ -265,15 +265,24 @@ pub fn render_body(before: &[Night], tonight: &Night) -> String {
 
 /// Find the digest issue (open, labelled, carrying the marker), write tonight's body
 /// into it or open it. Returns the comparison for the step summary, and the issue.
+/// When someone closed the digest, a new one is opened, carrying the closed one's
+/// history on (the close is respected; the nights are not lost).
 pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), ApiError> {
     let tonight = Night::of(report);
-    let found = github
-        .list_issues(LABEL)
-        .await?
-        .into_iter()
-        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)));
+    let marked =
+        |i: &crate::publish::github::Issue| i.body.as_deref().is_some_and(|b| b.contains(OPEN));
+    let found = github.list_issues(LABEL).await?.into_iter().find(marked);
+    let carried = match &found {
+        Some(_) => None,
+        None => github
+            .list_closed_issues(LABEL)
+            .await?
+            .into_iter()
+            .find(marked),
+    };
     let before = found
         .as_ref()
+        .or(carried.as_ref())
         .and_then(|i| i.body.as_deref())
         .map(history)
         .unwrap_or_default();

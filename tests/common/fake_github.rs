@@ -368,6 +368,17 @@ impl FakeGitHub {
         pr.merged = true;
     }
 
+    /// A human closes issue `number`.
+    pub fn close_issue(&self, number: u64) {
+        let mut s = self.lock();
+        let issue = s
+            .issues
+            .iter_mut()
+            .find(|i| i.number == number)
+            .expect("an issue");
+        issue.state = "closed".into();
+    }
+
     /// Current issues (pull requests not included).
     pub fn issues(&self) -> Vec<Issue> {
         self.lock().issues.clone()

@@ -644,8 +644,18 @@ impl GitHub {
 
     /// Open issues labelled `label` (the first 100, newest first), pull requests left out.
     pub async fn list_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
+        self.list_issues_in("open", label).await
+    }
+
+    /// Closed issues labelled `label` (the first 100, newest first), pull requests left
+    /// out.
+    pub async fn list_closed_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
+        self.list_issues_in("closed", label).await
+    }
+
+    async fn list_issues_in(&self, state: &str, label: &str) -> Result<Vec<Issue>, ApiError> {
         let path = self.repo_path(&format!(
-            "/issues?state=open&labels={}&sort=created&direction=desc&per_page=100",
+            "/issues?state={state}&labels={}&sort=created&direction=desc&per_page=100",
             encode(label)
         ));
         let v = self.request_as(Verb::Get, &path, None, true, true).await?;
