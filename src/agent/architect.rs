@@ -1,4 +1,4 @@
-//! The `architect` adapter (PyPI `architect-ai-cli`), the seed system's agent.
+//! The `architect` adapter (PyPI `architect-ai-cli`), the agent runner fanout grew out of.
 //!
 //! Command: `architect run TASK --agent A --confirm-mode yolo --json --max-steps N
 //! [--model M] [--budget B] [--timeout T] [extra args]`, with `LITELLM_LOG=ERROR` unless

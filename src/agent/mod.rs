@@ -6,7 +6,7 @@
 //! Resolution of an agent name (from `--agent` or `parallel_runs.agent`):
 //! 1. a definition under `agents:` in `fanout.yml`;
 //! 2. a built-in: `claude`, `codex`, `aider`, `architect` (architect's `build` agent);
-//! 3. otherwise architect's own agent of that name (the seed's `agent: build`).
+//! 3. otherwise architect's own agent of that name (e.g. `agent: build`).
 //!
 //! Environment: an agent gets fanout's own environment less
 //! [`is_scrubbed`](crate::secret::is_scrubbed) names, plus

@@ -6,7 +6,7 @@
 //! (agent definitions, `copy:` globs: checks that belong to later stages) is
 //! [`crate::plan::settings`]'s job; turning settings into workers is [`crate::plan`]'s.
 //!
-//! The seed's block is honoured exactly:
+//! The `parallel_runs:` block is honoured exactly:
 //!
 //! ```yaml
 //! parallel_runs:
@@ -21,7 +21,7 @@
 //!
 //! Durations (`timeout_per_worker`, `inactivity_timeout`, `kill_grace`, check and
 //! setup timeouts, publishing waits) take humantime's syntax, as the flags do
-//! (`90s`, `10m`, `1h30m`, `2d`); a bare number is seconds, as in the seed's block.
+//! (`90s`, `10m`, `1h30m`, `2d`); a bare number is seconds, as `parallel_runs:` always took.
 
 pub mod error;
 mod text;
@@ -861,7 +861,7 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("workers"), "{s}");
-        // the seed's misspelt key `parallel:` is an unknown key, not silently ignored
+        // a misspelt block (`parallel:`) is an unknown key, not silently ignored
         let s = err("parallel:\n  workers: 2\n").to_string();
         assert!(s.starts_with("fanout.yml:1:1:"), "{s}");
         assert!(s.contains("unknown field `parallel`"), "{s}");

@@ -62,7 +62,7 @@ impl JsonSchema for WorkerCount {
     }
 }
 
-/// A duration in seconds: a number of seconds (the seed's block took seconds), or a
+/// A duration in seconds: a number of seconds (as `parallel_runs:` always took), or a
 /// duration in humantime's syntax such as `"90s"`, `"10m"`, `"1h30m"`
 /// ([`crate::util::duration`], the parser the flags use too).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -127,7 +127,7 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// One worker's outcome. Every field of the seed's WorkerResult, plus fanout's.
+/// One worker's outcome (a row of `results.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerResult {
     /// 1-based worker id.

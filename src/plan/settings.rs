@@ -50,7 +50,7 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
 }
 
 /// Check the `agent:` of every task that names one: a definition under `agents:` or
-/// a built-in (a run's own agent may also be one of architect's, for the seed's
+/// a built-in (a run's own agent may also be one of architect's, as in
 /// `agent: build`; a task's must be defined, so a typo is caught where it is written).
 fn task_agent_names(file: &ConfigFile) -> Result<(), Problem> {
     for (i, t) in file.tasks.iter().enumerate() {

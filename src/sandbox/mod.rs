@@ -1,4 +1,4 @@
-//! The agent sandbox (issue #11): what the kernel offers, what the user asked for, and
+//! The agent sandbox: what the kernel offers, what the user asked for, and
 //! the confinement of one process — a leaf every stage may use.
 //!
 //! - [`Mode`]: `sandbox: auto|required|off` in `fanout.yml` (`--sandbox` on `run`,

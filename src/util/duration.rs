@@ -1,6 +1,6 @@
 //! Durations: one parser for every duration fanout reads, on the command line and in
 //! `fanout.yml`. The syntax is humantime's (`90s`, `10m`, `1h30m`, `2d`, `500ms`,
-//! `1h 30m`); a bare number means seconds where the seed's block and flags took
+//! `1h 30m`); a bare number means seconds where the `parallel_runs:` block and flags took
 //! seconds ([`Bare::Seconds`]: `timeout_per_worker: 600`, `--timeout-per-worker 600`)
 //! and is refused where a unit left out could do harm ([`Bare::Refused`]:
 //! `cleanup --older-than 10` would sweep every run older than ten seconds).
