@@ -510,6 +510,26 @@ pub struct TaskDef {
     pub budget: Option<Usd>,
     /// Checks of this task's workers, instead of the run's `checks:` (`[]`: none).
     pub checks: Option<Vec<CheckDef>>,
+    /// Where publishing posts a findings task's findings: `comment` (a comment on the
+    /// task's tracking issue, one per night) or `review` (a review on the pull request
+    /// of the task named by `review_of`). Needs `output: findings`.
+    pub findings: Option<FindingsPost>,
+    /// With `findings: review`: the id of the task (`output: changes`) whose pull
+    /// request this task reviews. Implies `depends_on` that task: the reviewer starts
+    /// from its branch.
+    pub review_of: Option<String>,
+}
+
+/// Where a findings task's findings are posted when the run is published.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingsPost {
+    /// A comment on the task's tracking issue (label `fanout-findings`), opened the
+    /// first time.
+    Comment,
+    /// A pull-request review (a comment, neither approving nor requesting changes) on
+    /// the pull request of the task named by `review_of`.
+    Review,
 }
 
 /// What a task produces.

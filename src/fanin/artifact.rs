@@ -3,13 +3,15 @@
 //! bundle, the agent's log; [`write()`]), and the aggregate job — or a dependent
 //! worker's job — verifies and imports it ([`collect`]): only the expected branch,
 //! based on the plan's base commit, with what changed recomputed from git rather than
-//! taken from the job's word. A job that left nothing is a failed result, never a
-//! silently missing one.
+//! taken from the job's word, and a findings task's findings bounded again. A job that
+//! left nothing is a failed result, never a silently missing one.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::findings::bounded;
+use crate::config::TaskOutput;
 use crate::model::{Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
 
@@ -135,10 +137,17 @@ pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> 
     result.worktree_path = None;
     result.log_path = Some(path.with_file_name("log.txt")).filter(|p| p.is_file());
     result.publish = None;
+    // The job's findings, read as any agent's text: bounded again, and only for a
+    // findings task.
+    result.findings = match w.task.output {
+        TaskOutput::Findings => r.findings.as_deref().and_then(bounded),
+        TaskOutput::Changes => None,
+    };
     let Some(bundle_name) = &artifact.bundle else {
         result.commit = Some(plan.base.commit.clone());
         result.files_modified = Vec::new();
-        if result.status == Status::Success {
+        // A findings task succeeds without a change; any other success needs one.
+        if result.status == Status::Success && w.task.output != TaskOutput::Findings {
             result.status = Status::Failed;
             result.reason = Some("no branch bundle: no changes".into());
         }
@@ -199,7 +208,7 @@ fn import(
     // A success with no change is `unchanged`, unless the task's output is findings.
     if result.status == Status::Success
         && result.files_modified.is_empty()
-        && w.task.output != crate::config::TaskOutput::Findings
+        && w.task.output != TaskOutput::Findings
     {
         result.status = Status::Unchanged;
     }

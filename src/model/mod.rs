@@ -380,6 +380,10 @@ pub enum Operation {
     /// The task's open pull request was closed (and its branch deleted): tonight's
     /// worker found nothing to change (stable branches, `close_stale`).
     Closed,
+    /// A findings task's findings were posted (`findings: comment` on its tracking
+    /// issue, `findings: review` on another task's pull request): the number and URL
+    /// are that issue's or pull request's.
+    Posted,
     /// Not eligible (status, empty diff): no push, no pull request.
     Skipped,
     /// Something went wrong; see the reason.
@@ -394,6 +398,7 @@ impl Operation {
             Operation::Updated => "updated",
             Operation::Unchanged => "unchanged",
             Operation::Closed => "closed",
+            Operation::Posted => "posted",
             Operation::Skipped => "skipped",
             Operation::Failed => "failed",
         }

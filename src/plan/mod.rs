@@ -4,12 +4,14 @@
 //!
 //! This stage turns the file and the flags into [`settings::Settings`] (validated,
 //! with the checks later stages own: agent definitions, `copy:` globs), orders tasks
-//! by their dependencies ([`deps`]), assigns tasks and models to workers
+//! by their dependencies ([`deps`]; findings passed between tasks and posted:
+//! [`findings`]), assigns tasks and models to workers
 //! ([`assign::build`]), resolves worktree setup ([`setup`]) and, for matrix mode, cuts
 //! the plan into matrix chunks ([`matrix`]). It hands a [`Plan`] to the run stage.
 
 pub mod assign;
 pub mod deps;
+pub mod findings;
 pub mod matrix;
 pub mod settings;
 pub mod setup;
@@ -27,7 +29,8 @@ use setup::SetupPlan;
 /// checks is written as version [`PLAN_OVERRIDES_VERSION`], so that a fanout that
 /// would ignore them refuses it instead; any other plan as version 1. Both are read.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
-/// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`).
+/// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`),
+/// or findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`).
 pub const PLAN_OVERRIDES_VERSION: u32 = 2;
 
 /// A validated plan.
@@ -139,6 +142,13 @@ pub struct Task {
     /// This task's checks, instead of the run's (empty: none).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub checks: Option<Vec<Check>>,
+    /// Where publishing posts this findings task's findings, if anywhere.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub findings: Option<crate::config::FindingsPost>,
+    /// With `findings: review`: the id of the task whose pull request this one reviews
+    /// (also among `depends_on`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub review_of: Option<String>,
 }
 
 /// One worker run.
@@ -316,9 +326,16 @@ impl Plan {
     }
 
     /// The version this plan is written as: [`PLAN_OVERRIDES_VERSION`] when a task
-    /// overrides the run's agent, limits or checks, else [`PLAN_SCHEMA_VERSION`].
+    /// overrides the run's agent, limits or checks, posts its findings, or takes
+    /// another task's (`{findings.<id>}`: a fanout before them would pass the
+    /// placeholder on as text), else [`PLAN_SCHEMA_VERSION`].
     pub fn version_needed(&self) -> u32 {
-        if self.workers.iter().any(|w| w.task.overrides()) || !self.agents.is_empty() {
+        let newer = |t: &Task| {
+            t.overrides()
+                || t.findings.is_some()
+                || !findings::placeholders(&t.prompt).is_empty()
+        };
+        if self.workers.iter().any(|w| newer(&w.task)) || !self.agents.is_empty() {
             PLAN_OVERRIDES_VERSION
         } else {
             PLAN_SCHEMA_VERSION

@@ -45,6 +45,7 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
             .map_err(|e| Problem::at(vec![key("copy"), KeySeg::Index(i)], e).in_value())?;
     }
     check_text_inputs(file)?;
+    super::findings::check_file(file)?;
     crate::agent::check::definitions(file)?;
     task_agent_names(file)
 }
@@ -460,6 +461,12 @@ fn flag_tasks(given: &[String]) -> Result<Vec<Task>, SettingsError> {
         .map(|(i, t)| {
             let prompt = t.trim();
             no_control("--task", prompt, true)?;
+            if let Some((_, id)) = super::findings::placeholders(prompt).first() {
+                return Err(SettingsError::Dependencies(format!(
+                    "--task {}: {{findings.{id}}} needs a task that depends on {id}; tasks given on the command line have no depends_on: list them in the config file's `tasks:`",
+                    i + 1
+                )));
+            }
             if prompt.is_empty() {
                 Err(SettingsError::EmptyTask {
                     origin: "--task".into(),
@@ -522,8 +529,10 @@ fn detailed_task(d: &crate::config::TaskDef, origin: &str) -> Result<Task, Setti
         id: d.id.as_ref().map(|s| s.trim().to_owned()),
         prompt: d.prompt.trim().to_owned(),
         model: text(&d.model),
-        depends_on: d.depends_on.iter().map(|s| s.trim().to_owned()).collect(),
+        depends_on: with_review_of(&d.depends_on, d.review_of.as_deref()),
         output: d.output,
+        findings: d.findings,
+        review_of: text(&d.review_of),
         agent: text(&d.agent),
         timeout: d.timeout.map(|s| s.0),
         budget: d.budget.map(|u| u.0),
@@ -533,6 +542,18 @@ fn detailed_task(d: &crate::config::TaskDef, origin: &str) -> Result<Task, Setti
             .map(|c| checks(c, &format!("{origin}.checks")))
             .transpose()?,
     })
+}
+
+/// A task's `depends_on`, trimmed, with the task it reviews (`review_of`: a reviewer
+/// starts from the branch it reviews) added when missing.
+fn with_review_of(depends_on: &[String], review_of: Option<&str>) -> Vec<String> {
+    let mut deps: Vec<String> = depends_on.iter().map(|s| s.trim().to_owned()).collect();
+    if let Some(of) = review_of.map(str::trim)
+        && !deps.iter().any(|d| d == of)
+    {
+        deps.push(of.to_owned());
+    }
+    deps
 }
 
 /// The flags some tasks override with a setting of their own (a task's own setting

@@ -6,7 +6,8 @@
 //!
 //! The history of past nights lives in the issue body itself (hidden JSON, the last
 //! [`KEEP`] nights), so a fresh runner has it. It comes from GitHub, so it is
-//! untrusted: read bounded, parsed into plain data, anything odd dropped.
+//! untrusted: read bounded, parsed into plain data, anything odd dropped (the marker
+//! and the finding of the issue: [`super::tracking`]).
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub};
 use super::stable::task_key;
+use super::tracking;
 use crate::model::{Operation, WorkerResult};
 use crate::report::summary::md_escape;
 use crate::run::results::RunReport;
@@ -27,7 +29,6 @@ pub const KEEP: usize = 30;
 /// Longest history fanout reads from a body.
 const HISTORY_LIMIT: usize = 256 * 1024;
 const OPEN: &str = "<!-- fanout:digest ";
-const CLOSE: &str = " -->";
 
 /// One night, as the digest remembers it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -116,14 +117,7 @@ fn key_of(report: &RunReport, r: &WorkerResult) -> String {
 /// The nights before tonight, oldest first, from a digest body (empty when there is
 /// none, or it does not parse).
 pub fn history(body: &str) -> Vec<Night> {
-    let Some(start) = body.rfind(OPEN).map(|i| i + OPEN.len()) else {
-        return Vec::new();
-    };
-    let rest = &body[start..];
-    let Some(end) = rest.find(CLOSE).filter(|e| *e <= HISTORY_LIMIT) else {
-        return Vec::new();
-    };
-    let mut nights: Vec<Night> = serde_json::from_str(&rest[..end]).unwrap_or_default();
+    let mut nights: Vec<Night> = tracking::reveal(body, OPEN, HISTORY_LIMIT).unwrap_or_default();
     nights.retain(|n| n.run.len() <= 64 && n.tasks.len() <= 1000 && n.cost.is_finite());
     let skip = nights.len().saturating_sub(KEEP);
     nights.drain(..skip);
@@ -252,13 +246,9 @@ pub fn render_body(before: &[Night], tonight: &Night) -> String {
     nights.push(tonight.clone());
     let skip = nights.len().saturating_sub(KEEP);
     nights.drain(..skip);
-    let json = serde_json::to_string(&nights)
-        .expect("serializes")
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026");
     out.push_str(&format!(
-        "\n_Kept up to date by fanout every night._\n\n{OPEN}{json}{CLOSE}\n"
+        "\n_Kept up to date by fanout every night._\n\n{}\n",
+        tracking::hide(OPEN, &nights)
     ));
     out
 }
@@ -271,7 +261,10 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
     let tonight = Night::of(report);
     let marked =
         |i: &crate::publish::github::Issue| i.body.as_deref().is_some_and(|b| b.contains(OPEN));
-    let found = github.list_issues(LABEL).await?.into_iter().find(marked);
+    let found = tracking::marked(github, LABEL, OPEN)
+        .await?
+        .into_iter()
+        .next();
     let carried = match &found {
         Some(_) => None,
         None => github
@@ -376,11 +369,11 @@ mod tests {
     #[test]
     fn history_from_github_is_read_defensively() {
         assert!(history("no marker").is_empty());
-        assert!(history(&format!("{OPEN}not json{CLOSE}")).is_empty());
-        let huge = format!("{OPEN}[{}]{CLOSE}", " ".repeat(HISTORY_LIMIT + 1));
+        assert!(history(&format!("{OPEN}not json -->")).is_empty());
+        let huge = format!("{OPEN}[{}] -->", " ".repeat(HISTORY_LIMIT + 1));
         assert!(history(&huge).is_empty());
         let many: Vec<Night> = (0..50).map(|i| night(&format!("r{i}"), &[], 0.0)).collect();
-        let body = format!("{OPEN}{}{CLOSE}", serde_json::to_string(&many).unwrap());
+        let body = tracking::hide(OPEN, &many);
         let kept = history(&body);
         assert_eq!(kept.len(), KEEP);
         assert_eq!(kept.last().unwrap().run, "r49");

@@ -8,10 +8,14 @@
 //! worker's outcome in `results.json`; [`publish`] does the pushing and the pull
 //! requests over the GitHub client ([`github`]); [`body`] renders them. With
 //! `branch: stable` each task publishes to one branch across runs ([`stable`]) and its
-//! pull request lives on from run to run ([`lifecycle`]).
+//! pull request lives on from run to run ([`lifecycle`]). After the pull requests,
+//! findings tasks post their findings ([`findings`]: a comment on a tracking issue, or
+//! a review of another task's pull request), and the morning digest is written
+//! ([`digest`]); both keep issues found by their markers ([`tracking`]).
 
 pub mod body;
 pub mod digest;
+pub mod findings;
 pub mod github;
 pub mod lifecycle;
 pub mod pulls;
@@ -19,6 +23,7 @@ pub mod push;
 pub mod report;
 pub mod stable;
 pub mod target;
+pub mod tracking;
 
 use std::collections::BTreeMap;
 

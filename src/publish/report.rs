@@ -1,9 +1,10 @@
 //! Publishing a run's report end to end (`fanout publish`, and `--publish` after
 //! `run`, `resume` and `aggregate`): resolve where to publish (remote, repository,
 //! API, credentials — masked in Actions), push and open or update each eligible
-//! worker's pull request (and the integration branch's), record the outcomes in the
-//! report, and rewrite `results.json` and `summary.md` with them (plus the Actions
-//! step summary and the `pull-requests` output).
+//! worker's pull request (and the integration branch's), post findings, keep the
+//! digest, record the outcomes in the report, and rewrite `results.json` and
+//! `summary.md` with them (plus the Actions step summary and the `pull-requests`
+//! output).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -371,7 +372,11 @@ impl Api<'_> {
                 });
             let token = Some(push_token.expose_secret());
             let all = async {
-                let workers = publish(report, &repo.workdir, &gh, token, templates, opts).await;
+                let mut workers =
+                    publish(report, &repo.workdir, &gh, token, templates, opts).await;
+                if gh.stopped().is_none() {
+                    super::findings::post(report, &gh, opts, &mut workers).await;
+                }
                 let integrated = match &integration {
                     Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
                     None => Default::default(),

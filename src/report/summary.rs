@@ -220,21 +220,27 @@ fn findings(results: &[WorkerResult]) -> Vec<Findings> {
         .iter()
         .filter_map(|r| {
             let text = r.findings.as_ref()?;
-            let mut longest = 0;
-            let mut run = 0;
-            for c in text.chars() {
-                run = if c == '`' { run + 1 } else { 0 };
-                longest = longest.max(run);
-            }
             Some(Findings {
                 id: r.worker_id,
                 task: md_escape(&first_line(r.task_id.as_deref().unwrap_or(&r.task), 80))
                     .replace(['<', '>'], ""),
-                fence: "`".repeat((longest + 1).max(3)),
+                fence: fence(text),
                 text: text.clone(),
             })
         })
         .collect()
+}
+
+/// A code fence for `text`: backticks, one more than its longest run of them (at
+/// least three), so nothing in it can close the block.
+pub fn fence(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    "`".repeat((longest + 1).max(3))
 }
 
 /// What worktree setup did, for the workers it did something for.

@@ -129,7 +129,11 @@ pub fn pr_table(report: &RunReport) -> String {
         let Some(p) = &r.publish else { continue };
         let what = match (p.operation, &p.url) {
             (
-                Operation::Created | Operation::Updated | Operation::Unchanged | Operation::Closed,
+                Operation::Created
+                | Operation::Updated
+                | Operation::Unchanged
+                | Operation::Closed
+                | Operation::Posted,
                 Some(url),
             ) => {
                 format!("#{} {url}", p.number.unwrap_or_default())

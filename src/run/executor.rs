@@ -25,6 +25,7 @@ use tokio::task::JoinSet;
 use super::confine::{Confinement, Place};
 use super::event::{Event, StopLevel};
 use super::harvest::{CommitSpec, Harvest, WorkerTree, commit_message, harvest};
+use super::inputs::Given;
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
@@ -343,7 +344,7 @@ impl Executor {
         }
         let result = match self.dependency_base(&w, &finished) {
             Err((status, reason)) => self.skeleton(&w, status, &reason),
-            Ok(base) => match slot(&sh.permits, &mut sh.stop.clone()).await {
+            Ok(from) => match slot(&sh.permits, &mut sh.stop.clone()).await {
                 None => self.skeleton(&w, Status::Failed, "interrupted"),
                 Some(permit) => {
                     self.tamper_started(id);
@@ -353,7 +354,7 @@ impl Executor {
                             sh.events.clone(),
                             sh.stop.clone(),
                             Arc::clone(&sh.spend),
-                            Some(base),
+                            Some(from),
                         )
                         .await;
                     self.tamper_finished(id, &mut r);
@@ -464,13 +465,14 @@ impl Executor {
     }
 
     /// Where a dependent worker starts: its dependencies' branches (the first
-    /// success of each task it depends on), merged when there are several. An error
-    /// is the status and reason the worker ends with instead of running.
+    /// success of each task it depends on), merged when there are several; and what
+    /// they give it ([`Given`]: their findings). An error is the status and reason the
+    /// worker ends with instead of running.
     fn dependency_base(
         &self,
         w: &PlannedWorker,
         finished: &[WorkerResult],
-    ) -> Result<Oid, (Status, String)> {
+    ) -> Result<(Oid, Given), (Status, String)> {
         if finished
             .iter()
             .any(|r| r.reason.as_deref() == Some("interrupted"))
@@ -491,7 +493,7 @@ impl Executor {
         for (k, next) in rest.iter().enumerate() {
             acc = self.merge_dependency(&repo, w, acc, *next, (&picked, k + 1))?;
         }
-        Ok(acc)
+        Ok((acc, Given::from_dependencies(&self.plan, w, &picked)))
     }
 
     /// `acc` (the dependencies merged so far) merged with `next` (the commit of
@@ -552,14 +554,20 @@ impl Executor {
         .map_err(git)
     }
 
+    /// Run `w`, from the plan's base, or (a dependent) from its dependencies' merged
+    /// branches with what they give it.
     async fn run_one_from(
         &self,
         w: PlannedWorker,
         events: mpsc::UnboundedSender<Event>,
         stop: watch::Receiver<StopLevel>,
         spend: Arc<Spend>,
-        base_override: Option<Oid>,
+        from: Option<(Oid, Given)>,
     ) -> WorkerResult {
+        let (base_override, given) = match from {
+            Some((base, given)) => (Some(base), Some(given)),
+            None => (None, None),
+        };
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }
@@ -587,7 +595,9 @@ impl Executor {
             stop: &stop,
             spend,
         };
-        let result = self.run_confined(&w, result, base, &confined, live).await;
+        let result = self
+            .run_confined(&w, result, base, &confined, live, given.as_ref())
+            .await;
         confined.remove();
         result
     }
@@ -633,6 +643,7 @@ impl Executor {
         base: Oid,
         confined: &Confinement,
         live: Live<'_>,
+        given: Option<&Given>,
     ) -> WorkerResult {
         let at = Paths {
             log: Self::log_path(&self.run_dir, w.id),
@@ -657,11 +668,18 @@ impl Executor {
             result.reason = Some(why);
             return self.at_base(w, result, base);
         }
+        let asked = match Asked::of(w, given, confined, prepared.env) {
+            Ok(a) => a,
+            Err(e) => {
+                result.reason = Some(format!("could not write the dependencies' findings: {e}"));
+                return self.at_base(w, result, base);
+            }
+        };
 
         let adapter = self.plan.agent_of(w).adapter();
         let stop = live.stop;
         let ran = self
-            .run_agent(w, adapter.as_ref(), &at, confined, prepared.env, live)
+            .run_agent(w, adapter.as_ref(), &at, confined, asked, live)
             .await;
         match ran {
             Err(why) => {
@@ -773,7 +791,7 @@ impl Executor {
         adapter: &dyn Adapter,
         at: &Paths,
         confined: &Confinement,
-        setup_env: Vec<(String, String)>,
+        asked: Asked,
         live: Live<'_>,
     ) -> Result<Supervised, String> {
         let Live {
@@ -787,7 +805,7 @@ impl Executor {
         let ctx = WorkerContext {
             run_id: &self.plan.run_id,
             worker_id: w.id,
-            task: &w.task.prompt,
+            task: &asked.prompt,
             model: w.model.as_deref(),
             branch: &w.branch,
             worktree: &at.worktree,
@@ -812,7 +830,7 @@ impl Executor {
         let env = super::setup::with_vars(
             agent_env_with(
                 self.base_env.iter().cloned(),
-                &[cmd.env.clone(), setup_env, self.agent_token_vars(agent)].concat(),
+                &[cmd.env.clone(), asked.env, self.agent_token_vars(agent)].concat(),
                 agent.allow_github_token,
             ),
             confined.env(),
@@ -1022,6 +1040,36 @@ struct Live<'a> {
     events: &'a mpsc::UnboundedSender<Event>,
     stop: &'a watch::Receiver<StopLevel>,
     spend: Arc<Spend>,
+}
+
+/// What a worker's agent is asked: its prompt (a dependent's with its dependencies'
+/// findings put in), and the variables setup and its dependencies add.
+struct Asked {
+    prompt: String,
+    env: Vec<(String, String)>,
+}
+
+impl Asked {
+    /// `w`'s prompt and `setup_env`, with what its dependencies gave it (their findings
+    /// written into its private directory, `$FANOUT_FINDINGS_DIR` naming them).
+    fn of(
+        w: &PlannedWorker,
+        given: Option<&Given>,
+        confined: &Confinement,
+        mut env: Vec<(String, String)>,
+    ) -> std::io::Result<Asked> {
+        let Some(given) = given else {
+            return Ok(Asked {
+                prompt: w.task.prompt.clone(),
+                env,
+            });
+        };
+        env.extend(given.write_files(&confined.private)?);
+        Ok(Asked {
+            prompt: given.prompt.clone(),
+            env,
+        })
+    }
 }
 
 /// Where a worker's things are.

@@ -3,7 +3,8 @@
 //! ([`confine`]: a private directory, an object quarantine, the sandbox), prepared
 //! before its agent starts ([`setup`]: ports, copied files, setup commands), an agent
 //! run as a supervised process group ([`process`], stopped through [`signals`]), its
-//! changes committed on its branch ([`harvest`]) and checked ([`checks`]); the
+//! changes committed on its branch ([`harvest`]) and checked ([`checks`]); a
+//! dependent worker is given its dependencies' findings ([`inputs`]); the
 //! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
 //! [`reaper`] stops what the agents left running before the run reports. What fanout created is recorded in the run's
 //! [`journal`] (cleanup and resume trust nothing else), and each worker's final result
@@ -25,6 +26,7 @@ pub mod excerpt;
 pub mod executor;
 pub mod groups;
 pub mod harvest;
+pub mod inputs;
 pub mod journal;
 pub mod process;
 pub mod reaper;

@@ -344,9 +344,10 @@ impl GitHub {
         self.request_as(verb, path, body, idempotent, false).await
     }
 
-    /// [`request`](Self::request); an `extra` (labels, reviewers, comments, the digest
-    /// issue) refused with a 403 does not stop publishing: a token may open pull
-    /// requests without being allowed to label them or to write issues.
+    /// [`request`](Self::request); an `extra` (labels, reviewers, comments, reviews,
+    /// the digest and findings issues) refused with a 403 does not stop publishing: a
+    /// token may open pull requests without being allowed to label them or to write
+    /// issues.
     async fn request_as(
         &self,
         verb: Verb,
@@ -707,14 +708,16 @@ impl GitHub {
     }
 
     /// Submit a review with `body` (a comment, neither approving nor requesting
-    /// changes). Not retried after an ambiguous failure.
+    /// changes). Not retried after an ambiguous failure; a 403 does not stop
+    /// publishing (an extra, like a comment).
     pub async fn review(&self, number: u64, body: &str) -> Result<(), ApiError> {
         let payload = serde_json::json!({"body": body, "event": "COMMENT"});
-        self.request(
+        self.request_as(
             Verb::Post,
             &self.repo_path(&format!("/pulls/{number}/reviews")),
             Some(&payload),
             false,
+            true,
         )
         .await
         .map(|_| ())
