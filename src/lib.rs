@@ -12,7 +12,7 @@
 //! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records; runs on disk (status, cleanup, resume) | one result per worker, a `RunReport` |
 //! | [`fanin`] | best-of-N selection, conflict map, integration branch, matrix artifacts and bundles | the amended `RunReport` |
 //! | [`report`] | `results.json`, the Markdown summary, terminal tables, live progress | files people read |
-//! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, publishing a report | pull requests |
+//! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, posted findings, the digest, publishing a report | pull requests, issues, reviews |
 //! | [`actions`] | GitHub Actions plumbing: step outputs, workflow templates | |
 //! | [`ops`] | what each command does, chaining the stages: run a plan end to end, integrate and publish, matrix worker and aggregate, the demo | |
 //! | [`cli`] | raw flags (clap) and one thin file per subcommand: flags → library call → printed outcome | an exit code |
