@@ -388,10 +388,11 @@ fn empty_plan_under_act_skips_the_worker_and_aggregate_jobs() {
 
 #[test]
 fn dependent_tasks_run_in_waves_under_act() {
-    // Tasks from the config, b depending on a: two chunks run one after the other; b's
-    // job imports a's branch from its artifact and starts from it.
+    // Tasks from the config, b depending on a and on the findings task s: two chunks
+    // run one after the other; b's job imports a's and s's branches from their
+    // artifacts, starts from them, and gets s's findings in its prompt.
     let Some(f) = Fixture::with_config(
-        "tasks:\n  - {id: a, prompt: write a}\n  - {id: b, prompt: write b, depends_on: [a]}\n",
+        "tasks:\n  - {id: a, prompt: write a}\n  - {id: b, prompt: 'write b after {findings.s}', depends_on: [a, s]}\n  - {id: s, prompt: survey, output: findings}\n",
     ) else {
         return;
     };
@@ -408,23 +409,35 @@ fn dependent_tasks_run_in_waves_under_act() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(log.output("plan", "chunks"), Some("2"), "{}", log.raw);
-    // (3 workers by default for 2 tasks: workers 1 and 3 both run a, in wave 1.)
+    // (Workers 1: a and 2: s in wave 1; 3: b in wave 2.)
     assert_eq!(log.output("plan", "count-1"), Some("2"));
     assert_eq!(log.output("plan", "count-2"), Some("1"));
     let results: Value = serde_json::from_str(log.output("aggregate", "results").unwrap()).unwrap();
     assert_eq!(results["totals"]["success"], 3, "{results:#}");
-    let b = results["results"][1]["branch"].as_str().unwrap();
+    // s's findings (the fake agent's last lines of output) are in the aggregate's report.
+    let found = results["results"][1]["findings"].as_str().unwrap();
+    assert!(found.contains("fake-agent: worker 2"), "{results:#}");
+    let b = results["results"][2]["branch"].as_str().unwrap();
     let tree = f.t.git_in(
         &f.remote,
         &["ls-tree", "--name-only", &format!("refs/heads/{b}")],
     );
     assert!(
-        tree.lines().any(|l| l == "out-1.txt") && tree.lines().any(|l| l == "out-2.txt"),
-        "b's branch does not hold a's change: {tree}"
+        ["out-1.txt", "out-2.txt", "out-3.txt"]
+            .iter()
+            .all(|f| tree.lines().any(|l| l == *f)),
+        "b's branch does not hold a's and s's changes: {tree}"
     );
     assert_eq!(
-        results["results"][1]["files_modified"],
-        serde_json::json!(["out-2.txt"])
+        results["results"][2]["files_modified"],
+        serde_json::json!(["out-3.txt"])
+    );
+    // The fake agent wrote the prompt it was given into its file: s's findings in it.
+    let written =
+        f.t.git_in(&f.remote, &["show", &format!("refs/heads/{b}:out-3.txt")]);
+    assert!(
+        written.contains(&format!("Task: write b after {found}")),
+        "{written}"
     );
     assert_eq!(gh.pulls().len(), 3);
     gh.assert_no_violations();
