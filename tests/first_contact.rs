@@ -136,7 +136,7 @@ fn yaml_scalars_in_tasks_are_text_and_bad_entries_say_what_was_expected() {
     let err = stderr(&out);
     assert!(
         err.contains(
-            "fanout.yml:3:5: key `tasks[1]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …]}"
+            "fanout.yml:3:5: key `tasks[1]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …], findings: comment|review, review_of: ID}"
         ),
         "{err}"
     );

@@ -465,7 +465,7 @@ pub enum TaskEntry {
 }
 
 impl text::TextOrMap for TaskEntry {
-    const EXPECTING: &'static str = "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …]}";
+    const EXPECTING: &'static str = "a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …], findings: comment|review, review_of: ID}";
     fn text(v: String) -> Result<Self, String> {
         Ok(TaskEntry::Prompt(v))
     }
@@ -974,7 +974,7 @@ mod tests {
         for (text, want) in [
             (
                 "tasks:\n  - [a, b]\n",
-                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …]}",
+                "fanout.yml:2:5: key `tasks[0]`: invalid type: sequence, expected a task: a prompt, or {id: ID, prompt: PROMPT, model: MODEL, agent: AGENT, depends_on: [ID, …], output: findings, timeout: DURATION, budget: USD, checks: [COMMAND, …], findings: comment|review, review_of: ID}",
             ),
             (
                 "tasks:\n  - {id: a, promt: b}\n",
@@ -1057,7 +1057,7 @@ mod tests {
         insta::assert_snapshot!(
             shown("tasks:\n  - id: fix\n    promt: fix it\n"),
             @r"
-        fanout.yml:3:5: key `tasks[0].promt`: unknown field `promt`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks; did you mean `prompt`?
+        fanout.yml:3:5: key `tasks[0].promt`: unknown field `promt`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks, findings, review_of; did you mean `prompt`?
           |
         3 |     promt: fix it
           |     ^
@@ -1066,7 +1066,7 @@ mod tests {
         insta::assert_snapshot!(
             shown("tasks:\n  - id: fix\n    prompt: fix it\n    timout: 5m\n"),
             @r"
-        fanout.yml:4:5: key `tasks[0].timout`: unknown field `timout`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks; did you mean `timeout`?
+        fanout.yml:4:5: key `tasks[0].timout`: unknown field `timout`, expected one of id, prompt, model, depends_on, output, agent, timeout, budget, checks, findings, review_of; did you mean `timeout`?
           |
         4 |     timout: 5m
           |     ^
@@ -1074,7 +1074,7 @@ mod tests {
         );
         // Nothing close: the list alone.
         let s = err("tasks:\n  - {id: fix, prompt: fix it, colour: red}\n").to_string();
-        assert!(s.ends_with("timeout, budget, checks"), "{s}");
+        assert!(s.ends_with("budget, checks, findings, review_of"), "{s}");
     }
 
     #[test]

@@ -331,9 +331,7 @@ impl Plan {
     /// placeholder on as text), else [`PLAN_SCHEMA_VERSION`].
     pub fn version_needed(&self) -> u32 {
         let newer = |t: &Task| {
-            t.overrides()
-                || t.findings.is_some()
-                || !findings::placeholders(&t.prompt).is_empty()
+            t.overrides() || t.findings.is_some() || !findings::placeholders(&t.prompt).is_empty()
         };
         if self.workers.iter().any(|w| newer(&w.task)) || !self.agents.is_empty() {
             PLAN_OVERRIDES_VERSION
