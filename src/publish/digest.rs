@@ -362,7 +362,7 @@ mod tests {
         let c = compare(&[one, two], &three);
         assert_eq!((c.average_cost, c.partly_unknown), (None, 2));
         // a history written before `unknown` existed still reads (as all known)
-        let old = format!("{OPEN}[{{\"run\":\"r0\",\"tasks\":{{}},\"cost\":1.5}}]{CLOSE}");
+        let old = format!("{OPEN}[{{\"run\":\"r0\",\"tasks\":{{}},\"cost\":1.5}}] -->");
         assert_eq!(history(&old)[0].unknown, 0);
     }
 
