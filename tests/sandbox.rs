@@ -221,8 +221,9 @@ git write-tree >/dev/null
 }
 
 /// An agent (sandboxed or not: the worktree is its own) points its worktree's `.git`
-/// file at the user's repository and leaves changes: harvest still commits them on the
-/// worker's branch, never in the user's repository.
+/// file at the user's repository and leaves changes: harvest puts the file back and
+/// commits them on the worker's branch, never in the user's repository; the worker
+/// fails for it (see tests/hostile.rs rewrites_its_worktrees_git_files).
 #[test]
 fn harvest_never_follows_the_worktree_git_file() {
     for mode in ["required", "off"] {
@@ -240,7 +241,12 @@ fn harvest_never_follows_the_worktree_git_file() {
         let before = t.snapshot();
         let (_, report) = run(&t, &cfg, &["-w", "1", "plant"]);
         let r = &report["results"][0];
-        assert_eq!(r["status"], "success", "{mode}: {r:#}\n{}", log(r));
+        assert_eq!(r["status"], "failed", "{mode}: {r:#}\n{}", log(r));
+        let reason = r["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("the worktree's .git (restored)"),
+            "{mode}: {reason}"
+        );
         assert_eq!(t.git(&["rev-parse", "main"]), main, "{mode}");
         assert_eq!(
             t.snapshot(),

@@ -887,7 +887,7 @@ impl Executor {
         let Some(path) = result.worktree_path.clone() else {
             return result;
         };
-        let harvested = match self.commit(w, path, base).await {
+        let (harvested, tampered) = match self.commit(w, path, base).await {
             Ok(h) => h,
             Err(why) => {
                 result.status = Status::Failed;
@@ -898,6 +898,11 @@ impl Executor {
         result.commit = Some(harvested.commit.to_string());
         result.committed_by_fanout = harvested.committed;
         result.files_modified = harvested.files_modified;
+        if let Some(why) = tampered {
+            result.status = Status::Failed;
+            result.reason = Some(why);
+            return result;
+        }
         let Some((sup, outcome)) = ran else {
             // The agent never ran: the reason is already set.
             result.status = Status::Failed;
@@ -937,8 +942,15 @@ impl Executor {
     }
 
     /// Commit what the agent left in the worktree at `path` on `w`'s branch, and what
-    /// changed since `base`; an error says why harvest failed.
-    async fn commit(&self, w: &PlannedWorker, path: PathBuf, base: Oid) -> Result<Harvest, String> {
+    /// changed since `base`; an error says why harvest failed. With the harvest: why the
+    /// worker fails when the agent changed the files that tie its worktree to the
+    /// repository (put back before harvesting).
+    async fn commit(
+        &self,
+        w: &PlannedWorker,
+        path: PathBuf,
+        base: Oid,
+    ) -> Result<(Harvest, Option<String>), String> {
         let message = commit_message(
             &w.task.prompt,
             &w.agent,
@@ -973,16 +985,15 @@ impl Executor {
         .await;
         match harvested {
             Ok(Err(why)) => Err(why),
-            Ok(Ok((changed, Ok(_)))) if !changed.is_empty() => {
+            Ok(Ok((changed, Ok(h)))) => {
                 let _ = self.journal.update(w.id, |e| e.branch_created = true);
-                Err(format!(
-                    "changed what an agent must not: {} (its work is on its branch, not published)",
-                    changed.join(", ")
-                ))
-            }
-            Ok(Ok((_, Ok(h)))) => {
-                let _ = self.journal.update(w.id, |e| e.branch_created = true);
-                Ok(h)
+                let tampered = (!changed.is_empty()).then(|| {
+                    format!(
+                        "changed what an agent must not: {} (its work is on its branch, not published)",
+                        changed.join(", ")
+                    )
+                });
+                Ok((h, tampered))
             }
             Ok(Ok((_, Err(e)))) => Err(format!("harvest failed: {}", e.message())),
             Err(_) => Err("harvest failed: task panicked".into()),
