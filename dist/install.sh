@@ -12,8 +12,9 @@
 # The action runs this script in two steps so that a workflow builds at most once
 # (FANOUT_INSTALL_STEP): `resolve` does 1–3 and, where 4 is needed, builds nothing
 # but writes build-key=, build-dir= and build-artifact= to $GITHUB_OUTPUT; the
-# action then fetches the plan job's binary (artifact) or the cache into build-dir,
-# and `build` takes the binary found there, else builds into build-dir/cache/.
+# action then fetches the plan job's binary (artifact; worker and aggregate jobs) or
+# the cache (worker jobs only) into build-dir, and `build` takes the binary found
+# there when the mode may trust it, else builds into build-dir/cache/.
 # Unset (`all`): everything in one go.
 #
 # A failed download or a checksum mismatch is an error, never a silent fall back to
@@ -28,8 +29,8 @@
 # cargo), FANOUT_BINARY, FANOUT_BINARY_SHA256 (the binary must have this sha256),
 # FANOUT_INSTALL_RETRIES (default 5), FANOUT_INSTALL_STEP (all, resolve, build),
 # FANOUT_BUILD_DIR, FANOUT_BUILD_VERSION, FANOUT_BUILD_ARTIFACT (build step: the
-# resolve step's outputs), FANOUT_IN_MODE (build step: a worker or aggregate job
-# that builds says so), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP,
+# resolve step's outputs), FANOUT_IN_MODE (build step: the action's mode, which
+# decides what it may take instead of building), RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP,
 # GITHUB_OUTPUT, GITHUB_PATH, CARGO_TARGET_DIR (relative: to the current directory,
 # as cargo reads it).
 #
@@ -120,11 +121,23 @@ build_from_source() { # $1: why; prints the binary's path
 }
 
 # The build step of the action: the plan job's binary, the cache's, or a build.
+# Any job of the workflow run (a worker job's agent included) can upload an artifact
+# of any name and save a cache entry under any key of the branch, so what runs with
+# the write token is never taken from either without a sum that came from elsewhere:
+# the artifact only with the plan job's binary-sha256 (or in a worker job), the cache
+# only in a worker job (which holds no write token); the plan job, whose binary and
+# plan the aggregate job trusts, and `run` mode build.
 if [[ "$step" == build ]]; then
     dir="${FANOUT_BUILD_DIR:?FANOUT_BUILD_DIR is not set (the resolve step writes build-dir)}"
     version="${FANOUT_BUILD_VERSION:-unknown}"
     want="$(lower "${FANOUT_BINARY_SHA256:-}")"
-    for found in "$dir/artifact/fanout" "$dir/cache/fanout"; do
+    mode="${FANOUT_IN_MODE:-}"
+    candidates=()
+    case "$mode" in
+        worker) candidates=("$dir/artifact/fanout" "$dir/cache/fanout") ;;
+        aggregate) if [[ -n "$want" ]]; then candidates=("$dir/artifact/fanout"); fi ;;
+    esac
+    for found in ${candidates[@]+"${candidates[@]}"}; do
         [[ -f "$found" ]] || continue
         chmod +x "$found" # artifacts do not keep file modes
         sum="$(sha256_of "$found")"
@@ -138,14 +151,19 @@ if [[ "$step" == build ]]; then
         esac
         finish "$found" "$version"
     done
+    where="the artifact ${FANOUT_BUILD_ARTIFACT:-}"
+    if [[ "$mode" == worker ]]; then where="$where nor in the cache"; fi
     [[ -z "$want" ]] ||
-        die "the plan job's fanout binary (sha256 $want, binary-sha256) is neither in the artifact ${FANOUT_BUILD_ARTIFACT:-} nor in the cache: refusing to run another binary"
-    case "${FANOUT_IN_MODE:-}" in
-        worker | aggregate)
+        die "the plan job's fanout binary (sha256 $want, binary-sha256) is not in $where: refusing to run another binary"
+    case "$mode" in
+        worker)
             echo "::warning title=fanout install::no fanout binary from the plan job (artifact ${FANOUT_BUILD_ARTIFACT:-}) nor from the cache: building in this job (run the plan job with this action to build once per workflow)" >&2
             ;;
+        aggregate)
+            echo "::warning title=fanout install::no binary-sha256 (the plan job's output): building in this job rather than trusting an artifact any job of the run could have uploaded" >&2
+            ;;
     esac
-    built="$(build_from_source "no released asset; first build of this version and source")"
+    built="$(build_from_source "no released asset for this runner, or build-from-source")"
     mkdir -p "$dir/cache"
     cp "$built" "$dir/cache/fanout.tmp"
     chmod +x "$dir/cache/fanout.tmp"

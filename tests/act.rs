@@ -506,10 +506,12 @@ fn workers_caps_the_matrix_jobs_running_at_once_under_act() {
 }
 
 #[test]
-fn without_a_release_asset_a_workflow_of_20_workers_builds_fanout_once() {
+fn without_a_release_asset_the_plan_job_builds_fanout_once_per_run_never_from_the_cache() {
     // dist/manifest.json has no asset URLs before a release (as on main), so the
     // action builds fanout from its source: the plan job builds (and caches) it and
-    // hands the binary to the 20 worker jobs and the aggregate job.
+    // hands the binary to the 20 worker jobs and the aggregate job. The next run's
+    // plan job builds again rather than trust a cache entry, which any job of a run
+    // (a worker job's agent too) could have saved: here a planted one.
     let Some(f) = Fixture::building() else { return };
     let gh = fake_github::FakeGitHub::start("octo", "demo");
     gh.set_token("act-token");
@@ -541,39 +543,70 @@ fn without_a_release_asset_a_workflow_of_20_workers_builds_fanout_once() {
     }
     // Every worker job and the aggregate job took the plan job's binary (checked
     // against its sha256, the plan job's binary-sha256 output).
-    let handed = |job: &str| {
+    let handed = |log: &ActLog, job: &str| {
         log.messages(job)
             .filter(|m| m.contains("using the fanout binary the plan job built"))
             .count()
     };
     assert_eq!(
-        handed("work-1"),
+        handed(&log, "work-1"),
         20,
         "worker jobs that took the plan's binary"
     );
-    assert_eq!(handed("aggregate"), 1);
+    assert_eq!(handed(&log, "aggregate"), 1);
     assert!(
         log.messages("work-1").all(|m| !m.contains("building")),
         "a worker job built fanout"
     );
     let saves = std::fs::read_to_string(f.t.root().join("gha-cache/saves.log")).unwrap();
     assert_eq!(saves.lines().count(), 1, "{saves}");
+    let key = saves.trim();
     assert!(
-        saves.starts_with(&format!("fanout-source-{}-", env!("CARGO_PKG_VERSION"))),
+        key.starts_with(&format!("fanout-source-{}-", env!("CARGO_PKG_VERSION"))),
         "{saves}"
     );
 
-    // The next run finds the build in the cache: no compile at all.
+    // A worker job saves a trojan under the key the next run looks up (the stand-in
+    // cache has exact keys only; on GitHub it would be a key not yet taken, such as
+    // the next version's): it would mark that it ran, then run fanout.
+    let marker = f.t.root().join("trojan-ran");
+    let trojan = f.t.root().join(format!("gha-cache/{key}/fanout"));
+    assert!(trojan.is_file(), "no cached binary at {}", trojan.display());
+    std::fs::write(
+        &trojan,
+        format!(
+            "#!/bin/sh\necho \"$0\" >> '{}'\nexec '{FANOUT}' \"$@\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let plan_sha = log.output("plan", "sha256").unwrap_or_default().to_owned();
+
+    // The next run: the plan job builds again and ignores the cache; the worker and
+    // aggregate jobs take its binary; the trojan never runs.
     let (out, log, _) = f.act(&gh, inputs);
     assert!(out.status.success(), "second run: {}", log.raw);
     eprintln!("second run: {} compile(s) in total", builds());
-    assert_eq!(builds(), 1, "the second run built again");
+    assert_eq!(builds(), 2, "the second run's plan job did not build");
     assert!(
         log.messages("plan")
-            .any(|m| m.contains("using the cached build")),
+            .all(|m| !m.contains("using the cached build")),
         "{}",
         log.raw
     );
+    assert!(
+        !marker.exists(),
+        "the cached trojan ran: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    let sha = log.output("plan", "sha256").unwrap_or_default();
+    assert_eq!(sha.len(), 64, "{}", log.raw);
+    assert_ne!(
+        sha, plan_sha,
+        "a fresh build (the stand-in cargo stamps each one)"
+    );
+    assert_eq!(handed(&log, "work-1"), 20);
+    assert_eq!(handed(&log, "aggregate"), 1);
     gh.assert_no_violations();
 }
 

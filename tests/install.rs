@@ -571,6 +571,9 @@ fn the_resolve_step_builds_nothing_and_keys_the_build_on_version_runner_and_sour
     assert!(out["bin"].ends_with("/fanout/0.1.0/x86_64-unknown-linux-musl/fanout"));
 }
 
+/// A binary planted where the build step looks (artifact or cache).
+const EVIL: &str = "#!/bin/sh\necho evil\n";
+
 #[test]
 fn the_build_step_takes_the_plan_jobs_binary_only_with_the_expected_sha256() {
     let env = Env::new();
@@ -601,6 +604,35 @@ fn the_build_step_takes_the_plan_jobs_binary_only_with_the_expected_sha256() {
     assert_eq!(sha, sha256_file(&bin));
     std::fs::remove_file(env.path("cargo-args")).unwrap();
 
+    // The cache holds a binary a worker job saved (any job of a run can): the plan
+    // job builds anyway and runs its own build, never the cached one.
+    std::fs::write(dir.join("cache/fanout"), EVIL).unwrap();
+    let o = build("plan", "");
+    assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+    assert!(
+        env.path("cargo-args").exists(),
+        "the plan job took the cache"
+    );
+    assert_eq!(outputs(&env)["sha256"], sha);
+    std::fs::remove_file(env.path("cargo-args")).unwrap();
+
+    // A worker job (no write token) with no artifact may take the cached build.
+    let o = build("worker", &sha);
+    assert_eq!(installed(&o).0, dir.join("cache/fanout"));
+    assert!(stderr(&o).contains("the cached build"), "{}", stderr(&o));
+    assert!(!env.path("cargo-args").exists(), "built anyway");
+
+    // The aggregate job never does, even with the expected sum: it wants the plan
+    // job's artifact and, without it, fails rather than build or take the cache.
+    let o = build("aggregate", &sha);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("refusing to run another binary"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!env.path("cargo-args").exists(), "built anyway");
+
     // A worker job with the artifact (modes lost on the way): taken, no build.
     std::fs::create_dir_all(dir.join("artifact")).unwrap();
     std::fs::copy(dir.join("cache/fanout"), dir.join("artifact/fanout")).unwrap();
@@ -617,12 +649,20 @@ fn the_build_step_takes_the_plan_jobs_binary_only_with_the_expected_sha256() {
     assert!(!env.path("cargo-args").exists(), "built anyway");
 
     // A swapped artifact (another sha256): refused, and no build in its place.
-    std::fs::write(dir.join("artifact/fanout"), "#!/bin/sh\necho evil\n").unwrap();
+    std::fs::write(dir.join("artifact/fanout"), EVIL).unwrap();
     let o = build("aggregate", &sha);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(err.contains("refusing to run another binary"), "{err}");
     assert!(!env.path("cargo-args").exists(), "built anyway");
+
+    // An aggregate job given no binary-sha256 does not trust the artifact (any job of
+    // the run could have uploaded it): it builds, and says why.
+    let o = build("aggregate", "");
+    assert_eq!(installed(&o).1, "built-from-source 0.1.0");
+    assert!(stderr(&o).contains("no binary-sha256"), "{}", stderr(&o));
+    std::fs::remove_file(env.path("cargo-args")).unwrap();
+    std::fs::remove_dir_all(dir.join("cache")).unwrap();
 
     // No plan job binary and no expected sum (a workflow of its own): the job builds,
     // and says why.
