@@ -3,9 +3,11 @@
 #
 #   1. FANOUT_BINARY set: use that binary as it is (end-to-end tests).
 #   2. Otherwise map RUNNER_OS/RUNNER_ARCH (or uname) to a target, and reuse
-#      $RUNNER_TOOL_CACHE/fanout/<version>/<target>/ when a previous job filled it.
+#      $RUNNER_TOOL_CACHE/fanout/<version>/<target>/ when a previous job filled it
+#      and the release archive kept there still has the manifest's sha256: the binary
+#      is unpacked from that archive again, never taken as it is (see below).
 #   3. Otherwise download the target's asset named in the manifest (with retries),
-#      check its sha256, and unpack it into the tool cache.
+#      check its sha256, and unpack it into the tool cache, the archive beside it.
 #   4. When the manifest has no asset for the target, or FANOUT_BUILD_FROM_SOURCE is
 #      true: `cargo build --locked --release` of the action's own source.
 #
@@ -314,11 +316,6 @@ if truthy "${FANOUT_BUILD_FROM_SOURCE:-}"; then
     build "build-from-source is true"
 fi
 
-if [[ -f "$cache/.complete" && -x "$cache/fanout" ]]; then
-    log "reusing the tool cache at $cache"
-    finish "$cache/fanout" "$version"
-fi
-
 if [[ "$version" != "$manifest_version" ]]; then
     die "version $version asked for, but $manifest_src describes $manifest_version: use the action at the tag v$version, or leave the version empty"
 fi
@@ -328,18 +325,39 @@ if [[ -z "$url" ]]; then
     build "no released asset for $target"
 fi
 [[ -n "$want" ]] || die "the manifest has a URL for $target but no sha256: refusing an unverifiable download"
-if [[ -n "${FANOUT_INSTALL_BASE_URL:-}" ]]; then
-    url="${FANOUT_INSTALL_BASE_URL%/}/${url##*/}"
-    log "FANOUT_INSTALL_BASE_URL: the asset comes from $url (its sha256 is still checked)"
-fi
-check_url "$url" "the $target asset"
+want="$(lower "$want")"
 
-# 3. Download, verify, unpack, then mark complete (a half-filled cache is never reused).
-log "downloading $url"
-fetch "$url" "$work/asset.tar.gz" || die "download failed: $url"
-got="$(sha256_of "$work/asset.tar.gz")"
-if [[ "$(lower "$got")" != "$(lower "$want")" ]]; then
-    die "checksum mismatch for $url: expected sha256 $want, got $got"
+# The tool cache outlives the job on a self-hosted runner, and any job there (a
+# worker job's agent included, same uid) can write to it: what it holds is trusted
+# only as far as the manifest's sha256 vouches for it. So the archive is kept beside
+# the binary, and a later job copies it out, checks that copy's sha256 and unpacks
+# the binary from it again over whatever the cache holds; an archive that does not
+# match is downloaded again.
+kept="$cache/fanout.tar.gz"
+got=""
+if [[ -f "$kept" ]] && cp "$kept" "$work/asset.tar.gz"; then
+    got="$(lower "$(sha256_of "$work/asset.tar.gz")")"
+    if [[ "$got" == "$want" ]]; then
+        log "reusing the tool cache at $cache (its archive has the manifest's sha256; the binary is unpacked from it again)"
+    else
+        log "not reusing the tool cache at $cache: its archive has sha256 $got, the manifest's is $want; downloading again"
+        got=""
+    fi
+fi
+
+# 3. Download, verify, unpack, keep the archive beside the binary.
+if [[ -z "$got" ]]; then
+    if [[ -n "${FANOUT_INSTALL_BASE_URL:-}" ]]; then
+        url="${FANOUT_INSTALL_BASE_URL%/}/${url##*/}"
+        log "FANOUT_INSTALL_BASE_URL: the asset comes from $url (its sha256 is still checked)"
+    fi
+    check_url "$url" "the $target asset"
+    log "downloading $url"
+    fetch "$url" "$work/asset.tar.gz" || die "download failed: $url"
+    got="$(lower "$(sha256_of "$work/asset.tar.gz")")"
+    if [[ "$got" != "$want" ]]; then
+        die "checksum mismatch for $url: expected sha256 $want, got $got"
+    fi
 fi
 mkdir -p "$work/unpacked"
 tar -xzf "$work/asset.tar.gz" -C "$work/unpacked" || die "cannot unpack $url"
@@ -348,5 +366,5 @@ rm -rf "$cache"
 mkdir -p "$cache"
 cp "$work/unpacked/fanout" "$cache/fanout"
 chmod +x "$cache/fanout"
-touch "$cache/.complete"
+cp "$work/asset.tar.gz" "$kept"
 finish "$cache/fanout" "$version"

@@ -1,9 +1,11 @@
 //! `dist/install.sh`, the action's installer, against a local manifest and local
-//! release files (no network): the right target is picked, the tool cache is reused,
-//! a bad checksum or a plain-http URL is refused and leaves nothing cached, a mirror
-//! (FANOUT_INSTALL_BASE_URL) still has its downloads checked, and the
-//! build-from-source fallback runs `cargo build --locked --release` (a stand-in cargo
-//! records its arguments and produces the binary, so the test needs no 3-minute build).
+//! release files (no network): the right target is picked, the tool cache is reused
+//! only by unpacking its kept archive again once that has the manifest's sha256 (a
+//! binary planted there is never handed on), a bad checksum or a plain-http URL is
+//! refused and leaves nothing cached, a mirror (FANOUT_INSTALL_BASE_URL) still has its
+//! downloads checked, and the build-from-source fallback runs `cargo build --locked
+//! --release` (a stand-in cargo records its arguments and produces the binary, so the
+//! test needs no 3-minute build).
 //! The action's two steps (resolve, then build) are covered too: resolve builds
 //! nothing and names the build's cache key, the build step takes the plan job's
 //! binary only when its sha256 is the expected one. The manifest is read with
@@ -167,8 +169,9 @@ fn picks_the_runners_target_and_reuses_the_tool_cache() {
             env.path(&format!("cache/fanout/0.1.0/{target}/fanout"))
         );
         assert_eq!(version, format!("fanout-{target} 0.1.0"), "{os}/{arch}");
+        // The release archive stays beside the binary: a later job unpacks it again.
         assert!(
-            env.path(&format!("cache/fanout/0.1.0/{target}/.complete"))
+            env.path(&format!("cache/fanout/0.1.0/{target}/fanout.tar.gz"))
                 .is_file()
         );
     }
@@ -670,6 +673,102 @@ fn the_build_step_takes_the_plan_jobs_binary_only_with_the_expected_sha256() {
     let o = build("worker", "");
     assert_eq!(installed(&o).1, "built-from-source 0.1.0");
     assert!(stderr(&o).contains("::warning"), "{}", stderr(&o));
+}
+
+/// The tool cache outlives the job on a self-hosted runner and any job there can write
+/// to it (a worker job's agent too). The install step does not know the job's mode, so
+/// the plan job, `run` mode, the aggregate job and worker jobs alike reuse it only by
+/// unpacking the binary again from the archive kept there, once that archive has the
+/// manifest's sha256; anything else there is never handed on to run.
+#[test]
+fn a_binary_planted_in_the_tool_cache_is_never_handed_on() {
+    let env = Env::new();
+    env.manifest(|t| env.file_url(t), None);
+    let linux = [("RUNNER_OS", "Linux"), ("RUNNER_ARCH", "X64")];
+    let cached = env.path("cache/fanout/0.1.0/x86_64-unknown-linux-musl");
+    let released = "fanout-x86_64-unknown-linux-musl 0.1.0";
+    let (bin, version) = installed(&env.install(&linux));
+    assert_eq!(
+        (bin.as_path(), version.as_str()),
+        (cached.join("fanout").as_path(), released)
+    );
+    let genuine = sha256_file(&bin);
+    let check = |o: &Output| {
+        let (bin, version) = installed(o);
+        assert_eq!(version, released, "{}", stderr(o));
+        assert_eq!(bin, cached.join("fanout"));
+        assert_eq!(outputs(&env)["sha256"], genuine);
+    };
+    let _ = outputs(&env);
+
+    // The binary swapped, the archive left: unpacked again from the archive, with the
+    // release unreachable (nothing downloaded).
+    std::fs::rename(env.path("release"), env.path("release-away")).unwrap();
+    std::fs::write(cached.join("fanout"), EVIL).unwrap();
+    let o = env.install(&linux);
+    check(&o);
+    assert!(
+        stderr(&o).contains("reusing the tool cache"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("downloading"), "{}", stderr(&o));
+
+    // The archive swapped too (a planted archive of its own): downloaded again.
+    std::fs::write(cached.join("fanout"), EVIL).unwrap();
+    std::fs::copy(
+        env.path("release-away/fanout-aarch64-unknown-linux-musl.tar.gz"),
+        cached.join("fanout.tar.gz"),
+    )
+    .unwrap();
+    std::fs::rename(env.path("release-away"), env.path("release")).unwrap();
+    let o = env.install(&linux);
+    check(&o);
+    let err = stderr(&o);
+    assert!(err.contains("not reusing the tool cache"), "{err}");
+    assert!(err.contains("downloading file://"), "{err}");
+
+    // A binary with no archive (or an older installer's cache: the binary and a
+    // `.complete` marker) and the release unreachable: an error, not that binary.
+    std::fs::remove_file(cached.join("fanout.tar.gz")).unwrap();
+    std::fs::write(cached.join("fanout"), EVIL).unwrap();
+    std::fs::write(cached.join(".complete"), "").unwrap();
+    std::fs::rename(env.path("release"), env.path("release-away")).unwrap();
+    let o = env.install(&linux);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("download failed"), "{}", stderr(&o));
+    assert!(outputs(&env).is_empty(), "a binary was handed on");
+
+    // Nor is that planted cache taken when the manifest has no asset (the action
+    // builds), or for a version the manifest does not describe.
+    std::fs::rename(env.path("release-away"), env.path("release")).unwrap();
+    env.manifest(|_| None, None);
+    let src = source_checkout(&env);
+    let o = env.install(&[
+        linux[0],
+        linux[1],
+        ("FANOUT_INSTALL_STEP", "resolve"),
+        ("FANOUT_SOURCE_DIR", src.to_str().unwrap()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = outputs(&env);
+    assert!(
+        out.contains_key("build-key") && !out.contains_key("bin"),
+        "{out:?}"
+    );
+    let planted = env.path("cache/fanout/0.0.9/x86_64-unknown-linux-musl");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(planted.join("fanout"), EVIL).unwrap();
+    chmod_x(&planted.join("fanout"));
+    std::fs::write(planted.join(".complete"), "").unwrap();
+    let o = env.install(&[linux[0], linux[1], ("FANOUT_VERSION", "0.0.9")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("version 0.0.9 asked for"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(outputs(&env).is_empty(), "a binary was handed on");
 }
 
 fn sha256_file(p: &Path) -> String {
