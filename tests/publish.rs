@@ -1155,3 +1155,186 @@ fn ssh_remotes_are_pushed_with_the_users_ssh() {
     assert!(!said.contains(TOKEN), "{said}");
     assert_eq!(gh.pulls().len(), 1);
 }
+
+/// A run of a fast worker and a slow one, publishing with `when` (`None`: the config
+/// says nothing): the slow agent waits (at most two minutes) for the file `gate` (in
+/// the directory agents may use besides their worktree),
+/// which the test writes once it has seen what it waits for, and puts that file's
+/// text in its change (`slow.txt`). Returns the spawned fanout and its output file
+/// (`$GITHUB_OUTPUT`).
+fn fast_and_slow(
+    t: &TestEnv,
+    gh: &FakeGitHub,
+    when: Option<&str>,
+    gate: &std::path::Path,
+) -> (std::process::Child, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    t.bare_origin();
+    let agent = t.root().join("agent.sh");
+    let gate = gate.display();
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\ncase \"$FANOUT_TASK\" in\n  slow*)\n    i=0\n    while [ ! -e '{gate}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n    if [ -e '{gate}' ]; then cat '{gate}' > slow.txt; else echo 'nothing seen' > slow.txt; fi ;;\n  *) echo fast > fast.txt ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let when = when.map_or(String::new(), |w| format!("publish:\n  when: {w}\n"));
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: a\n  workers: 2\nworktree_dir: '{}'\nagents:\n  a:\n    command: ['{}']\n    writable: ['{}']\n{when}",
+        t.worktrees.display(),
+        agent.display(),
+        t.shared().display()
+    ));
+    let outputs = t.root().join("github-output");
+    let url = gh.url();
+    let child = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-t",
+            "fast task",
+            "-t",
+            "slow task",
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_OUTPUT", &outputs)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, outputs)
+}
+
+/// The `pull-requests` output: each pull request's worker id and operation.
+fn pull_request_output(outputs: &std::path::Path) -> Vec<(u64, String)> {
+    let text = std::fs::read_to_string(outputs).unwrap();
+    let line = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("pull-requests="))
+        .expect("a pull-requests output");
+    let prs: Vec<serde_json::Value> = serde_json::from_str(line).unwrap();
+    prs.iter()
+        .map(|p| {
+            let id = p["worker_id"].as_u64().unwrap();
+            (id, p["operation"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// `publish.when: as-ready`: the fast worker's pull request is opened while the slow
+/// worker still runs (its agent waits until the test has seen that pull request on
+/// the fake GitHub), and the end-of-run publish neither pushes nor opens it again:
+/// the report, `results.json` and the `pull-requests` output say `created` once for
+/// each worker.
+#[test]
+fn as_ready_publishes_a_fast_worker_while_a_slow_one_runs() {
+    let t = TestEnv::new();
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let gate = t.shared().join("fast-pull-request-seen");
+    let (mut child, outputs) = fast_and_slow(&t, &gh, Some("as-ready"), &gate);
+    let seen = wait_until(std::time::Duration::from_secs(120), || {
+        !gh.pulls().is_empty()
+    });
+    if !seen {
+        let _ = child.kill();
+    }
+    assert!(seen, "no pull request while the slow worker ran");
+    let early = gh.pulls();
+    assert_eq!(early.len(), 1, "only the fast worker's: {early:?}");
+    std::fs::write(&gate, format!("saw #{}\n", early[0].number)).unwrap();
+    let status = wait_child(&mut child, std::time::Duration::from_secs(180));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("worker #1 published as ready: created"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&report), ["created", "created"]);
+    let fast = &report["results"][0];
+    assert_eq!(fast["task"], "fast task");
+    assert_eq!(fast["publish"]["number"], early[0].number);
+    assert_eq!(fast["branch"].as_str(), Some(early[0].head_ref.as_str()));
+    // The slow worker saw the fast worker's pull request before it finished.
+    let slow_branch = report["results"][1]["branch"].as_str().unwrap();
+    let said = t.git(&["show", &format!("{slow_branch}:slow.txt")]);
+    assert_eq!(said.trim(), format!("saw #{}", early[0].number));
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 2, "{pulls:?}");
+    assert_ne!(pulls[0].head_ref, pulls[1].head_ref);
+    let requests = gh.requests();
+    let creates = requests
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pulls"))
+        .count();
+    assert_eq!(creates, 2, "each pull request created once");
+    // Each branch's pull request is looked up once: the end-of-run publish left the
+    // fast worker's alone.
+    for pr in &pulls {
+        let lookups = requests
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with("/pulls"))
+            .filter(|r| r.query.get("head") == Some(&format!("octo:{}", pr.head_ref)))
+            .count();
+        assert_eq!(lookups, 1, "{} handled once", pr.head_ref);
+    }
+    let run = report["run_id"].as_str().unwrap();
+    assert_eq!(Setup::ops(&t.results(run)), ["created", "created"]);
+    assert_eq!(
+        pull_request_output(&outputs),
+        [(1, "created".to_owned()), (2, "created".to_owned())]
+    );
+    gh.assert_no_violations();
+}
+
+/// Without `as-ready`, nothing is published while the run goes on: once the fast
+/// worker's result is recorded, the fake GitHub still has no pull request while the
+/// slow worker runs; both are opened after the run.
+#[test]
+fn without_as_ready_nothing_is_published_before_the_run_ends() {
+    let t = TestEnv::new();
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let gate = t.shared().join("fast-worker-done");
+    let (mut child, outputs) = fast_and_slow(&t, &gh, None, &gate);
+    let recorded = wait_until(std::time::Duration::from_secs(120), || {
+        t.runs()
+            .iter()
+            .any(|run| t.run_dir(run).join("results/w1.json").exists())
+    });
+    if !recorded {
+        let _ = child.kill();
+    }
+    assert!(recorded, "the fast worker's result was never recorded");
+    // Long enough for an as-ready publish of the fast worker to show on the server.
+    let published = wait_until(std::time::Duration::from_secs(3), || !gh.pulls().is_empty());
+    std::fs::write(&gate, "go\n").unwrap();
+    let status = wait_child(&mut child, std::time::Duration::from_secs(180));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!published, "published before the run ended: {stderr}");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("as ready"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(Setup::ops(&report), ["created", "created"]);
+    assert_eq!(gh.pulls().len(), 2);
+    assert_eq!(
+        pull_request_output(&outputs),
+        [(1, "created".to_owned()), (2, "created".to_owned())]
+    );
+    gh.assert_no_violations();
+}

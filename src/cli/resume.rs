@@ -126,6 +126,7 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
             publish: flags.as_ref().map(|f| (&file, f)),
             push_record: record.as_ref(),
             results_path: &results_path,
+            published: &Default::default(),
         },
     )?;
     print_report(args.json, &report, &ready.run_dir, args.publish);

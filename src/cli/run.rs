@@ -4,7 +4,9 @@
 use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
-use crate::ops::run::{AfterRun, after_run, execute_plan};
+use crate::config::PublishWhen;
+use crate::ops::run::{AfterRun, after_run, execute_plan, execute_plan_as_ready};
+use crate::publish::ready::AsReady;
 use crate::publish::report::check_publishing;
 use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
@@ -42,6 +44,12 @@ pub struct RunArgs {
     /// After the run, push successful branches and open or update their pull requests.
     #[arg(long)]
     pub publish: bool,
+
+    /// With --publish: `as-ready` publishes each worker as soon as it has finished,
+    /// while the others still run; `end` once the run is over (default: fanout.yml's
+    /// `publish.when`, else `end`).
+    #[arg(long, value_enum, value_name = "WHEN", requires = "publish")]
+    pub publish_when: Option<PublishWhen>,
 
     /// Also build one integration branch merging every success that merges cleanly
     /// (in worker-id order), and with --publish open its pull request.
@@ -82,7 +90,15 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         check_publishing(flags, Some(&record))?;
     }
     opts.push_record = Some(record.clone());
-    let mut report = execute_plan(&repo, &opts, plan, Style::detect(args.quiet))?;
+    let style = Style::detect(args.quiet);
+    let as_ready = args.publish_when.or(file.publish.when) == Some(PublishWhen::AsReady);
+    let (mut report, published) = match &flags {
+        Some(flags) if as_ready => {
+            let ready = AsReady::new(&repo, &file, flags, Some(&record), &plan)?;
+            execute_plan_as_ready(&repo, &opts, plan, style, ready)?
+        }
+        _ => (execute_plan(&repo, &opts, plan, style)?, Default::default()),
+    };
     let results_path = repo.run_dir(&report.run_id).join("results.json");
     let code = after_run(
         &repo,
@@ -92,6 +108,7 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
             publish: flags.as_ref().map(|f| (&file, f)),
             push_record: Some(&record),
             results_path: &results_path,
+            published: &published,
         },
     )?;
     if args.plan.json {

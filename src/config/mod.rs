@@ -361,6 +361,23 @@ pub struct PublishConfig {
     /// `issue`: keep one rolling issue (label `fanout-digest`) with tonight's results
     /// compared with the night before; `off` (the default): none.
     pub digest: Option<DigestMode>,
+    /// When `run --publish` publishes: `end` (the default) publishes every worker once
+    /// the run is over; `as-ready` publishes each worker as soon as it has finished and
+    /// been harvested, while the others still run.
+    pub when: Option<PublishWhen>,
+}
+
+/// When `run --publish` publishes the workers.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PublishWhen {
+    /// Once the whole run is over.
+    #[default]
+    End,
+    /// Each worker as soon as it has finished and been harvested.
+    AsReady,
 }
 
 /// The morning digest.

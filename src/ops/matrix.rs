@@ -224,6 +224,7 @@ pub fn aggregate(
             publish: after.publish.map(|flags| (file, flags)),
             push_record: Some(&record),
             results_path: &paths.results,
+            published: &Default::default(),
         },
     )?;
     crate::util::sign::write_signed(&paths.results, &report.to_json())

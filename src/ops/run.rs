@@ -2,7 +2,9 @@
 //! attempt ([`crate::run::attempt`], with live progress), fan-in (selection and the
 //! conflict map), the report (`results.json`, `summary.md`, the Actions step summary
 //! and outputs); then, when asked, the integration branch and publishing
-//! ([`after_run`]).
+//! ([`after_run`]). With `publish.when: as-ready`, [`execute_plan_as_ready`] also
+//! hands each finished worker, from memory, to [`crate::publish::ready`] while the run
+//! goes on (the run stage itself knows nothing of publishing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,14 +12,16 @@ use std::path::{Path, PathBuf};
 use crate::config::ConfigFile;
 use crate::exit::{self, Failure};
 use crate::fanin::conflicts::{IntegrateError, integrate_report};
-use crate::model::WorkerResult;
+use crate::model::{PublishOutcome, WorkerResult};
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
-use crate::publish::report::{PublishFlags, publish_report};
+use crate::publish::ready::AsReady;
+use crate::publish::report::{PublishFlags, publish_report_after, record_early};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
 use crate::report::summary::{ReportPaths, render_summary};
 use crate::run::attempt::{self, Attempt, Attempted, ExecOptions};
+use crate::run::event::{Event, Reporter};
 use crate::run::journal::Journal;
 use crate::run::results::RunReport;
 use crate::util::out::errln;
@@ -84,6 +88,94 @@ pub fn run_attempt(
     conclude(repo, done)
 }
 
+/// What was published while the run went on, by worker id.
+pub type Published = BTreeMap<u32, PublishOutcome>;
+
+/// [`execute_plan`], publishing each worker as soon as it has finished and been
+/// harvested (`publish.when: as-ready`): the executor's `WorkerFinished` events are
+/// tapped on their way to the progress reporter and their results handed, in memory,
+/// to `ready` on a thread of its own, so the run never waits for GitHub. A signal
+/// stopping the run stops early publishing too. Returns the report and what was
+/// published, for [`after_run`].
+pub fn execute_plan_as_ready(
+    repo: &UserRepo,
+    opts: &ExecOptions,
+    plan: Plan,
+    style: Style,
+    ready: AsReady,
+) -> Result<(RunReport, Published), Failure> {
+    let attempt = attempt::start(repo, opts, &plan, BTreeMap::new())?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let publisher = std::thread::Builder::new()
+        .name("fanout-as-ready".into())
+        .spawn(move || publish_ready(ready, &rx, &stop_rx))
+        .map_err(|e| Failure::Fatal(format!("the as-ready publisher: {e}")))?;
+    let tap = Box::new(Tap {
+        shown: reporter(style, &plan),
+        ready: tx,
+        stop: stop_tx,
+    });
+    // The tap goes when the attempt ends; then the publisher finishes what it has.
+    let done = attempt::execute(repo, &opts.identity, plan, tap, attempt);
+    let published = publisher
+        .join()
+        .map_err(|_| Failure::Fatal("the as-ready publisher panicked".into()))?;
+    let report = conclude(repo, done?)?;
+    Ok((report, published))
+}
+
+/// The progress reporter, with each finished worker's result also sent to the
+/// as-ready publisher, and a stop said to it.
+struct Tap {
+    shown: Box<dyn Reporter>,
+    ready: std::sync::mpsc::Sender<WorkerResult>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Reporter for Tap {
+    fn event(&mut self, ev: &Event) {
+        match ev {
+            Event::WorkerFinished(r) => {
+                let _ = self.ready.send(WorkerResult::clone(r));
+            }
+            Event::Stopping(_) => {
+                let _ = self.stop.send(true);
+            }
+            _ => {}
+        }
+        self.shown.event(ev);
+    }
+
+    fn finish(&mut self) {
+        self.shown.finish();
+    }
+}
+
+/// The as-ready publisher's loop: publish what finished (all that is waiting at once)
+/// until the run ends or is stopped; returns what was published.
+fn publish_ready(
+    mut ready: AsReady,
+    rx: &std::sync::mpsc::Receiver<WorkerResult>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Published {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
+        if *stop.borrow() {
+            break;
+        }
+        let mut stop = stop.clone();
+        ready.publish(batch, async move {
+            if stop.wait_for(|s| *s).await.is_err() {
+                // The run is over without a stop: nothing cuts publishing short.
+                std::future::pending::<()>().await;
+            }
+        });
+    }
+    ready.finish()
+}
+
 /// Fan the attempt's results in, write the report, and remove the run's pid file.
 fn conclude(repo: &UserRepo, done: Attempted) -> Result<RunReport, Failure> {
     let Attempted {
@@ -133,6 +225,9 @@ pub struct AfterRun<'a> {
     pub push_record: Option<&'a PushRecord>,
     /// The report's `results.json` (rewritten with what publishing did).
     pub results_path: &'a Path,
+    /// Workers already published while the run went on (`publish.when: as-ready`):
+    /// not pushed or opened again, their outcomes recorded as they are.
+    pub published: &'a Published,
 }
 
 /// Integrate and publish a finished run as `after` says (neither when a signal
@@ -150,16 +245,20 @@ pub fn after_run(
         integrate(repo, report, identity)?;
     }
     let mut code = report.exit_code;
+    if report.interrupted && !after.published.is_empty() {
+        record_early(report, after.published, after.results_path)?;
+    }
     if let Some((file, flags)) = after.publish
         && !report.interrupted
     {
-        let published = publish_report(
+        let published = publish_report_after(
             repo,
             file,
             flags,
             after.push_record,
             report,
             after.results_path,
+            after.published,
         )?;
         if published == exit::FATAL {
             code = exit::FATAL;

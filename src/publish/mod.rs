@@ -11,7 +11,9 @@
 //! pull request lives on from run to run ([`lifecycle`]). After the pull requests,
 //! findings tasks post their findings ([`findings`]: a comment on a tracking issue, or
 //! a review of another task's pull request), and the morning digest is written
-//! ([`digest`]); both keep issues found by their markers ([`tracking`]).
+//! ([`digest`]); both keep issues found by their markers ([`tracking`]). With
+//! `publish.when: as-ready`, `run --publish` publishes each worker while the run goes
+//! on ([`ready`]), and the end-of-run publish leaves those be.
 
 pub mod body;
 pub mod digest;
@@ -20,6 +22,7 @@ pub mod github;
 pub mod lifecycle;
 pub mod pulls;
 pub mod push;
+pub mod ready;
 pub mod report;
 pub mod stable;
 pub mod target;

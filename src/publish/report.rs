@@ -106,22 +106,35 @@ pub fn publish_report(
     report: &mut RunReport,
     results_path: &Path,
 ) -> Result<i32, Failure> {
-    let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
-    let target = Target::resolve(args, record, in_actions)?;
-    if in_actions {
-        mask(&target.credentials);
-    }
-    let (policy, pace) = pacing(file, args);
-    let templates = templates(repo, file)?;
-    let opts = options(file, args, &target);
-    let gh = Api {
-        target: &target,
-        policy,
-        pace,
-        in_actions,
+    let early = BTreeMap::new();
+    publish_report_after(repo, file, args, record, report, results_path, &early)
+}
+
+/// [`publish_report`] after some workers were published while the run went on
+/// (`publish.when: as-ready`, [`super::ready`]): those in `early` are not pushed or
+/// opened again, their outcomes are recorded as they are; the others, the integration
+/// branch, findings and the digest are published as usual.
+pub fn publish_report_after(
+    repo: &UserRepo,
+    file: &ConfigFile,
+    args: &PublishFlags,
+    record: Option<&PushRecord>,
+    report: &mut RunReport,
+    results_path: &Path,
+    early: &BTreeMap<u32, PublishOutcome>,
+) -> Result<i32, Failure> {
+    let prepared = Prepared::new(repo, file, args, record)?;
+    let gh = prepared.api();
+    let done = gh.push_and_open(repo, report, &prepared.templates, &prepared.opts, early);
+    let ((outcomes, integrated), stopped, digest) = match done {
+        Ok(d) => d,
+        Err(e) => {
+            if !early.is_empty() {
+                record_early(report, early, results_path)?;
+            }
+            return Err(e);
+        }
     };
-    let ((outcomes, integrated), stopped, digest) =
-        gh.push_and_open(repo, report, &templates, &opts)?;
     record_outcomes(report, outcomes);
     if let (Some(it), Some(o)) = (report.integration.as_mut(), integrated.into_values().next()) {
         it.publish = Some(o);
@@ -135,11 +148,71 @@ pub fn publish_report(
         Some(e) => {
             errln!(
                 "fanout: publish failed: {e}; {}",
-                next_step(&e, &target.api)
+                next_step(&e, &prepared.target.api)
             );
             Ok(exit::FATAL)
         }
         None => Ok(code),
+    }
+}
+
+/// Record in `report` the outcomes of the workers published while the run went on,
+/// when nothing else is published (the run was stopped, or publishing failed before
+/// it began), and rewrite `results.json` and `summary.md` with them.
+pub fn record_early(
+    report: &mut RunReport,
+    early: &BTreeMap<u32, PublishOutcome>,
+    results_path: &Path,
+) -> Result<(), Failure> {
+    record_outcomes(report, early.clone());
+    write_outcomes(report, results_path)
+}
+
+/// Everything publishing needs before it talks to GitHub: where (checked), how (the
+/// flags and the config's `publish:` block merged), the templates and the pacing.
+pub(super) struct Prepared {
+    target: Target,
+    policy: RetryPolicy,
+    pace: Duration,
+    pub(super) templates: Templates,
+    pub(super) opts: PublishOptions,
+    in_actions: bool,
+}
+
+impl Prepared {
+    /// Resolve and check it all (the credentials masked in Actions).
+    pub(super) fn new(
+        repo: &UserRepo,
+        file: &ConfigFile,
+        args: &PublishFlags,
+        record: Option<&PushRecord>,
+    ) -> Result<Prepared, Failure> {
+        let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+        let target = Target::resolve(args, record, in_actions)?;
+        if in_actions {
+            mask(&target.credentials);
+        }
+        let (policy, pace) = pacing(file, args);
+        let templates = templates(repo, file)?;
+        let opts = options(file, args, &target);
+        Ok(Prepared {
+            target,
+            policy,
+            pace,
+            templates,
+            opts,
+            in_actions,
+        })
+    }
+
+    /// Talking to GitHub as prepared.
+    pub(super) fn api(&self) -> Api<'_> {
+        Api {
+            target: &self.target,
+            policy: self.policy.clone(),
+            pace: self.pace,
+            in_actions: self.in_actions,
+        }
     }
 }
 
@@ -299,7 +372,7 @@ fn branch_mode(asked: Option<BranchMode>) -> BranchMode {
 }
 
 /// Talking to GitHub.
-struct Api<'a> {
+pub(super) struct Api<'a> {
     target: &'a Target,
     policy: RetryPolicy,
     pace: Duration,
@@ -333,35 +406,42 @@ fn say_digest(digest: DigestDone) {
 }
 
 impl Api<'_> {
-    /// Connect, then push and open or update each eligible worker's pull request, and
-    /// the integration branch's (`--integrate`) like a worker's. A signal stops
-    /// publishing (rate-limit waits can be long; it is idempotent, so running it again
-    /// picks up where it stopped).
+    /// A client of the repository's API with a fresh deadline, and the token to push
+    /// with (masked in Actions).
+    pub(super) async fn connect(&self) -> Result<(GitHub, SecretString), Failure> {
+        let t = self.target;
+        let connected =
+            tokio::time::timeout(self.policy.total, connect(&t.api, &t.slug, &t.credentials));
+        let (crab, push_token) = connected
+            .await
+            .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
+            .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
+        if self.in_actions {
+            outln!("::add-mask::{}", push_token.expose_secret());
+        }
+        let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
+        Ok((gh, push_token))
+    }
+
+    /// Connect, then push and open or update each eligible worker's pull request
+    /// (except those in `early`, whose outcomes are taken as they are), and the
+    /// integration branch's (`--integrate`) like a worker's. A signal stops publishing
+    /// (rate-limit waits can be long; it is idempotent, so running it again picks up
+    /// where it stopped).
     fn push_and_open(
         &self,
         repo: &UserRepo,
         report: &RunReport,
         templates: &Templates,
         opts: &PublishOptions,
+        early: &BTreeMap<u32, PublishOutcome>,
     ) -> Result<Outcomes, Failure> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
         runtime.block_on(async {
-            let t = self.target;
-            let connected = tokio::time::timeout(
-                self.policy.total,
-                connect(&t.api, &t.slug, &t.credentials),
-            );
-            let (crab, push_token) = connected
-                .await
-                .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
-                .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
-            if self.in_actions {
-                outln!("::add-mask::{}", push_token.expose_secret());
-            }
-            let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
+            let (gh, push_token) = self.connect().await?;
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                     .map_err(|e| Failure::Fatal(format!("signal handler: {e}")))?;
@@ -370,10 +450,20 @@ impl Api<'_> {
                     results: vec![r],
                     ..report.clone()
                 });
+            let pending = RunReport {
+                results: report
+                    .results
+                    .iter()
+                    .filter(|r| !early.contains_key(&r.worker_id))
+                    .cloned()
+                    .collect(),
+                ..report.clone()
+            };
             let token = Some(push_token.expose_secret());
             let all = async {
                 let mut workers =
-                    publish(report, &repo.workdir, &gh, token, templates, opts).await;
+                    publish(&pending, &repo.workdir, &gh, token, templates, opts).await;
+                workers.extend(early.iter().map(|(id, o)| (*id, o.clone())));
                 if gh.stopped().is_none() {
                     super::findings::post(report, &gh, opts, &mut workers).await;
                 }

@@ -1,0 +1,234 @@
+//! Publishing workers as they become ready (`publish.when: as-ready`): while a run
+//! goes on, each worker that has finished and been harvested is pushed and gets its
+//! pull request at once, so reviewers can start on early ones. [`AsReady`] takes the
+//! finished results from memory (never from a file an agent could have written) and
+//! publishes them exactly as the end-of-run publish would ([`super::publish`]: the
+//! branch and commit checked against the plan, the lease from the remote, the push URL
+//! and token from the publishing target). What it published is handed to the
+//! end-of-run publish ([`super::report::publish_report_after`]), which does not push
+//! or open those again and records their outcomes as they were.
+//!
+//! A worker whose pull request depends on other workers waits for the end of the run:
+//! one of several workers of a task under `select: best` (the winner is known only
+//! then), and one of several workers sharing a stable branch. A worker whose early
+//! publishing failed is published again at the end of the run.
+
+use std::collections::BTreeMap;
+
+use secrecy::ExposeSecret;
+
+use super::report::{Prepared, PublishFlags};
+use super::stable::BranchMode;
+use super::{ineligible, publish};
+use crate::config::{ConfigFile, SelectMode};
+use crate::exit::Failure;
+use crate::model::{Operation, PublishOutcome, WorkerResult};
+use crate::plan::Plan;
+use crate::repo::{PushRecord, UserRepo};
+use crate::run::results::RunReport;
+use crate::util::out::errln;
+
+/// Publishing a run's workers as they finish.
+pub struct AsReady {
+    prepared: Prepared,
+    repo: UserRepo,
+    plan: Plan,
+    runtime: tokio::runtime::Runtime,
+    /// What was published so far (successes only), by worker id.
+    published: BTreeMap<u32, PublishOutcome>,
+    /// GitHub refused the credentials or could not be reached: no more early
+    /// publishing (the end-of-run publish tries again and says why).
+    stopped: bool,
+}
+
+impl AsReady {
+    /// Ready to publish the workers of `plan`: everything publishing needs resolved
+    /// and checked now, before any agent runs.
+    pub fn new(
+        repo: &UserRepo,
+        file: &ConfigFile,
+        args: &PublishFlags,
+        record: Option<&PushRecord>,
+        plan: &Plan,
+    ) -> Result<AsReady, Failure> {
+        let prepared = Prepared::new(repo, file, args, record)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+        Ok(AsReady {
+            prepared,
+            repo: repo.clone(),
+            plan: plan.clone(),
+            runtime,
+            published: BTreeMap::new(),
+            stopped: false,
+        })
+    }
+
+    /// Whether `r` may be published now: eligible, and its pull request depends on no
+    /// other worker of the run.
+    pub fn wants(&self, r: &WorkerResult) -> bool {
+        !self.stopped
+            && !self.published.contains_key(&r.worker_id)
+            && ineligible(r, self.prepared.opts.include_partial).is_none()
+            && stands_alone(&self.plan, self.prepared.opts.branch, r.worker_id)
+    }
+
+    /// Publish `ready` (finished workers, straight from the run), unless `stop`
+    /// resolves first (the run is being stopped: what was under way is left to a
+    /// re-run of `fanout publish`). Each outcome is said on stderr.
+    pub fn publish(&mut self, ready: Vec<WorkerResult>, stop: impl Future<Output = ()>) {
+        let ready: Vec<WorkerResult> = ready.into_iter().filter(|r| self.wants(r)).collect();
+        if ready.is_empty() {
+            return;
+        }
+        let report = RunReport::new(
+            self.plan.clone(),
+            ready,
+            None,
+            std::time::SystemTime::now(),
+            0.0,
+            false,
+        );
+        let this = &*self;
+        let done = this.runtime.block_on(async {
+            tokio::select! {
+                done = this.push_and_open(&report) => Some(done),
+                () = stop => None,
+            }
+        });
+        let Some((outcomes, stopped)) = done else {
+            return;
+        };
+        self.keep(outcomes);
+        if let Some(e) = stopped {
+            errln!(
+                "fanout: publishing as ready stopped: {e}; the other workers are published after the run"
+            );
+            self.stopped = true;
+        }
+    }
+
+    /// Connect and publish the workers of `report`: their outcomes, and the failure
+    /// that stopped publishing, if one did (which ends early publishing).
+    async fn push_and_open(
+        &self,
+        report: &RunReport,
+    ) -> (BTreeMap<u32, PublishOutcome>, Option<String>) {
+        let api = self.prepared.api();
+        let (gh, token) = match api.connect().await {
+            Ok(c) => c,
+            Err(Failure::Usage(e) | Failure::Fatal(e)) => return (BTreeMap::new(), Some(e)),
+            Err(Failure::Interrupted) => return (BTreeMap::new(), Some("stopped".into())),
+        };
+        let p = &self.prepared;
+        let out = publish(
+            report,
+            &self.repo.workdir,
+            &gh,
+            Some(token.expose_secret()),
+            &p.templates,
+            &p.opts,
+        )
+        .await;
+        (out, gh.stopped().map(|e| e.to_string()))
+    }
+
+    /// Say each outcome; keep the successes (a failure is tried again at the end).
+    fn keep(&mut self, outcomes: BTreeMap<u32, PublishOutcome>) {
+        for (id, o) in outcomes {
+            let what = match (&o.number, &o.url) {
+                (Some(n), Some(url)) => format!("#{n} {url}"),
+                _ => String::new(),
+            };
+            match o.operation {
+                Operation::Failed | Operation::Skipped => {
+                    let why = o.reason.as_deref().unwrap_or("no reason given");
+                    errln!(
+                        "fanout: worker #{id} not published as ready ({}: {why}); tried again after the run",
+                        o.operation.as_str()
+                    );
+                }
+                op => {
+                    errln!(
+                        "fanout: worker #{id} published as ready: {} {what}",
+                        op.as_str()
+                    );
+                    self.published.insert(id, o);
+                }
+            }
+        }
+    }
+
+    /// What was published, by worker id, for the end-of-run publish.
+    pub fn finish(self) -> BTreeMap<u32, PublishOutcome> {
+        self.published
+    }
+}
+
+/// Whether worker `id`'s pull request depends on no other worker of `plan`: it shares
+/// its task with none under `select: best`, nor (stable branches) its branch.
+pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
+    let Some(w) = plan.workers.iter().find(|w| w.id == id) else {
+        return false;
+    };
+    let key = |t: &crate::plan::Task| t.id.clone().unwrap_or_else(|| t.prompt.clone());
+    let others = || plan.workers.iter().filter(|o| o.id != id);
+    if plan.select.mode == SelectMode::Best && others().any(|o| key(&o.task) == key(&w.task)) {
+        return false;
+    }
+    if mode == BranchMode::Stable {
+        let Ok(branches) = super::stable::branches(plan) else {
+            return false;
+        };
+        let mine = branches.get(&id).map(|(_, b)| b);
+        return mine.is_some() && others().all(|o| branches.get(&o.id).map(|(_, b)| b) != mine);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn plan(tasks: &str, workers: u32, select_best: bool) -> Plan {
+        let yaml = format!("tasks: {tasks}\n");
+        let cfg = crate::config::parse(&yaml, Path::new("fanout.yml")).unwrap();
+        let flags = crate::plan::settings::PlanFlags {
+            workers: Some(workers),
+            select_best,
+            ..Default::default()
+        };
+        let settings =
+            crate::plan::settings::Settings::resolve(&cfg, Path::new("fanout.yml"), &flags)
+                .unwrap();
+        let base = crate::plan::Base {
+            requested: "HEAD".into(),
+            branch: Some("main".into()),
+            commit: "0".repeat(40),
+        };
+        crate::plan::assign::build(&settings, base, "r")
+    }
+
+    #[test]
+    fn workers_of_distinct_tasks_stand_alone() {
+        let p = plan("[a, b]", 2, true);
+        for id in [1, 2] {
+            assert!(stands_alone(&p, BranchMode::PerRun, id));
+            assert!(stands_alone(&p, BranchMode::Stable, id));
+        }
+        assert!(!stands_alone(&p, BranchMode::PerRun, 3), "not in the plan");
+    }
+
+    #[test]
+    fn a_selection_or_a_shared_stable_branch_waits_for_the_end() {
+        let best = plan("[t]", 2, true);
+        assert!(!stands_alone(&best, BranchMode::PerRun, 1));
+        let repeats = plan("[t]", 2, false);
+        assert!(stands_alone(&repeats, BranchMode::PerRun, 1));
+        assert!(!stands_alone(&repeats, BranchMode::Stable, 1));
+    }
+}
