@@ -92,13 +92,7 @@ pub enum Command {
 pub fn main() -> ExitCode {
     // First, while this is the only thread: credentials out of the environment (and
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
-    // (Not in the exec shim: its environment is the agent's, already scrubbed, and a
-    // token an agent is allowed, `allow_github_token`, must reach it.)
-    let secrets = if sandbox::is_shim(std::env::args_os()) {
-        crate::secret::Secrets::default()
-    } else {
-        crate::secret::Secrets::take_from_env()
-    };
+    let secrets = crate::secret::Secrets::take_from_env();
     crate::secret::make_undumpable();
     let cli = match Cli::try_parse() {
         Ok(c) => c,

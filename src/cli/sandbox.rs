@@ -1,16 +1,12 @@
 //! `fanout sandbox`: which sandbox this machine gives agents — Landlock's ABI, and
 //! what `sandbox: auto` and `sandbox: required` do here — for people and for the
-//! Action's self-test; and, hidden, `fanout sandbox exec`: the exec shim every confined
-//! agent, setup command and check runs through ([`crate::sandbox::exec`]).
+//! Action's self-test.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
-use clap::{Args, Subcommand};
+use clap::Args;
 
 use super::common::CliError;
-use crate::sandbox::{self, Mode, Policy};
-use crate::util::out::{errln, outln};
+use crate::sandbox::{self, Mode};
+use crate::util::out::outln;
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -27,63 +23,10 @@ pub struct SandboxArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
-    /// The shim (internal).
-    #[command(subcommand)]
-    pub command: Option<SandboxCommand>,
 }
-
-/// `fanout sandbox exec` (internal).
-#[derive(Debug, Subcommand, Clone)]
-pub enum SandboxCommand {
-    /// Confine this process, then execute PROGRAM (fanout runs agents through this).
-    #[command(hide = true)]
-    Exec(ExecArgs),
-}
-
-/// The confinement and the program (see [`Policy`]).
-#[derive(Debug, Args, Clone)]
-pub struct ExecArgs {
-    /// Landlock ABI to use.
-    #[arg(long)]
-    pub abi: u8,
-    /// A directory (or file) writable beneath.
-    #[arg(long = "write", value_name = "PATH")]
-    pub write: Vec<PathBuf>,
-    /// A file that may be opened for writing.
-    #[arg(long = "write-file", value_name = "PATH")]
-    pub write_files: Vec<PathBuf>,
-    /// A directory nothing beneath may be read.
-    #[arg(long = "hide", value_name = "PATH")]
-    pub hide: Vec<PathBuf>,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM")]
-    pub command: Vec<OsString>,
-}
-
-/// Whether these are the arguments of the exec shim as fanout starts it
-/// (`fanout sandbox exec …`).
-pub fn is_shim(mut args: impl Iterator<Item = OsString>) -> bool {
-    let _program = args.next();
-    args.next().is_some_and(|a| a == "sandbox") && args.next().is_some_and(|a| a == "exec")
-}
-
-/// Exit code of a shim that could not confine itself or run its program.
-const SHIM_FAILED: i32 = 126;
 
 /// Entry point of `fanout sandbox`.
 pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
-    if let Some(SandboxCommand::Exec(e)) = &args.command {
-        let policy = Policy {
-            abi: e.abi,
-            write: e.write.clone(),
-            write_files: e.write_files.clone(),
-            hide: e.hide.clone(),
-        };
-        let (program, rest) = e.command.split_first().expect("clap requires one");
-        let why = sandbox::exec(&policy, program, rest);
-        errln!("fanout: sandbox: {why}");
-        return Ok(SHIM_FAILED);
-    }
     let probe = sandbox::probe();
     let auto = sandbox::decide(Mode::Auto, &probe).expect("auto never refuses");
     let required = sandbox::decide(Mode::Required, &probe);

@@ -10,8 +10,8 @@
 //! (`.git/worktrees/<name>`: its `HEAD`, index, logs and object quarantine — nothing
 //! else of the shared `.git`, no ref, no config, no hook); its private directory;
 //! `/dev/null`; and its agent's `writable:` paths. It reads and executes anything.
-//! Unconfined (on Linux), its processes still start through the shim, which drops the
-//! capabilities of a root fanout and nothing more.
+//! Unconfined (on Linux), its processes still drop the capabilities of a root fanout
+//! between fork and exec, and nothing more.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,8 +25,9 @@ pub struct Confinement {
     pub private: PathBuf,
     /// `$FANOUT_RESULT`, in the private directory.
     pub result_file: PathBuf,
-    /// What the exec shim does: the sandbox, or (ABI 0, when the run is not
-    /// sandboxed) only dropping a root fanout's capabilities; `None` off Linux.
+    /// What each process does before it executes: the sandbox, or (ABI 0, when the
+    /// run is not sandboxed) only dropping a root fanout's capabilities; `None` off
+    /// Linux.
     pub policy: Option<Policy>,
     /// Variables every process of the worker gets.
     env: Vec<(OsString, OsString)>,
@@ -87,8 +88,8 @@ impl Confinement {
         .map(|(k, v)| (k.into(), v.to_owned()))
         .collect();
         let policy = match abi {
-            // Unconfined, on Linux the shim still runs: it drops the capabilities of a
-            // root fanout (root could read fanout's memory, its token included).
+            // Unconfined, on Linux each process still drops the capabilities of a root
+            // fanout (root could read fanout's memory, its token included).
             None if cfg!(target_os = "linux") => Some(Policy::default()),
             None => None,
             Some(abi) => {

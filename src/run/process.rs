@@ -9,10 +9,9 @@
 //! anything it left running in its group is stopped the same way, so no process an
 //! agent started outlives its worker.
 //!
-//! A confined process ([`ProcessSpec::confine`]) is started through fanout's exec
-//! shim (`/proc/self/exe sandbox exec POLICY -- PROGRAM ARGS…`, see
-//! [`crate::sandbox`]): it restricts itself, then becomes the program, in the same
-//! process — the group, its supervision and the exit status are the program's.
+//! A confined process ([`ProcessSpec::confine`]) restricts itself between fork and
+//! exec, after `setsid`, with the ruleset fanout built for it (see
+//! [`crate::sandbox::Prepared`]): the program starts already confined.
 //!
 //! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
 //! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
@@ -73,7 +72,7 @@ pub struct ProcessSpec<'a> {
     pub run_budget: Option<watch::Receiver<bool>>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
-    /// Run it confined by this policy (through the exec shim).
+    /// Run it confined by this policy.
     pub confine: Option<&'a Policy>,
 }
 
@@ -192,28 +191,18 @@ pub async fn supervise(
     })
 }
 
-/// The program every confined process starts as: this very binary (whatever has
-/// replaced the file since), in its `sandbox exec` mode.
-const SHIM: &str = "/proc/self/exe";
-
 /// The command for `spec`: its own session and process group, a clean environment,
-/// output piped; through the exec shim when confined.
+/// output piped; confined by its policy between fork and exec.
 fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Command> {
     let env = std::mem::take(&mut spec.env);
-    let mut cmd = match spec.confine {
-        None => tokio::process::Command::new(spec.program),
-        Some(policy) => {
-            // The shim reports a missing program only once it runs: say it here, as
-            // a spawn would.
-            find_program(spec.program, spec.cwd, &env)?;
-            let mut c = tokio::process::Command::new(SHIM);
-            c.args(["sandbox", "exec"])
-                .args(policy.to_args())
-                .arg("--")
-                .arg(spec.program);
-            c
-        }
+    let confine = match spec.confine {
+        Some(policy) => Some(
+            crate::sandbox::prepare(policy)
+                .map_err(|e| std::io::Error::other(format!("sandbox: {e}")))?,
+        ),
+        None => None,
     };
+    let mut cmd = tokio::process::Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)
         .env_clear()
@@ -222,39 +211,18 @@ fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Comman
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    // SAFETY: setsid(2) is async-signal-safe; nothing else runs between fork and exec.
+    // SAFETY: setsid(2) and `Prepared::apply` (prctl, capset, landlock_restrict_self)
+    // are system calls only, async-signal-safe; nothing else runs between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(drop)
-                .map_err(std::io::Error::from)
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            match &confine {
+                Some(c) => c.apply(),
+                None => Ok(()),
+            }
         });
     }
     Ok(cmd)
-}
-
-/// `program` as `execvp` would find it (in `cwd` when it has a `/`, else along the
-/// `PATH` of `env`), or the error a spawn would give.
-fn find_program(program: &str, cwd: &Path, env: &[(OsString, OsString)]) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let found = if program.contains('/') {
-        runnable(&cwd.join(program))
-    } else {
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        std::env::split_paths(&path).any(|d| runnable(&cwd.join(d).join(program)))
-    };
-    if found {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(nix::libc::ENOENT))
-    }
 }
 
 /// How fanout is stopping a process group, if it is: why, when SIGKILL follows the

@@ -1,13 +1,15 @@
 //! Linux: the Landlock version query, the ruleset of a [`Policy`] (the `landlock`
 //! crate, every right required: a ruleset the kernel cannot enforce in full is an
-//! error, never a weaker sandbox), and dropping capabilities (the `caps` crate).
+//! error, never a weaker sandbox), built in fanout's process, and what the child
+//! does with it between fork and exec ([`Prepared::apply`]: dropping capabilities,
+//! `no_new_privs`, `landlock_restrict_self`, system calls only).
 
-use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 use nix::libc;
 
@@ -39,45 +41,127 @@ pub(super) fn kernel_abi() -> Result<u8, String> {
     })
 }
 
-/// Drop capabilities, restrict, execute (see [`super::exec`]).
-pub(super) fn exec(policy: &Policy, program: &OsStr, args: &[OsString]) -> String {
-    use std::os::unix::process::CommandExt;
-    if let Err(e) = drop_capabilities() {
-        return format!("dropping capabilities: {e}");
-    }
-    if policy.abi > 0
-        && let Err(e) = restrict(policy)
-    {
-        return format!("Landlock: {e}");
-    }
-    let e = std::process::Command::new(program).args(args).exec();
-    format!("cannot run {}: {e}", program.to_string_lossy())
+/// A confinement made ready in fanout's own process, applied in the child between
+/// fork and exec ([`Prepared::apply`]): the Landlock ruleset with all its rules, and
+/// whether the child must give up capabilities.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The ruleset (close-on-exec: it never reaches the program); `None` for ABI 0.
+    ruleset: Option<OwnedFd>,
+    /// fanout holds capabilities (root): the child drops them all.
+    drop_caps: bool,
 }
 
-/// Give up every capability when this process has any (root): the bounding set first
-/// (so that no later `execve` hands them back), then ambient, inheritable, effective
-/// and permitted.
-fn drop_capabilities() -> Result<(), String> {
+/// Build `policy`'s ruleset (every rule added, every right required) and find out
+/// whether capabilities must go.
+pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
+    let ruleset = if policy.abi > 0 {
+        let fd: Option<OwnedFd> = ruleset(policy)?.into();
+        Some(fd.ok_or("Landlock gave no ruleset")?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        ruleset,
+        drop_caps: holds_capabilities(),
+    })
+}
+
+impl Prepared {
+    /// Confine the calling process: drop every capability when fanout had any, set
+    /// `no_new_privs`, restrict with the ruleset. Only system calls, no allocation:
+    /// safe between fork and exec.
+    pub fn apply(&self) -> std::io::Result<()> {
+        if self.drop_caps {
+            drop_capabilities()?;
+        }
+        let Some(fd) = &self.ruleset else {
+            return Ok(());
+        };
+        // SAFETY: prctl and landlock_restrict_self take integers only; `fd` is open
+        // (owned by `self`).
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether this process holds any capability (root, or a binary given some).
+fn holds_capabilities() -> bool {
     use caps::CapSet;
     let holds = |set| caps::read(None, set).map_or(true, |c| !c.is_empty());
-    let root = nix::unistd::geteuid().is_root();
-    if !root && !holds(CapSet::Permitted) && !holds(CapSet::Ambient) {
-        return Ok(());
-    }
-    for set in [
-        CapSet::Bounding,
-        CapSet::Ambient,
-        CapSet::Inheritable,
-        CapSet::Effective,
-        CapSet::Permitted,
-    ] {
-        caps::clear(None, set).map_err(|e| format!("{set:?}: {e}"))?;
+    nix::unistd::geteuid().is_root() || holds(CapSet::Permitted) || holds(CapSet::Ambient)
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Give up every capability: the bounding set first (so that no later `execve` hands
+/// them back), then ambient, then inheritable, effective and permitted (one
+/// `capset`). Only system calls (safe between fork and exec).
+fn drop_capabilities() -> std::io::Result<()> {
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: prctl with integer arguments; capset reads the header and two data
+    // structs, both live on this stack for the call.
+    unsafe {
+        // Up to the first number the kernel does not know (EINVAL).
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(e);
+            }
+        }
+        let clear_all = libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        // EINVAL: a kernel without ambient capabilities (< 4.3), nothing to clear.
+        if clear_all != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
     }
     Ok(())
 }
 
-/// Restrict this process (and what it executes) to `policy`.
-fn restrict(policy: &Policy) -> Result<(), String> {
+/// The ruleset of `policy`, every rule added.
+fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
     let abi = ABI::from(i32::from(policy.abi));
     let err = |e: landlock::RulesetError| e.to_string();
     let all = AccessFs::from_all(abi);
@@ -128,11 +212,7 @@ fn restrict(policy: &Policy) -> Result<(), String> {
             .add_rule(PathBeneath::new(open(p)?, rights))
             .map_err(err)?;
     }
-    let status = created.restrict_self().map_err(err)?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!("the ruleset is {:?}", status.ruleset));
-    }
-    Ok(())
+    Ok(created)
 }
 
 /// The paths to grant reading beneath so that everything is readable but what lies

@@ -9,16 +9,15 @@
 //!   a run confines its processes with, or a refusal (`required` where the kernel has
 //!   less than [`REQUIRED_ABI`]), or a notice (`auto` without Landlock).
 //! - [`Policy`]: what one confined process may write (everything else is read and
-//!   execute only), carried to the exec shim on its command line ([`Policy::to_args`]).
-//! - [`exec`]: the shim itself. fanout runs every agent, setup command and check as
-//!   `/proc/self/exe sandbox exec POLICY -- PROGRAM ARGS…`; the re-executed fanout drops
-//!   every capability when it has any (root), sets `no_new_privs`, restricts itself with
-//!   a Landlock ruleset handling every file-system right of the ABI (and, from ABI 6,
-//!   scoping signals and abstract unix sockets to the sandbox), then executes the
-//!   program. Without the sandbox (policy ABI 0) it only drops a root fanout's
-//!   capabilities: root could otherwise read fanout's memory, token included. The
-//!   session (`setsid`) is made by the spawning side, before the shim runs, so that a
-//!   stop request can reach the group from the first instant.
+//!   execute only).
+//! - [`prepare`] and [`Prepared::apply`]: fanout builds the policy's Landlock ruleset
+//!   (handling every file-system right of the ABI and, from ABI 6, scoping signals and
+//!   abstract unix sockets to the sandbox) in its own process; the child of every
+//!   agent, setup command and check applies it between fork and exec — after `setsid`,
+//!   it drops every capability when fanout has any (root), sets `no_new_privs` and
+//!   restricts itself — then executes the program. Without the sandbox (policy ABI 0)
+//!   it only drops a root fanout's capabilities: root could otherwise read fanout's
+//!   memory, token included.
 //!
 //! ABI levels: 1 (Linux 5.13) handles the basic rights but refuses every rename or
 //! link across directories, which git needs to store an object, so fanout confines
@@ -34,8 +33,6 @@ mod landlock;
 mod policy;
 
 pub use policy::Policy;
-
-use std::ffi::OsString;
 
 use serde::{Deserialize, Serialize};
 
@@ -212,17 +209,37 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
     }
 }
 
-/// Confine this process as `policy` says and execute `program` with `args` (looked
-/// up in `PATH`); returns only on failure, saying what failed.
-pub fn exec(policy: &Policy, program: &std::ffi::OsStr, args: &[OsString]) -> String {
+/// A confinement made ready in fanout's own process (the Landlock ruleset with every
+/// rule), to apply in a child between fork and exec with [`Prepared::apply`].
+#[cfg(target_os = "linux")]
+pub use landlock::Prepared;
+
+/// Off Linux there is nothing to apply.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub struct Prepared;
+
+#[cfg(not(target_os = "linux"))]
+impl Prepared {
+    /// Nothing to do.
+    pub fn apply(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Make `policy` ready for a child to apply (see [`Prepared`]); the error says what
+/// could not be set up.
+pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
     #[cfg(target_os = "linux")]
     {
-        landlock::exec(policy, program, args)
+        landlock::prepare(policy).map_err(|e| format!("Landlock: {e}"))
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (policy, program, args);
-        "Landlock is a Linux feature".into()
+        match policy.abi {
+            0 => Ok(Prepared),
+            _ => Err("Landlock is a Linux feature".into()),
+        }
     }
 }
 

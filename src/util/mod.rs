@@ -141,10 +141,7 @@ pub fn read_tail(path: &Path, n: u64) -> std::io::Result<Vec<u8>> {
 /// The SHA-256 of `bytes`, in lowercase hex (as `sha256sum` prints it).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// RFC 3339 timestamp of `t`.

@@ -147,12 +147,7 @@ pub fn write_signed(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 fn write_signed_with(key: &[u8], path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let sig: String = mac(key, &name_of(path), bytes)
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sig = hex::encode(mac(key, &name_of(path), bytes).finalize().into_bytes());
     super::write_atomic(path, bytes)?;
     super::write_atomic(&sig_path(path), format!("{sig}\n").as_bytes())
 }

@@ -153,15 +153,19 @@ fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<(PathBuf, File)>> 
         }
         // The previous holder may have removed the file between our open and our lock:
         // the lock must be on the file the path names now.
-        let same = match (file.metadata(), std::fs::metadata(&path)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
+        let (same, len) = match (file.metadata(), std::fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => (a.dev() == b.dev() && a.ino() == b.ino(), a.len()),
+            _ => (false, 0),
         };
         if !same {
             continue;
         }
-        file.set_len(0)?;
-        writeln!(file, "{}", std::process::id())?;
+        // A fresh file is empty: truncating it anyway would make some file systems
+        // (ext4) flush it to disk when it is closed.
+        if len > 0 {
+            file.set_len(0)?;
+        }
+        file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
         return Ok(Some((path, file)));
     }
 }

@@ -106,14 +106,11 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 fn from_hex(s: &str) -> Option<Vec<u8>> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    hex::decode(s).ok()
 }
 
 fn git_err(e: git2::Error) -> String {
@@ -317,7 +314,7 @@ impl Snapshot {
                 h.update(format!("\0{:o} {} {}\n", e.mode, e.id, (e.flags >> 12) & 3));
             }
         }
-        let index = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let index = hex::encode(h.finalize());
         Ok((checkout, index))
     }
 
