@@ -1180,6 +1180,7 @@ fn fast_and_slow(
     )
     .unwrap();
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // `when`, then any top-level settings after a line break (`as-ready\nsandbox: off`).
     let when = when.map_or(String::new(), |w| format!("publish:\n  when: {w}\n"));
     let cfg = t.config(&format!(
         "parallel_runs:\n  agent: a\n  workers: 2\nworktree_dir: '{}'\nagents:\n  a:\n    command: ['{}']\n    writable: ['{}']\n{when}",
@@ -1306,11 +1307,28 @@ fn as_ready_publishes_a_fast_worker_while_a_slow_one_runs() {
 /// slow worker runs; both are opened after the run.
 #[test]
 fn without_as_ready_nothing_is_published_before_the_run_ends() {
+    let stderr = nothing_published_before_the_end(None);
+    assert!(!stderr.contains("as ready"), "{stderr}");
+}
+
+#[test]
+fn as_ready_without_the_sandbox_publishes_at_the_end_and_says_why() {
+    let stderr = nothing_published_before_the_end(Some("as-ready\nsandbox: off"));
+    assert!(
+        stderr.contains("publish.when: as-ready needs the sandbox"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("published as ready"), "{stderr}");
+}
+
+/// Run the fast and the slow worker with `when`: the fast one's pull request must not
+/// appear while the slow one runs; both are created at the end. Returns stderr.
+fn nothing_published_before_the_end(when: Option<&str>) -> String {
     let t = TestEnv::new();
     let gh = FakeGitHub::start("octo", "demo");
     gh.set_token(TOKEN);
     let gate = t.shared().join("fast-worker-done");
-    let (mut child, outputs) = fast_and_slow(&t, &gh, None, &gate);
+    let (mut child, outputs) = fast_and_slow(&t, &gh, when, &gate);
     let recorded = wait_until(std::time::Duration::from_secs(120), || {
         t.runs()
             .iter()
@@ -1328,7 +1346,6 @@ fn without_as_ready_nothing_is_published_before_the_run_ends() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!published, "published before the run ended: {stderr}");
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("as ready"), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(Setup::ops(&report), ["created", "created"]);
     assert_eq!(gh.pulls().len(), 2);
@@ -1337,4 +1354,5 @@ fn without_as_ready_nothing_is_published_before_the_run_ends() {
         [(1, "created".to_owned()), (2, "created".to_owned())]
     );
     gh.assert_no_violations();
+    stderr.into_owned()
 }

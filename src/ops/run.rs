@@ -105,6 +105,12 @@ pub fn execute_plan_as_ready(
     ready: AsReady,
 ) -> Result<(RunReport, Published), Failure> {
     let attempt = attempt::start(repo, opts, &plan, BTreeMap::new())?;
+    if attempt.sandbox.abi.is_none() {
+        errln!("fanout: {UNCONFINED_AS_READY}");
+        let shown = reporter(style, &plan);
+        let done = attempt::execute(repo, &opts.identity, plan, shown, attempt);
+        return Ok((conclude(repo, done?)?, Published::new()));
+    }
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let publisher = std::thread::Builder::new()
@@ -124,6 +130,12 @@ pub fn execute_plan_as_ready(
     let report = conclude(repo, done?)?;
     Ok((report, published))
 }
+
+/// Why a run without the sandbox publishes at its end, `publish.when: as-ready`
+/// notwithstanding: unconfined agents still running could rewrite the shared git
+/// configuration (a proxy, a URL rewrite) between a push's checks and the push; at
+/// the end of the run every agent is gone and the tamper check has restored it.
+const UNCONFINED_AS_READY: &str = "publish.when: as-ready needs the sandbox (agents still running could change the repository's git configuration under a push); this run's agents run without it, so its workers are published after the run";
 
 /// The progress reporter, with each finished worker's result also sent to the
 /// as-ready publisher, and a stop said to it.

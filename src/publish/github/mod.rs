@@ -236,8 +236,22 @@ pub struct GitHub {
     deadline: Instant,
 }
 
+/// The last mutation any client of this process sent: a client made later (each
+/// early publish of `publish.when: as-ready` connects anew, then the end-of-run
+/// publish does) keeps the pace from it, so the server sees the pace between all of
+/// this process's writes, not only within one client's.
+static LAST_MUTATION: std::sync::Mutex<Option<Sent>> = std::sync::Mutex::new(None);
+
+fn last_mutation() -> Option<Sent> {
+    *LAST_MUTATION.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn note_mutation(sent: Sent) {
+    *LAST_MUTATION.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent);
+}
+
 /// A mutation as the pacing sees it: when it was sent, how long its answer took.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Sent {
     at: Instant,
     answered_after: Option<Duration>,
@@ -319,7 +333,7 @@ impl GitHub {
             deadline: Instant::now() + policy.total,
             policy,
             pace,
-            mutation_gate: tokio::sync::Mutex::new(None),
+            mutation_gate: tokio::sync::Mutex::new(last_mutation()),
             stopped: std::sync::Mutex::new(None),
         }
     }
@@ -401,6 +415,7 @@ impl GitHub {
             let exchanged = self.exchange_in_time(&verb, path, body, &request).await?;
             if let Some(Some(sent)) = gate.as_deref_mut() {
                 sent.answered_after = Some(sent.at.elapsed());
+                note_mutation(*sent);
             }
             let answer = match exchanged {
                 Ok(a) => a,
@@ -519,10 +534,12 @@ impl GitHub {
                 tokio::time::sleep(next - now).await;
             }
         }
-        *last = Some(Sent {
+        let sent = Sent {
             at: Instant::now(),
             answered_after: None,
-        });
+        };
+        *last = Some(sent);
+        note_mutation(sent);
     }
 
     /// Send one request and read its whole answer.
@@ -841,6 +858,30 @@ pub fn encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_client_made_later_keeps_the_pace_from_the_last_mutation_of_any_other() {
+        let client = || {
+            let crab = Octocrab::builder()
+                .base_uri("http://127.0.0.1:9")
+                .unwrap()
+                .build()
+                .unwrap();
+            let slug = RepoSlug {
+                owner: "o".into(),
+                name: "r".into(),
+            };
+            GitHub::new(crab, slug, RetryPolicy::default(), Duration::ZERO)
+        };
+        let first = client();
+        let mut gate = first.mutation_gate.lock().await;
+        first.keep_pace(&mut gate).await;
+        let sent = gate.expect("noted");
+        drop(gate);
+        // Other tests' clients may have sent since: never an older one, never none.
+        let later = *client().mutation_gate.lock().await;
+        assert!(later.is_some_and(|l| l.at >= sent.at), "{later:?} {sent:?}");
+    }
 
     #[test]
     fn the_pace_margin_is_the_last_round_trip_at_most_a_tenth_of_the_pace() {
