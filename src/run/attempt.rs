@@ -291,7 +291,10 @@ pub fn execute(
     super::reaper::adopt_orphans();
     let tamper = super::tamper::Snapshot::for_run(&repo.workdir, &plan, &worktree_root, &run_dir)
         .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
-    let tamper = Arc::new(super::tamper::guard::Guard::new(tamper));
+    let tamper = Arc::new(super::tamper::guard::Guard::new(
+        tamper,
+        sandbox.abi.is_some(),
+    ));
 
     let plan = Arc::new(plan);
     let executor = Arc::new(Executor {
@@ -336,7 +339,12 @@ pub fn execute(
         );
     }
     let left = tamper.end();
-    if !left.is_empty() {
+    if !left.is_empty() && tamper.confined() {
+        errln!(
+            "fanout: warning: while the run went on, something outside its sandboxed workers changed your repository (left as it is: it may be your own work): {}",
+            super::tamper::guard::describe(&left)
+        );
+    } else if !left.is_empty() {
         errln!(
             "fanout: warning: after the last worker, something a worker left running changed what an agent must not: {}",
             super::tamper::guard::describe(&left)

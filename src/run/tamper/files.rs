@@ -145,6 +145,7 @@ impl Snapshot {
             let restore = match mode {
                 Mode::Report => false,
                 Mode::Worker => !benign,
+                Mode::Outside => benign,
                 Mode::End => true,
             };
             let done = match restore {

@@ -2,6 +2,13 @@
 //! blame the change on every worker that ran since the last clean check (with
 //! unsandboxed workers running in parallel, fanout cannot tell which one did it, and
 //! the reason says so).
+//!
+//! In a sandboxed run no worker can write anything the snapshot holds (refs, the
+//! shared config, hooks, the user's checkout, the run directory), so there is no check
+//! after each worker — nothing to blame a worker for, and a change found then is
+//! someone else's, often the user's own commit or edit while the run went on. The
+//! check after the last worker reports such changes without undoing them
+//! ([`Mode::Outside`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -23,6 +30,8 @@ struct State {
 pub struct Guard {
     /// What the run must leave as it was.
     pub snapshot: Snapshot,
+    /// Every worker of the run is sandboxed (see the module docs).
+    confined: bool,
     state: Mutex<State>,
 }
 
@@ -36,16 +45,25 @@ pub fn describe(changes: &[Change]) -> String {
 }
 
 impl Guard {
-    /// Guard `snapshot`.
-    pub fn new(snapshot: Snapshot) -> Guard {
+    /// Guard `snapshot` for a run whose workers are all sandboxed (`confined`) or not.
+    pub fn new(snapshot: Snapshot, confined: bool) -> Guard {
         Guard {
             snapshot,
+            confined,
             state: Mutex::new(State::default()),
         }
     }
 
+    /// Whether the run's workers are all sandboxed.
+    pub fn confined(&self) -> bool {
+        self.confined
+    }
+
     /// Worker `id` starts (its setup, agent and checks may change things).
     pub fn started(&self, id: u32) {
+        if self.confined {
+            return;
+        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.running.insert(id);
         st.suspects.insert(id);
@@ -54,6 +72,9 @@ impl Guard {
     /// Worker `id` is done: check, restore, and fail `result` when it (or a worker
     /// running alongside) changed what it must not.
     pub fn finished(&self, id: u32, result: &mut WorkerResult) {
+        if self.confined {
+            return;
+        }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.running.remove(&id);
         let found = match self.snapshot.check(Mode::Worker) {
@@ -85,11 +106,16 @@ impl Guard {
     }
 
     /// After the last worker: restore what is left (fanout's own submodule entries,
-    /// and anything a process left behind by a worker changed since); returns the
-    /// changes other than fanout's own.
+    /// and, unsandboxed, anything a process left behind by a worker changed since);
+    /// returns the changes other than fanout's own.
     pub fn end(&self) -> Vec<Change> {
         let _st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        match self.snapshot.check(Mode::End) {
+        let mode = if self.confined {
+            Mode::Outside
+        } else {
+            Mode::End
+        };
+        match self.snapshot.check(mode) {
             Ok(c) => c.into_iter().filter(|c| !c.benign).collect(),
             Err(_) => Vec::new(),
         }

@@ -90,13 +90,19 @@ impl std::fmt::Display for Change {
 }
 
 /// When a check runs: during the run (restores what an agent changed), at its end
-/// (restores fanout's own submodule entries too), or just to report (nothing restored).
+/// (restores fanout's own submodule entries too), at the end of a sandboxed run
+/// (fanout's own entries only), or just to report (nothing restored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// After a worker.
     Worker,
     /// After the last worker.
     End,
+    /// After the last worker of a run whose workers were all sandboxed: none of them
+    /// could write what the snapshot holds, so a change is someone else's — the
+    /// user's own commit, branch or edit made while the run went on — and is only
+    /// reported; fanout's own submodule entries are still undone.
+    Outside,
     /// Report only.
     Report,
 }
@@ -322,13 +328,14 @@ impl Snapshot {
     pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
         let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
-        let restore = mode != Mode::Report;
+        let restore_refs = matches!(mode, Mode::Worker | Mode::End);
         let mut changes = Vec::new();
-        self.refs_changed(&repo, &now, restore, &mut changes);
+        self.refs_changed(&repo, &now, restore_refs, &mut changes);
         self.heads_changed(&now, &mut changes);
         self.files_changed(&now, mode, &mut changes);
         self.checkout_changed(&now, &mut changes);
-        self.run_dir_changed(restore, &mut changes);
+        // The run directory is fanout's own: what was planted there goes.
+        self.run_dir_changed(mode != Mode::Report, &mut changes);
         Ok(changes)
     }
 

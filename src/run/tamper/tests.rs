@@ -207,7 +207,7 @@ fn symlinks_planted_in_the_run_directory_are_removed() {
 #[test]
 fn parallel_workers_share_the_blame_and_the_reason_says_so() {
     let (_t, repo, s) = setup();
-    let g = guard::Guard::new(s);
+    let g = guard::Guard::new(s, false);
     let mut r1 = result(1);
     let mut r2 = result(2);
     let mut r3 = result(3);
@@ -229,4 +229,49 @@ fn parallel_workers_share_the_blame_and_the_reason_says_so() {
     }
     // worker 3 started after the change was found and restored
     assert_ne!(r3.status, crate::model::Status::Failed, "{:?}", r3.reason);
+}
+
+#[test]
+fn in_a_sandboxed_run_the_users_own_changes_blame_no_worker_and_are_kept() {
+    let (_t, repo, s) = setup();
+    std::fs::write(
+        repo.join(".gitmodules"),
+        "[submodule \"vendor/lib\"]\n\tpath = vendor/lib\n\turl = ../lib\n",
+    )
+    .unwrap();
+    let s = Snapshot::take(&repo, "r1", "fanout/r1/", &s.worktree_root, &s.run_dir).unwrap();
+    let g = guard::Guard::new(s, true);
+    let mut r1 = result(1);
+    g.started(1);
+    // The user, while the run goes on: a commit on main, a new branch, an edit.
+    std::fs::write(repo.join("a.txt"), "edited\n").unwrap();
+    git(&repo, &["commit", "-q", "-am", "mine"]);
+    let mine = git(&repo, &["rev-parse", "HEAD"]);
+    git(&repo, &["branch", "mine"]);
+    std::fs::write(repo.join("notes.txt"), "more of mine\n").unwrap();
+    // fanout's own setup: its submodule entries.
+    git(&repo, &["config", "submodule.vendor/lib.url", "/abs/lib"]);
+    g.finished(1, &mut r1);
+    assert_eq!(r1.status, crate::model::Status::Success, "{:?}", r1.reason);
+    let said = named(&g.end());
+    for what in [
+        "refs/heads/main moved",
+        "refs/heads/mine created",
+        "notes.txt in the checkout",
+    ] {
+        assert!(said.contains(what), "{what}: {said}");
+    }
+    assert!(
+        said.contains("(not restored)") && !said.contains("(restored"),
+        "{said}"
+    );
+    assert_eq!(git(&repo, &["rev-parse", "main"]), mine);
+    assert_eq!(git(&repo, &["rev-parse", "mine"]), mine);
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).unwrap(),
+        "more of mine\n"
+    );
+    // fanout's own entries are still undone
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
+    assert!(!config.contains("/abs/lib"), "{config}");
 }
