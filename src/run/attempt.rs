@@ -331,25 +331,7 @@ pub fn execute(
     drop(runtime);
     // Whatever the agents left running (daemons out of their process groups) stops
     // before anything reports or publishes.
-    let left = super::reaper::sweep();
-    if left > 0 {
-        errln!(
-            "fanout: stopped {left} process{} the agents left running",
-            if left == 1 { "" } else { "es" }
-        );
-    }
-    let left = tamper.end();
-    if !left.is_empty() && tamper.confined() {
-        errln!(
-            "fanout: warning: while the run went on, something outside its sandboxed workers changed your repository (left as it is: it may be your own work): {}",
-            super::tamper::guard::describe(&left)
-        );
-    } else if !left.is_empty() {
-        errln!(
-            "fanout: warning: after the last worker, something a worker left running changed what an agent must not: {}",
-            super::tamper::guard::describe(&left)
-        );
-    }
+    after_the_last_worker(&tamper);
     Ok(Attempted {
         plan: Arc::unwrap_or_clone(plan),
         results,
@@ -360,6 +342,32 @@ pub fn execute(
         pid_file,
         sandbox_notice: sandbox.notice,
     })
+}
+
+/// Once every worker is done: stop what the agents left running, then the tamper
+/// check after the last worker, each said on stderr when it found something.
+fn after_the_last_worker(tamper: &super::tamper::guard::Guard) {
+    let left = super::reaper::sweep();
+    if left > 0 {
+        errln!(
+            "fanout: stopped {left} process{} the agents left running",
+            if left == 1 { "" } else { "es" }
+        );
+    }
+    let left = tamper.end();
+    if left.is_empty() {
+        return;
+    }
+    let changes = super::tamper::guard::describe(&left);
+    if tamper.confined() {
+        errln!(
+            "fanout: warning: while the run went on, something outside its sandboxed workers changed your repository (left as it is: it may be your own work): {changes}"
+        );
+    } else {
+        errln!(
+            "fanout: warning: after the last worker, something a worker left running changed what an agent must not: {changes}"
+        );
+    }
 }
 
 /// The executor's run under the signal dispatcher, with a task that records each
