@@ -315,9 +315,12 @@ fn commit_leftovers(
         let rel = path.to_string_lossy();
         i32::from(is_excluded(&rel, spec.exclude) || setup.keeps_out(&rel, &workdir))
     };
+    // One scan of the worktree: libgit2's `add_all` goes through every difference
+    // between the index and the worktree — new, changed and deleted files alike (a
+    // path gone from the worktree leaves the index) — so `update_all`, a second
+    // scan, would find nothing more.
     if spec.filters.entries().is_empty() {
         index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
-        index.update_all(["*"], Some(&mut skip))?;
     } else {
         // libgit2 finds what changed, git stages it into the same index file (running
         // the clean side of the user's filters), and libgit2 reads it back.
@@ -331,7 +334,6 @@ fn commit_leftovers(
             1
         };
         index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut collect))?;
-        index.update_all(["*"], Some(&mut collect))?;
         index.write()?;
         let to = Staging {
             common: wt.common,
