@@ -167,10 +167,11 @@ agents:
     command: ["$AGENT", "{task}"]
 YAML
 # The agent notes its start outside its worktree: fanout's sandbox (on by default)
-# must let it write there. The before-binary predates `writable:` and the sandbox.
+# must let it write there; a before-binary from before the sandbox refuses the key.
 CFG_BEFORE=$WORK/fanout-before.yml
 cp "$CFG" "$CFG_BEFORE"
 echo "    writable: [\"$STAMPS\"]" >>"$CFG"
+CFG_BEFORE=$(config_for_before "$CFG" "$CFG_BEFORE" "$REPO")
 
 # cfg_of SIDE: the configuration that side's binary reads.
 cfg_of() { if [[ $1 == before ]]; then echo "$CFG_BEFORE"; else echo "$CFG"; fi; }

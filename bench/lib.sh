@@ -178,6 +178,17 @@ PY
     git -C "$1" commit -q -m "bench: generated tree"
 }
 
+# config_for_before CFG PLAIN REPO: CFG when the before-binary accepts it (a fanout
+# with the sandbox knows `writable:`, and its agents need it), else PLAIN (a fanout
+# from before the sandbox refuses the key and needs none).
+config_for_before() {
+    if [[ -n $FANOUT_BEFORE ]] && "$FANOUT_BEFORE" -C "$3" --config "$1" plan --task probe >/dev/null 2>&1; then
+        echo "$1"
+    else
+        echo "$2"
+    fi
+}
+
 # assert_clean REPO WHAT: the repository holds only its main checkout and branch
 # main, and its checkout is clean.
 assert_clean() {
