@@ -4,7 +4,8 @@
 //! harvest), that harvest never trusts the worktree's `.git` file, that no daemon an
 //! agent starts outlives the run, how the Landlock ABI is chosen (`sandbox:` modes,
 //! the `FANOUT_LANDLOCK_MAX_ABI` knob, a kernel without Landlock simulated by a
-//! seccomp filter), and `fanout sandbox`'s report.
+//! seccomp filter), `fanout sandbox`'s report, and that what you do in your own
+//! repository while a sandboxed run goes on is kept and blames no worker.
 //!
 //! Every scenario here needs Landlock (ABI 6 or later for the signal test); the
 //! tests say so and fail where the kernel lacks it, rather than passing vacuously.
@@ -539,4 +540,61 @@ fn the_plan_carries_the_mode_and_a_worker_may_override_it() {
         assert_eq!(r["result"]["sandboxed"], sandboxed, "{run}: {r:#}");
         assert_eq!(r["result"]["status"], "success", "{run}: {r:#}");
     }
+}
+
+#[test]
+fn your_own_commits_and_branches_during_a_sandboxed_run_are_kept_and_blame_no_worker() {
+    let t = TestEnv::new();
+    kernel_abi(&t);
+    let (started, gate) = (t.shared().join("started"), t.shared().join("go"));
+    let script = format!(
+        "touch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\necho work > work.txt",
+        started.display(),
+        gate.display()
+    );
+    let cfg = setup(
+        &t,
+        &script,
+        &format!("    writable: ['{}']\n", t.shared().display()),
+        "",
+    );
+    let mut c = t.fanout(&["--config", cfg.to_str().unwrap(), "run", "--json", "-q"]);
+    let mut child = c
+        .args(["-t", "one", "--workers", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(120), || started.exists()),
+        "the agent never started"
+    );
+    // You, while the agent works: a commit on main, a new branch, an edit.
+    std::fs::write(t.repo.join("mine.txt"), "mine\n").unwrap();
+    t.git(&["add", "mine.txt"]);
+    t.git(&["commit", "-q", "-m", "my own work"]);
+    let mine = t.git(&["rev-parse", "HEAD"]);
+    t.git(&["branch", "my-branch"]);
+    std::fs::write(t.repo.join("mine.txt"), "still mine\n").unwrap();
+    std::fs::write(&gate, "go").unwrap();
+    wait_child(&mut child, Duration::from_secs(180));
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &report["results"][0];
+    assert_eq!(w["status"], "success", "{w}\n{stderr}");
+    assert_eq!(w["sandboxed"], true, "{w}");
+    assert_eq!(t.git(&["rev-parse", "main"]), mine, "{stderr}");
+    assert_eq!(t.git(&["rev-parse", "my-branch"]), mine, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(t.repo.join("mine.txt")).unwrap(),
+        "still mine\n"
+    );
+    assert!(
+        stderr.contains("something outside its sandboxed workers changed your repository")
+            && stderr.contains("refs/heads/my-branch created")
+            && stderr.contains("main moved to")
+            && stderr.contains("(not restored)"),
+        "{stderr}"
+    );
 }
