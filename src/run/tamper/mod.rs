@@ -352,11 +352,17 @@ impl Snapshot {
             if was == is {
                 continue;
             }
+            // What the ref points at now stays reachable (it may be the user's own
+            // work: without the sandbox fanout cannot tell) under the run's namespace.
+            let kept = restore
+                .then(|| self.keep_ref_aside(repo, name, is))
+                .flatten();
             let fixed = restore && restore_ref(repo, name, was).is_ok();
+            let aside = kept.map_or(String::new(), |k| format!("; kept as {k}"));
             let how = match (was, is, fixed) {
-                (Some(w), Some(i), true) => format!("moved to {i} (restored to {w})"),
+                (Some(w), Some(i), true) => format!("moved to {i} (restored to {w}{aside})"),
                 (Some(w), None, true) => format!("deleted (was {w}; restored)"),
-                (None, Some(i), true) => format!("created at {i} (removed)"),
+                (None, Some(i), true) => format!("created at {i} (removed{aside})"),
                 (Some(_), Some(i), false) => format!("moved to {i} (not restored)"),
                 (Some(w), None, false) => format!("deleted (was {w}; not restored)"),
                 (None, Some(i), false) => format!("created at {i} (not removed)"),
@@ -368,6 +374,26 @@ impl Snapshot {
                 benign: false,
             });
         }
+    }
+
+    /// Branch `<namespace>kept/<name without refs/>` at the commit `is` names (none
+    /// for a symbolic ref or a deleted one): the branch's short name.
+    fn keep_ref_aside(
+        &self,
+        repo: &git2::Repository,
+        name: &str,
+        is: Option<&String>,
+    ) -> Option<String> {
+        let oid = git2::Oid::from_str(is?).ok()?;
+        let short = format!(
+            "{}kept/{}",
+            self.namespace,
+            name.strip_prefix("refs/").unwrap_or(name)
+        );
+        let msg = "fanout: kept what a restored ref pointed at";
+        repo.reference(&format!("refs/heads/{short}"), oid, true, msg)
+            .ok()?;
+        Some(short)
     }
 
     fn heads_changed(&self, now: &Snapshot, out: &mut Vec<Change>) {

@@ -79,7 +79,7 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     let said = named(&s.check(Mode::Worker).unwrap());
     assert!(
         said.contains(&format!(
-            "refs/heads/main moved to {agent} (restored to {main})"
+            "refs/heads/main moved to {agent} (restored to {main}; kept as fanout/r1/kept/heads/main)"
         )),
         "{said}"
     );
@@ -90,12 +90,21 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
         "{said}"
     );
     assert!(
-        said.contains(&format!("refs/heads/planted created at {agent} (removed)")),
+        said.contains(&format!(
+            "refs/heads/planted created at {agent} (removed; kept as fanout/r1/kept/heads/planted)"
+        )),
         "{said}"
     );
     assert_eq!(git(&repo, &["rev-parse", "main"]).trim(), main);
     assert_eq!(git(&repo, &["rev-parse", "feature"]).trim(), main);
-    assert!(!git(&repo, &["branch"]).contains("planted"));
+    assert!(!git(&repo, &["branch"]).contains(" planted"));
+    // nothing is lost: what main and the new branch pointed at stays reachable, in the
+    // run's namespace (never compared, never published)
+    for kept in ["fanout/r1/kept/heads/main", "fanout/r1/kept/heads/planted"] {
+        assert_eq!(git(&repo, &["rev-parse", kept]).trim(), agent);
+    }
+    let again = named(&s.check(Mode::Worker).unwrap());
+    assert!(!again.contains("refs/"), "{again}");
     // the checkout's index moved with main: reported, not reverted
     assert!(said.contains("the checkout's index changed"), "{said}");
 }
