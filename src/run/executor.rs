@@ -41,10 +41,36 @@ pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
 /// Workers' final results, by id, for the workers that depend on them.
 type Done = BTreeMap<u32, watch::Sender<Option<WorkerResult>>>;
 
+/// A channel for each worker of `workers` that another one depends on, and none for
+/// the others: a result is kept there until the run ends, so a run of independent
+/// workers keeps none of them twice.
+fn done_channels(workers: &[PlannedWorker]) -> Done {
+    let awaited: std::collections::BTreeSet<u32> = workers
+        .iter()
+        .flat_map(|w| w.depends_on.iter().copied())
+        .collect();
+    workers
+        .iter()
+        .filter(|w| awaited.contains(&w.id))
+        .map(|w| (w.id, watch::channel(None).0))
+        .collect()
+}
+
 /// Make `r` final for the workers waiting on it.
 fn post(done: &Done, r: &WorkerResult) {
     if let Some(tx) = done.get(&r.worker_id) {
         tx.send_replace(Some(r.clone()));
+    }
+}
+
+/// Move the results of the worker tasks that have ended out of `set`: a task that
+/// ended keeps its memory (sized for its whole future) until it is joined, so joining
+/// as the run goes keeps what the run holds to its running workers, not all of them.
+fn reap(set: &mut JoinSet<(u32, WorkerResult)>, results: &mut Vec<WorkerResult>) {
+    while let Some(joined) = set.try_join_next() {
+        if let Ok((_, r)) = joined {
+            results.push(r);
+        }
     }
 }
 
@@ -242,23 +268,19 @@ impl Executor {
             permits: Arc::new(Semaphore::new(self.plan.concurrency.max(1) as usize)),
             // Each worker's result, as soon as it is final, for the workers that
             // depend on it.
-            done: Arc::new(
-                self.plan
-                    .workers
-                    .iter()
-                    .map(|w| (w.id, watch::channel(None).0))
-                    .collect(),
-            ),
+            done: Arc::new(done_channels(&self.plan.workers)),
         };
         for r in self.kept.values() {
             shared.spend.finish(r.worker_id, r.cost);
             post(&shared.done, r);
         }
         let mut set = JoinSet::new();
+        let mut results = Vec::with_capacity(self.plan.workers.len());
         let mut not_started = Vec::new();
         let mut over_budget = Vec::new();
         let mut dispatch_stop = stop;
         for w in self.plan.workers.iter().cloned() {
+            reap(&mut set, &mut results);
             if let Some(r) = self.kept.get(&w.id).cloned() {
                 set.spawn(async move { (w.id, r) });
                 continue;
@@ -282,7 +304,7 @@ impl Executor {
             set.spawn(Arc::clone(&self).started(w, permit, shared.clone()));
         }
         self.never_started(&mut set, &shared, over_budget, not_started);
-        self.collect(set, &shared.events).await
+        self.collect(set, results, &shared.events).await
     }
 
     /// The run's folders for logs and agent results; and `<git dir>/worktrees`, which
@@ -393,13 +415,14 @@ impl Executor {
         }
     }
 
-    /// Every worker's result, in id order; a worker task that panicked still gets a row.
+    /// Every worker's result (`results`: those already reaped), in id order; a worker
+    /// task that panicked still gets a row.
     async fn collect(
         &self,
         mut set: JoinSet<(u32, WorkerResult)>,
+        mut results: Vec<WorkerResult>,
         events: &mpsc::UnboundedSender<Event>,
     ) -> Vec<WorkerResult> {
-        let mut results: Vec<WorkerResult> = Vec::with_capacity(self.plan.workers.len());
         while let Some(joined) = set.join_next().await {
             if let Ok((_, r)) = joined {
                 results.push(r);
@@ -1318,6 +1341,76 @@ fn format_secs(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn worker(id: u32, depends_on: &[u32]) -> PlannedWorker {
+        PlannedWorker {
+            id,
+            task: crate::plan::Task::default(),
+            model: None,
+            agent: "a".into(),
+            branch: format!("b{id}"),
+            depends_on: depends_on.to_vec(),
+            wave: u32::from(!depends_on.is_empty()),
+        }
+    }
+
+    #[test]
+    fn results_are_kept_only_for_workers_others_wait_for() {
+        let independent = [worker(1, &[]), worker(2, &[]), worker(3, &[])];
+        assert!(done_channels(&independent).is_empty());
+        // 4 waits for 1 and 2, 5 for 4; 3 and 5 have no dependent; 9 is no worker.
+        let chain = [
+            worker(1, &[]),
+            worker(2, &[]),
+            worker(3, &[]),
+            worker(4, &[1, 2]),
+            worker(5, &[4, 9]),
+        ];
+        let done = done_channels(&chain);
+        assert_eq!(done.keys().copied().collect::<Vec<_>>(), vec![1, 2, 4]);
+        let shared_deps: Vec<u32> = chain[4]
+            .depends_on
+            .iter()
+            .filter(|d| done.contains_key(d))
+            .copied()
+            .collect();
+        assert_eq!(shared_deps, vec![4]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn reaping_takes_ended_tasks_and_leaves_running_ones() {
+        let mut set = JoinSet::new();
+        let mut results = Vec::new();
+        let skeleton = |id: u32| -> WorkerResult {
+            serde_json::from_value(serde_json::json!({
+                "worker_id": id, "branch": format!("b{id}"), "model": null,
+                "status": "success", "steps": null, "cost": null, "duration": 0.0,
+                "files_modified": [], "worktree_path": null, "task": "t", "agent": "a",
+                "reason": null, "commit": null, "exit_code": null, "log_path": null,
+            }))
+            .unwrap()
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let ended = skeleton(1);
+        set.spawn(async move { (1, ended) });
+        let waiting = skeleton(2);
+        set.spawn(async move {
+            let _ = rx.await;
+            (2, waiting)
+        });
+        // Let the first task run to its end.
+        while set.len() == 2 && results.is_empty() {
+            tokio::task::yield_now().await;
+            reap(&mut set, &mut results);
+        }
+        assert_eq!(results.iter().map(|r| r.worker_id).collect::<Vec<_>>(), [1]);
+        assert_eq!(set.len(), 1);
+        tx.send(()).unwrap();
+        while let Some(Ok((_, r))) = set.join_next().await {
+            results.push(r);
+        }
+        assert_eq!(results.len(), 2);
+    }
 
     fn sup(ending: Ending) -> Supervised {
         Supervised {
