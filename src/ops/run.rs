@@ -107,9 +107,8 @@ pub fn execute_plan_as_ready(
     let attempt = attempt::start(repo, opts, &plan, BTreeMap::new())?;
     if attempt.sandbox.abi.is_none() {
         errln!("fanout: {UNCONFINED_AS_READY}");
-        let shown = reporter(style, &plan);
-        let done = attempt::execute(repo, &opts.identity, plan, shown, attempt);
-        return Ok((conclude(repo, done?)?, Published::new()));
+        let report = run_attempt(repo, &opts.identity, plan, style, attempt)?;
+        return Ok((report, Published::new()));
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
