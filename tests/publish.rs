@@ -24,12 +24,22 @@ struct GitHttp {
 
 impl GitHttp {
     fn start(t: &TestEnv) -> GitHttp {
+        GitHttp::start_with(t, &[])
+    }
+
+    /// Over https, with the certificate chain and key in these PEM files.
+    fn start_tls(t: &TestEnv, tls: &TestCa) -> GitHttp {
+        GitHttp::start_with(t, &[tls.cert.to_str().unwrap(), tls.key.to_str().unwrap()])
+    }
+
+    fn start_with(t: &TestEnv, tls: &[&str]) -> GitHttp {
         use std::io::BufRead;
         let log = t.root().join("git-http-credentials.log");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/git_http.py");
         let mut child = t
             .command("python3", t.root())
             .args([script, t.root().to_str().unwrap(), log.to_str().unwrap()])
+            .args(tls)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("python3 runs");
@@ -46,6 +56,48 @@ impl Drop for GitHttp {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A test certificate authority and a server certificate it signed for 127.0.0.1, as
+/// PEM files: `ca` (the CA's certificate), `cert` and `key` (the server's), and
+/// `other_ca`, a CA that signed nothing here.
+struct TestCa {
+    ca: PathBuf,
+    other_ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TestCa {
+    fn new(dir: &std::path::Path) -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let authority = |name: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let cert = params.self_signed(&key).unwrap();
+            (cert.pem(), Issuer::new(params, key))
+        };
+        let (ca_pem, issuer) = authority("fanout test CA");
+        let (other_pem, _) = authority("another test CA");
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        let write = |name: &str, pem: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        TestCa {
+            ca: write("ca.pem", ca_pem),
+            other_ca: write("other-ca.pem", other_pem),
+            cert: write("server.pem", cert.pem()),
+            key: write("server-key.pem", key.serialize_pem()),
+        }
     }
 }
 
@@ -1079,6 +1131,83 @@ fn the_push_url_is_the_one_recorded_when_the_run_started() {
         ),
         ""
     );
+}
+
+/// Over https fanout's own client pushes, checking the server's certificate against
+/// the CA certificates `SSL_CERT_FILE` names: signed by another CA, it is refused
+/// before any request (nothing pushed, no credential sent); signed by that CA, the
+/// push goes through with the token.
+#[test]
+fn pushes_over_https_checking_the_certificate_against_ssl_cert_file() {
+    let s = setup("a");
+    let tls = TestCa::new(s.t.root());
+    let git_http = GitHttp::start_tls(&s.t, &tls);
+    let url = format!("https://127.0.0.1:{}/remote.git", git_http.port);
+    let publish = |ca: &std::path::Path, log: &str| {
+        let out =
+            s.t.fanout(&[
+                "publish",
+                "--json",
+                "--run",
+                &s.run,
+                "--repo",
+                "octo/demo",
+                "--api-url",
+                &s.gh.url(),
+                "--pace-ms",
+                "0",
+                "--remote",
+                &url,
+            ])
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("SSL_CERT_FILE", ca)
+            .env("FANOUT_LOG", log)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("publish printed no JSON ({e}):\n{stderr}"));
+        (out.status.code(), report, stderr)
+    };
+
+    let (code, report, stderr) = publish(&tls.other_ca, "warn");
+    assert_eq!(code, Some(3), "{report}\n{stderr}");
+    let reason = report["results"][0]["publish"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "{url}/info/refs?service=git-receive-pack: the server's certificate is not trusted"
+        )),
+        "{reason}"
+    );
+    let branch = report["results"][0]["branch"].as_str().unwrap().to_owned();
+    assert_eq!(s.remote_branch(&branch), None);
+    let creds = std::fs::read_to_string(&git_http.log).unwrap_or_default();
+    assert_eq!(
+        creds, "",
+        "a credential went to a server fanout did not trust"
+    );
+
+    let (code, report, stderr) = publish(&tls.ca, "trace");
+    assert_eq!(code, Some(0), "{report}\n{stderr}");
+    assert_eq!(Setup::ops(&report), ["created"], "{report}");
+    assert_eq!(
+        s.remote_branch(&branch).as_deref(),
+        report["results"][0]["commit"].as_str()
+    );
+    let creds = std::fs::read_to_string(&git_http.log).unwrap();
+    assert!(!creds.is_empty());
+    assert!(
+        creds
+            .lines()
+            .all(|l| l == format!("x-access-token:{TOKEN}")),
+        "{creds}"
+    );
+    // Even FANOUT_LOG=trace shows no request as sent (a hex dump of its bytes starts
+    // with "GET " or "POST"), so never its Authorization header.
+    assert!(stderr.contains("ureq"), "the HTTP client logged nothing");
+    for dumped in ["4745 5420", "504f 5354", TOKEN] {
+        assert!(!stderr.contains(dumped), "{dumped} in the log:\n{stderr}");
+    }
 }
 
 /// An ssh remote (`host:path`) is pushed with the hardened git CLI and the user's ssh

@@ -101,7 +101,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
-    // Still the only thread: libgit2 without its CA bundle, the allocator bounded.
+    // Still the only thread: how libgit2 reads objects, the allocator bounded.
     crate::util::runtime::init();
     init_tracing();
     let code = match dispatch(cli, secrets) {

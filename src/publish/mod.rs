@@ -6,7 +6,8 @@
 //! This stage takes a finished run's report (after fan-in, as the report stage wrote
 //! it): [`report::publish_report`] resolves where and how to publish and records each
 //! worker's outcome in `results.json`; [`publish`] does the pushing and the pull
-//! requests over the GitHub client ([`github`]); [`body`] renders them. With
+//! requests over the GitHub client ([`github`]); [`body`] renders them. Branches go
+//! over http(s) through fanout's own smart-HTTP transport ([`smart_http`]). With
 //! `branch: stable` each task publishes to one branch across runs ([`stable`]) and its
 //! pull request lives on from run to run ([`lifecycle`]). After the pull requests,
 //! findings tasks post their findings ([`findings`]: a comment on a tracking issue, or
@@ -24,6 +25,7 @@ pub mod pulls;
 pub mod push;
 pub mod ready;
 pub mod report;
+pub mod smart_http;
 pub mod stable;
 pub mod target;
 pub mod tracking;

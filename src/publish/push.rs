@@ -11,14 +11,15 @@
 //!   push is caught too;
 //! - the URL is the one given: libgit2 pushes through an anonymous remote (no
 //!   `remote.<name>.*` settings) and the push is refused when the repository's
-//!   configuration rewrites that URL (`url.<base>.insteadOf`/`pushInsteadOf`); the
-//!   token reaches libgit2 only through its credential callback;
+//!   configuration rewrites that URL (`url.<base>.insteadOf`/`pushInsteadOf`); over
+//!   http(s) libgit2 speaks through fanout's own transport ([`super::smart_http`]),
+//!   which is given the token for requests to exactly that URL, for this push only;
 //! - over ssh, the hardened git CLI ([`crate::git`]) pushes with the user's own ssh
 //!   setup, and no token.
 
 use std::collections::BTreeMap;
 
-use git2::{Cred, Direction, Oid, PushOptions, RemoteCallbacks, Repository};
+use git2::{Direction, Oid, PushOptions, RemoteCallbacks, Repository};
 
 use super::target::PushTo;
 
@@ -98,10 +99,10 @@ pub fn push(
     }
     match to {
         PushTo::Https(url) => {
-            crate::util::runtime::load_ca_certificates();
-            with_libgit2(repo, url, token, leases)
+            super::smart_http::register()?;
+            super::smart_http::with_token(url, token, || with_libgit2(repo, url, leases))
         }
-        PushTo::Local(path) => with_libgit2(repo, &path.to_string_lossy(), None, leases),
+        PushTo::Local(path) => with_libgit2(repo, &path.to_string_lossy(), leases),
         PushTo::Ssh(url) => with_git(repo, url, leases),
     }
 }
@@ -177,22 +178,6 @@ fn ours(repo: &Repository, tip: Oid, lease: &Lease) -> bool {
         })
 }
 
-fn callbacks(token: Option<&str>) -> RemoteCallbacks<'_> {
-    let mut cb = RemoteCallbacks::new();
-    if let Some(token) = token {
-        let mut tried = false;
-        cb.credentials(move |_url, _user, _allowed| {
-            // Ask once; a second request means the token was refused.
-            if tried {
-                return Err(git2::Error::from_str("the token was refused by the remote"));
-            }
-            tried = true;
-            Cred::userpass_plaintext("x-access-token", token)
-        });
-    }
-    cb
-}
-
 /// An anonymous remote at exactly `url`: refused when the repository's configuration
 /// would rewrite it (`insteadOf`, `pushInsteadOf`).
 fn remote_at<'r>(repo: &'r Repository, url: &str) -> Result<git2::Remote<'r>, String> {
@@ -213,7 +198,6 @@ fn remote_at<'r>(repo: &'r Repository, url: &str) -> Result<git2::Remote<'r>, St
 fn with_libgit2(
     repo: &Repository,
     url: &str,
-    token: Option<&str>,
     leases: &[Lease],
 ) -> Result<BTreeMap<String, PushResult>, String> {
     let mut remote = remote_at(repo, url)?;
@@ -221,7 +205,7 @@ fn with_libgit2(
     // Look: what does the remote have now?
     let current: BTreeMap<String, Oid> = {
         let conn = remote
-            .connect_auth(Direction::Push, Some(callbacks(token)), None)
+            .connect_auth(Direction::Push, None, None)
             .map_err(failed)?;
         conn.list()
             .map_err(failed)?
@@ -238,7 +222,7 @@ fn with_libgit2(
     let rejected = std::cell::RefCell::new(BTreeMap::<String, String>::new());
     let lease_broken = std::cell::RefCell::new(None::<String>);
     let pushed = {
-        let mut cb = callbacks(token);
+        let mut cb = RemoteCallbacks::new();
         cb.push_negotiation(|updates| {
             for u in updates {
                 let Ok(name) = u.dst_refname() else { continue };

@@ -27,7 +27,8 @@ pub use crate::repo::PushRecord;
 /// Where branches are pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PushTo {
-    /// https, or http to loopback: libgit2, the token through its credential callback.
+    /// https, or http to loopback: libgit2 over fanout's own transport
+    /// ([`super::smart_http`]), with the token.
     Https(String),
     /// ssh: the hardened git CLI with the user's ssh setup; no token.
     Ssh(String),

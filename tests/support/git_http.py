@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A smart-HTTP git server for tests: `git http-backend` behind Basic auth, on 127.0.0.1.
 
-Usage: git_http.py PROJECT_ROOT CREDENTIALS_LOG
+Usage: git_http.py PROJECT_ROOT CREDENTIALS_LOG [CERT_PEM KEY_PEM]
 Prints the port it listens on, then serves until killed. Every request without
 credentials gets 401 with a Basic challenge (as GitHub does); the user names and
 passwords it receives are appended to CREDENTIALS_LOG, one `user:password` per line.
+With CERT_PEM and KEY_PEM it serves https with that certificate chain and key (a
+client that refuses the certificate is dropped and the server goes on).
 """
 import base64
 import http.server
@@ -80,5 +82,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 4:
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print(server.server_address[1], flush=True)
 server.serve_forever()
