@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use git2::{Repository, StatusOptions};
+use git2::Repository;
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Failure;
@@ -120,16 +120,6 @@ impl UserRepo {
             branch,
             commit: commit.id().to_string(),
         })
-    }
-
-    /// Number of uncommitted changes (modified, staged or untracked, not ignored).
-    pub fn uncommitted_changes(&self) -> Result<usize, git2::Error> {
-        let repo = self.open()?;
-        let mut opts = StatusOptions::new();
-        opts.include_untracked(true)
-            .include_ignored(false)
-            .exclude_submodules(true);
-        Ok(repo.statuses(Some(&mut opts))?.len())
     }
 
     /// `<git dir>/fanout/runs`: where run journals, logs and reports live.

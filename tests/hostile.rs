@@ -145,6 +145,10 @@ both_modes!(
         off: ready,
         required: ready,
     },
+    acts_the_moment_it_starts {
+        off: ready,
+        required: ready,
+    },
 );
 
 /// Whether fanout knows the keys part S adds (`sandbox:` in fanout.yml, `writable:` in
@@ -1316,6 +1320,44 @@ try "repoint .git" sh -c "echo 'gitdir: $decoy/.git' > .git"
     let branch = r["branch"].as_str().unwrap();
     assert!(a.branch_has(branch, "hostile-1.txt"), "{r:#}");
     assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{logs}");
+}
+
+/// The tamper snapshot is taken while the first worktree is made; nothing a worker
+/// runs may start before it is complete. The agent, the moment it starts, looks for
+/// the run's signed snapshot, moves the user's branch `feature` and plants a hook.
+/// A big untracked file in the checkout makes the snapshot slow (it hashes the file
+/// before it reads the refs), so an agent let start early would act before the refs
+/// were read: its ref would count as the user's and never be restored. Here the
+/// snapshot is there, and the changes are caught and undone (with the sandbox, denied).
+fn acts_the_moment_it_starts(mode: Sandbox) {
+    let a = Arena::new(mode);
+    // Sparse: 32 MiB to hash, no disk used.
+    let big = std::fs::File::create(a.t.repo.join("big.bin")).unwrap();
+    big.set_len(32 << 20).unwrap();
+    drop(big);
+    let cfg = a.setup(
+        r#"if [ -f "$RUN_DIR/snapshot.json" ]; then say "snapshot: taken"; else say "snapshot: NOT TAKEN YET"; fi
+try "move feature" git -C "$USER_REPO" update-ref refs/heads/feature "$(git rev-parse HEAD)"
+try "hook pre-commit" sh -c "printf '#!/bin/sh\n' > '$USER_REPO/.git/hooks/pre-commit' && chmod +x '$USER_REPO/.git/hooks/pre-commit'"
+"#,
+        "",
+        "",
+    );
+    let (out, report) = a.run(&cfg, &["-w", "1", "Improve the docs"]);
+    let logs = a.logs(&report);
+    assert!(logs.contains("snapshot: taken"), "{logs}");
+    let err = text(&out.stderr);
+    // notes.txt and big.bin
+    assert!(
+        err.contains("has 2 uncommitted changes; they are not included"),
+        "{err}"
+    );
+    if mode == Sandbox::Off {
+        assert!(logs.contains("DID move feature"), "{logs}");
+    }
+    a.assert_verdict(&report, 1, &["refs/heads/feature", "hooks/pre-commit"]);
+    assert_eq!(a.t.git(&["rev-parse", "feature"]).trim(), a.feature);
+    assert!(!a.t.repo.join(".git/hooks/pre-commit").exists(), "{logs}");
 }
 
 /// The record key: with the sandbox, neither the agent nor its setup commands can

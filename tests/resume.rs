@@ -307,3 +307,87 @@ fn resume_of_an_unknown_run_is_a_usage_error() {
     assert!(err.contains("no-such-run-42"), "{err}");
     assert!(err.contains("no such run"), "{err}");
 }
+
+/// Every worktree git knows in the repository's `.git/worktrees` is one the run's
+/// journal records as made, and complete (no `locked` file left by a creation cut
+/// short); every directory under the run's worktree root is one of them.
+fn assert_no_orphan_worktree(t: &TestEnv, run_id: &str) {
+    let bytes = std::fs::read(t.run_dir(run_id).join("journal.json")).unwrap();
+    let journal: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let made: Vec<(String, PathBuf)> = journal["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["worktree_created"] == true)
+        .map(|e| {
+            (
+                e["worktree_name"].as_str().unwrap().to_owned(),
+                PathBuf::from(e["worktree_path"].as_str().unwrap()),
+            )
+        })
+        .collect();
+    for e in std::fs::read_dir(t.repo.join(".git/worktrees"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            made.iter().any(|(n, _)| *n == name),
+            "{name} is not in the journal: {journal:#}"
+        );
+        assert!(!e.path().join("locked").exists(), "{name} is half made");
+    }
+    for e in std::fs::read_dir(t.worktrees.join(run_id))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        assert!(
+            made.iter().any(|(_, p)| *p == e.path()),
+            "{} is not in the journal: {journal:#}",
+            e.path().display()
+        );
+    }
+}
+
+#[test]
+fn a_run_whose_tamper_snapshot_fails_runs_no_agent_and_resume_runs_them() {
+    let t = TestEnv::new();
+    let trace = t.shared().join("trace.log");
+    let cfg = t.fake_config(&["--trace", trace.to_str().unwrap()], "");
+    let cfg = cfg.to_str().unwrap();
+    // An index libgit2 cannot read: the snapshot's scan of the checkout fails (each
+    // worktree's checkout has an index of its own).
+    let index = t.repo.join(".git/index");
+    let good = std::fs::read(&index).unwrap();
+    std::fs::write(&index, b"not an index").unwrap();
+    let out = t
+        .fanout(&[
+            "--config", cfg, "run", "--quiet", "--json", "--run-id", "snap", "-w", "2", "-t",
+            "one", "-t", "two", "-t", "three",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        text(&out).contains("fanout: error: the tamper snapshot: "),
+        "{}",
+        text(&out)
+    );
+    let ran = std::fs::read_to_string(&trace).unwrap_or_default();
+    assert_eq!(ran, "", "an agent ran before the snapshot was taken");
+    assert_no_orphan_worktree(&t, "snap");
+
+    std::fs::write(&index, good).unwrap();
+    let out = t
+        .fanout(&["--config", cfg, "resume", "--json", "snap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["totals"]["success"], 3, "{report:#}");
+    let ran = std::fs::read_to_string(&trace).unwrap();
+    assert_eq!(ran.lines().filter(|l| l.starts_with("start")).count(), 3);
+    assert_no_orphan_worktree(&t, "snap");
+}

@@ -616,6 +616,43 @@ fn dirty_checkout_is_warned_about_and_not_included() {
 }
 
 #[test]
+fn uncommitted_changes_are_counted_per_file_leaving_out_the_worktree_root() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let inside = t.repo.join(".fanout-wt");
+    let run = || {
+        let out = t.run_ok(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "--worktree-dir",
+            inside.to_str().unwrap(),
+            "-w",
+            "1",
+            "x",
+        ]);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // A clean checkout: no warning of uncommitted changes.
+    let err = run();
+    assert!(err.contains("worktrees go inside the checkout"), "{err}");
+    assert!(!err.contains("uncommitted"), "{err}");
+    // The first run's worktree is now untracked under the root: not counted; the
+    // files of an untracked directory are, one by one.
+    assert!(inside.is_dir());
+    t.write("README.md", "local edit\n");
+    for f in ["notes/a.txt", "notes/b.txt", "notes/c.txt"] {
+        t.write(f, "mine\n");
+    }
+    let err = run();
+    assert!(
+        err.contains("has 4 uncommitted changes; they are not included"),
+        "{err}"
+    );
+}
+
+#[test]
 fn status_lists_runs_worktrees_and_sizes() {
     let t = TestEnv::new();
     let cfg = t.fake_config(&[], "");

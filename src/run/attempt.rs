@@ -2,13 +2,15 @@
 //! `plan.json`; attempt 1), or `fanout resume` of a run that did not finish (a later
 //! attempt, keeping the workers that did). [`execute`] runs every worker not kept,
 //! under the signal dispatcher, feeding a [`Reporter`] the executor's events and
-//! recording each worker's result as soon as it is final (`results/w<N>.json`).
+//! recording each worker's result as soon as it is final (`results/w<N>.json`). The
+//! run's tamper snapshot is taken on a thread while the executor makes the first
+//! worktrees; no worker's setup or agent starts before it is complete.
 //!
 //! What the attempt produced goes on to fan-in and the report; the run's pid file
 //! stays until the report is written ([`Attempted::pid_file`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -19,6 +21,8 @@ use super::executor::Executor;
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
 use super::runs::PidFile;
 use super::signals::Dispatcher;
+use super::tamper::guard::Guard;
+use super::tamper::{SNAPSHOT_FILE, Snapshot};
 use super::worktree;
 use crate::exit::Failure;
 use crate::git::TrustedConfig;
@@ -120,7 +124,8 @@ pub struct Attempted {
 }
 
 /// Start a new run of `plan` in `repo`: its run directory, journal and `plan.json`
-/// (warning about uncommitted changes and worktrees inside the checkout). `kept`
+/// (warning about worktrees inside the checkout; uncommitted changes are said once
+/// [`execute`] has the tamper snapshot's scan of the checkout). `kept`
 /// holds results already known (not run; they count for the workers that depend on
 /// them: matrix mode's earlier waves).
 pub fn start(
@@ -143,7 +148,6 @@ pub fn start(
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::Fatal(format!("{}: {e}", run_dir.display())))?;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
-    warn_about_checkout(repo, plan);
     let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
     if worktree_root.starts_with(&repo.workdir) {
         errln!(
@@ -216,18 +220,55 @@ pub fn trusted_filters<'a>(config: impl IntoIterator<Item = &'a Entry>) -> Trust
     )
 }
 
-/// Warn when the checkout has uncommitted changes: workers start from the base.
-fn warn_about_checkout(repo: &UserRepo, plan: &Plan) {
-    match repo.uncommitted_changes() {
-        Ok(0) => {}
-        Ok(n) => errln!(
+/// Warn when the checkout at `workdir` has uncommitted changes (`n` files modified,
+/// staged, deleted or untracked, from the tamper snapshot's scan): workers start from
+/// the base.
+fn warn_about_checkout(workdir: &Path, n: usize, base: &str) {
+    if n > 0 {
+        errln!(
             "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
-            repo.workdir.display(),
+            workdir.display(),
             if n == 1 { "" } else { "s" },
-            short(&plan.base.commit)
-        ),
-        Err(e) => errln!("fanout: warning: could not read the checkout's status: {e}"),
+            short(base)
+        );
     }
+}
+
+/// Take the run's tamper snapshot ([`Snapshot::for_run`]: an earlier attempt's is
+/// loaded) on a thread of its own while the executor makes the first worktrees, and
+/// hand it to the returned guard, which holds every worker's setup, agent and checks
+/// until then (see [`super::tamper`] for why making worktrees meanwhile is safe). A
+/// snapshot taken now also tells whether the checkout has uncommitted changes: said
+/// before any worker runs. The thread is joined once the executor is done.
+fn snapshot_meanwhile(
+    repo: &UserRepo,
+    plan: &Arc<Plan>,
+    worktree_root: &Path,
+    run_dir: &Path,
+    confined: bool,
+) -> Result<(Arc<Guard>, std::thread::JoinHandle<()>), Failure> {
+    let guard = Arc::new(Guard::pending(confined));
+    let (workdir, worktree_root, run_dir) = (
+        repo.workdir.clone(),
+        worktree_root.to_owned(),
+        run_dir.to_owned(),
+    );
+    let (plan, to) = (Arc::clone(plan), Arc::clone(&guard));
+    let thread = std::thread::Builder::new()
+        .name("fanout-snapshot".into())
+        .spawn(move || {
+            let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let fresh = !run_dir.join(SNAPSHOT_FILE).exists();
+                let s = Snapshot::for_run(&workdir, &plan, &worktree_root, &run_dir)?;
+                if fresh {
+                    warn_about_checkout(&workdir, s.checkout.len(), &plan.base.commit);
+                }
+                Ok(s)
+            }));
+            to.taken(taken.unwrap_or_else(|_| Err("taking it panicked".into())));
+        })
+        .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
+    Ok((guard, thread))
 }
 
 /// A new run's journal: one entry per worker, nothing created yet.
@@ -287,16 +328,11 @@ pub fn execute(
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
     let common_dir = repo.open().map_err(git)?.commondir().to_owned();
+    let plan = Arc::new(plan);
+    let (tamper, snapshot) =
+        snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
     let pid_file = PidFile::create(&run_dir);
     super::reaper::adopt_orphans();
-    let tamper = super::tamper::Snapshot::for_run(&repo.workdir, &plan, &worktree_root, &run_dir)
-        .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
-    let tamper = Arc::new(super::tamper::guard::Guard::new(
-        tamper,
-        sandbox.abi.is_some(),
-    ));
-
-    let plan = Arc::new(plan);
     let executor = Arc::new(Executor {
         plan: Arc::clone(&plan),
         repo_dir: repo.workdir.clone(),
@@ -329,6 +365,12 @@ pub fn execute(
         ))
         .map_err(|e| fatal("signal handlers", e))?;
     drop(runtime);
+    let _ = snapshot.join();
+    if let Some(e) = tamper.failed() {
+        // No worker ran anything: those whose worktree was made end `not started`
+        // (the journal has their worktrees, for cleanup or resume).
+        return Err(Failure::Fatal(format!("the tamper snapshot: {e}")));
+    }
     // Whatever the agents left running (daemons out of their process groups) stops
     // before anything reports or publishes.
     after_the_last_worker(&tamper);
@@ -346,7 +388,7 @@ pub fn execute(
 
 /// Once every worker is done: stop what the agents left running, then the tamper
 /// check after the last worker, each said on stderr when it found something.
-fn after_the_last_worker(tamper: &super::tamper::guard::Guard) {
+fn after_the_last_worker(tamper: &Guard) {
     let left = super::reaper::sweep();
     if left > 0 {
         errln!(

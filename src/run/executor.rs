@@ -8,6 +8,11 @@
 //! made by harvest ([`super::harvest`]), or at the base when it ends before its
 //! agent runs.
 //!
+//! Nothing a worker runs — setup commands, agent, checks — starts before the run's
+//! tamper snapshot is complete ([`super::tamper::guard::Guard::ready`]); its worktree
+//! is made meanwhile. When the snapshot cannot be taken, no worker starts
+//! ([`NOT_STARTED_SNAPSHOT`]).
+//!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
 //! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
 //! ([`super::signals`]) owns.
@@ -37,6 +42,10 @@ use crate::plan::{Plan, PlannedWorker};
 
 /// The reason of workers `budget_total` kept from starting (the report counts them).
 pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
+
+/// The reason of workers that did not start because the run's tamper snapshot could
+/// not be taken (the run fails; resume runs them).
+pub const NOT_STARTED_SNAPSHOT: &str = "not started: the tamper snapshot could not be taken";
 
 /// Workers' final results, by id, for the workers that depend on them.
 type Done = BTreeMap<u32, watch::Sender<Option<WorkerResult>>>;
@@ -324,6 +333,24 @@ impl Executor {
         }
     }
 
+    /// Why no worker may start any more: the tamper snapshot could not be taken.
+    fn snapshot_failed(&self) -> Option<String> {
+        let why = self.tamper.as_ref()?.failed()?;
+        Some(format!("{NOT_STARTED_SNAPSHOT}: {why}"))
+    }
+
+    /// Wait until the tamper snapshot is taken; an error is the reason of a worker
+    /// that may not start.
+    async fn snapshot_taken(&self) -> Result<(), String> {
+        match &self.tamper {
+            Some(g) => g
+                .ready()
+                .await
+                .map_err(|why| format!("{NOT_STARTED_SNAPSHOT}: {why}")),
+            None => Ok(()),
+        }
+    }
+
     /// The tamper check after worker `id` (blocking file work, off the async threads).
     fn tamper_finished(&self, id: u32, result: &mut WorkerResult) {
         if let Some(g) = &self.tamper {
@@ -364,7 +391,11 @@ impl Executor {
                 finished.extend(v.clone());
             }
         }
-        let result = match self.dependency_base(&w, &finished) {
+        let based = match self.snapshot_failed() {
+            Some(why) => Err((Status::Failed, why)),
+            None => self.dependency_base(&w, &finished),
+        };
+        let result = match based {
             Err((status, reason)) => self.skeleton(&w, status, &reason),
             Ok(from) => match slot(&sh.permits, &mut sh.stop.clone()).await {
                 None => self.skeleton(&w, Status::Failed, "interrupted"),
@@ -594,6 +625,9 @@ impl Executor {
         if *stop.borrow() != StopLevel::Run {
             return self.skeleton(&w, Status::Failed, "interrupted");
         }
+        if let Some(why) = self.snapshot_failed() {
+            return self.skeleton(&w, Status::Failed, &why);
+        }
         let (base, path) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
@@ -601,6 +635,11 @@ impl Executor {
         let mut result = self.skeleton(&w, Status::Failed, "interrupted");
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
+        // Its worktree is made; what it runs waits for the snapshot.
+        if let Err(why) = self.snapshot_taken().await {
+            result.reason = Some(why);
+            return self.at_base(&w, result, base);
+        }
         if *stop.borrow() != StopLevel::Run {
             return self.at_base(&w, result, base);
         }

@@ -18,7 +18,12 @@ use crate::run::journal::JournalEntry;
 
 /// git's name for a worker's worktree (`.git/worktrees/<name>`).
 pub fn worktree_name(run_id: &str, worker_id: u32) -> String {
-    format!("fanout-{run_id}-w{worker_id}")
+    format!("{}{worker_id}", name_prefix(run_id))
+}
+
+/// How the names of run `run_id`'s worktrees begin.
+pub fn name_prefix(run_id: &str) -> String {
+    format!("fanout-{run_id}-w")
 }
 
 /// A worker's worktree directory under `root`.

@@ -1,5 +1,5 @@
-//! Tamper checks: what an agent must not touch, taken before the first worker starts
-//! ([`Snapshot::take`]) and compared after each worker and before resume
+//! Tamper checks: what an agent must not touch, taken before anything a worker runs
+//! starts ([`Snapshot::take`]) and compared after each worker and before resume
 //! ([`Snapshot::check`]): every ref outside this run's namespace, HEAD of the user's
 //! checkout and of the user's own linked worktrees, the shared `config` (and
 //! `config.worktree`), the hooks directory (`core.hooksPath` resolved) and `info/`,
@@ -11,6 +11,31 @@
 //! with the commit it pointed to, and the bytes a restore replaces are kept in the run
 //! directory (`tamper/`). The checkout and HEADs are reported, never reverted. Planted
 //! symlinks and special files in the run directory are removed.
+//!
+//! The snapshot is taken while the run's first worktrees are made (on a thread of its
+//! own; [`guard::Guard::ready`] holds every worker's setup, agent and checks until it
+//! is complete). Making a worktree changes nothing [`Snapshot::take`] reads:
+//!
+//! - *refs*: it writes `.git/worktrees/<name>/` (`locked`, `commondir`, `gitdir`, a
+//!   detached `HEAD`, the object quarantine) and the `.git` file in the new worktree;
+//!   the checkout there (`git reset --hard` with that admin directory as `GIT_DIR`)
+//!   writes that worktree's own index and `ORIG_HEAD` (and any reflog of its `HEAD`)
+//!   in the same admin directory. No ref under the common `refs/` nor `packed-refs` is written, and the
+//!   refs read from the user's repository are its own and the common ones — a linked
+//!   worktree's per-worktree refs are not among them. The worker's branch is made by
+//!   harvest (or at the base when it ends early), in the run's namespace, which the
+//!   snapshot leaves out.
+//! - *HEADs*: those of the user's own linked worktrees only — this run's are left out
+//!   by name, and any under the worktree root by path.
+//! - *config, hooks, `info/`*: fanout's git runs with options on its command line
+//!   (no hooks, no fsmonitor, `gc.auto=0`, no maintenance: [`crate::git::harden`]) and
+//!   writes no configuration; only the user's own filter drivers run
+//!   ([`crate::git::TrustedConfig`]), and they write object stores, not these files.
+//! - *the checkout's status and index*: the new worktree has its own index (in its
+//!   admin directory) and lies outside the checkout, or under the worktree root, whose
+//!   paths the status leaves out.
+//! - *the run directory*: fanout writes its journal, logs and records there; no
+//!   symlink or special file.
 //!
 //! fanout's own writes are allowed for: `git submodule update --init` in a worker's
 //! setup adds `submodule.<name>.url`/`.active` for the submodules of `.gitmodules`;
@@ -42,7 +67,7 @@ pub struct FileState {
     pub symlink: bool,
 }
 
-/// What an agent must not touch, as it was before the first worker started.
+/// What an agent must not touch, as it was before anything a worker runs started.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The run.
@@ -145,13 +170,36 @@ fn file_state(path: &Path) -> Option<FileState> {
             symlink: false,
         });
     }
-    let bytes = std::fs::read(path).ok()?;
+    let (sha256, hex) = if meta.len() <= KEEP_BYTES {
+        let bytes = std::fs::read(path).ok()?;
+        (sha256(&bytes), Some(to_hex(&bytes)))
+    } else {
+        (sha256_of_file(path).ok()?, None)
+    };
     Some(FileState {
         mode: meta.mode(),
-        sha256: sha256(&bytes),
-        hex: (meta.len() <= KEEP_BYTES).then(|| to_hex(&bytes)),
+        sha256,
+        hex,
         symlink: false,
     })
+}
+
+/// SHA-256 of a file's contents, read in pieces (a large file in the checkout is
+/// never held in memory whole).
+fn sha256_of_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hex::encode(h.finalize()))
 }
 
 /// Files under `dir` (two levels deep), keyed `label/rel`.
@@ -256,7 +304,10 @@ impl Snapshot {
         Ok(refs)
     }
 
-    /// HEAD of the checkout and of each linked worktree that is not fanout's.
+    /// HEAD of the checkout and of each linked worktree that is not fanout's: none
+    /// under the worktree root (as given or with its links resolved: git records a
+    /// worktree's real path) and none of this run's (by name: one being made while the
+    /// snapshot is taken may not have its path recorded yet).
     fn heads_now(&self, repo: &git2::Repository) -> BTreeMap<String, String> {
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
         let mut heads = BTreeMap::new();
@@ -264,15 +315,22 @@ impl Snapshot {
             self.workdir.display().to_string(),
             read(self.common_dir.join("HEAD")),
         );
+        let real_root = std::fs::canonicalize(&self.worktree_root).ok();
+        let this_run = super::worktree::name_prefix(&self.run_id);
         for name in repo
             .worktrees()
             .iter()
             .flat_map(|a| a.iter().flatten().flatten())
         {
+            if name.starts_with(&this_run) {
+                continue;
+            }
             let Ok(wt) = repo.find_worktree(name) else {
                 continue;
             };
-            if wt.path().starts_with(&self.worktree_root) {
+            if wt.path().starts_with(&self.worktree_root)
+                || real_root.as_ref().is_some_and(|r| wt.path().starts_with(r))
+            {
                 continue;
             }
             let head = read(self.common_dir.join("worktrees").join(name).join("HEAD"));

@@ -284,3 +284,91 @@ fn in_a_sandboxed_run_the_users_own_changes_blame_no_worker_and_are_kept() {
     let config = std::fs::read_to_string(repo.join(".git/config")).unwrap();
     assert!(!config.contains("/abs/lib"), "{config}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn workers_wait_for_the_snapshot_and_a_failed_one_lets_none_start() {
+    let (_t, repo, s) = setup();
+    let g = std::sync::Arc::new(guard::Guard::pending(false));
+    let waiting = tokio::spawn({
+        let g = std::sync::Arc::clone(&g);
+        async move { g.ready().await }
+    });
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the gate opened before the snapshot"
+    );
+    // A worker that ended before the snapshot (its worktree failed) ran nothing:
+    // there is nothing to check, and nothing to blame it for.
+    let mut r1 = result(1);
+    g.started(1);
+    g.finished(1, &mut r1);
+    assert_eq!(r1.status, crate::model::Status::Success);
+    g.taken(Ok(s.clone()));
+    assert_eq!(waiting.await.unwrap(), Ok(()));
+    // Only the first hand-over counts; the guard checks against it.
+    g.taken(Err("late".into()));
+    assert_eq!(g.failed(), None);
+    git(&repo, &["branch", "-D", "feature"]);
+    let said = named(&g.end());
+    assert!(said.contains("refs/heads/feature deleted"), "{said}");
+
+    let failed = guard::Guard::pending(false);
+    failed.taken(Err("the index is unreadable".into()));
+    assert_eq!(
+        failed.ready().await,
+        Err("the index is unreadable".to_owned())
+    );
+    assert!(failed.snapshot().is_none());
+    assert!(failed.end().is_empty());
+}
+
+#[test]
+fn fanouts_worktrees_are_no_users_head_and_big_files_are_hashed_in_pieces() {
+    let (t, repo, s) = setup();
+    // The worktree root through a symlink: git records a worktree's real path.
+    let real = t.path().join("real-wt");
+    std::fs::create_dir(&real).unwrap();
+    let root = t.path().join("wt-link");
+    std::os::unix::fs::symlink(&real, &root).unwrap();
+    let old_run = root.join("r0/w1");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            old_run.to_str().unwrap(),
+        ],
+    );
+    // One of this run's, being made: named as the run's, its path elsewhere.
+    let admin = repo.join(".git/worktrees/fanout-r1-w1");
+    std::fs::create_dir_all(&admin).unwrap();
+    let elsewhere = t.path().join("elsewhere/.git");
+    std::fs::write(admin.join("gitdir"), format!("{}\n", elsewhere.display())).unwrap();
+    std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+    std::fs::write(
+        admin.join("HEAD"),
+        "0000000000000000000000000000000000000000\n",
+    )
+    .unwrap();
+    // The user's own linked worktree is guarded.
+    let mine = t.path().join("mine");
+    git(
+        &repo,
+        &["worktree", "add", "-q", "--detach", mine.to_str().unwrap()],
+    );
+    let big = vec![7u8; (KEEP_BYTES + 1) as usize];
+    std::fs::write(repo.join("big.bin"), &big).unwrap();
+    let s = Snapshot::take(&repo, "r1", "fanout/r1/", &root, &s.run_dir).unwrap();
+    let heads: Vec<&String> = s.heads.keys().collect();
+    assert_eq!(
+        heads,
+        [&mine.display().to_string(), &repo.display().to_string()],
+        "{heads:?}"
+    );
+    assert_eq!(s.checkout["big.bin"], crate::util::sha256_hex(&big));
+}
