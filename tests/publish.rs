@@ -157,6 +157,17 @@ impl Setup {
         token: &str,
         extra: &[&str],
     ) -> (Option<i32>, serde_json::Value, String) {
+        self.publish_with_env(url, token, extra, &[])
+    }
+
+    /// [`Setup::publish_to`] with `env` added to fanout's environment.
+    fn publish_with_env(
+        &self,
+        url: &str,
+        token: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Option<i32>, serde_json::Value, String) {
         let mut args = vec![
             "publish",
             "--json",
@@ -178,6 +189,7 @@ impl Setup {
             .t
             .fanout(&args)
             .env("GITHUB_TOKEN", token)
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -1144,30 +1156,13 @@ fn pushes_over_https_checking_the_certificate_against_ssl_cert_file() {
     let git_http = GitHttp::start_tls(&s.t, &tls);
     let url = format!("https://127.0.0.1:{}/remote.git", git_http.port);
     let publish = |ca: &std::path::Path, log: &str| {
-        let out =
-            s.t.fanout(&[
-                "publish",
-                "--json",
-                "--run",
-                &s.run,
-                "--repo",
-                "octo/demo",
-                "--api-url",
-                &s.gh.url(),
-                "--pace-ms",
-                "0",
-                "--remote",
-                &url,
-            ])
-            .env("GITHUB_TOKEN", TOKEN)
-            .env("SSL_CERT_FILE", ca)
-            .env("FANOUT_LOG", log)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("publish printed no JSON ({e}):\n{stderr}"));
-        (out.status.code(), report, stderr)
+        let ca = ca.to_str().unwrap();
+        s.publish_with_env(
+            &s.gh.url(),
+            TOKEN,
+            &["--remote", &url],
+            &[("SSL_CERT_FILE", ca), ("FANOUT_LOG", log)],
+        )
     };
 
     let (code, report, stderr) = publish(&tls.other_ca, "warn");

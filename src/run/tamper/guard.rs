@@ -56,7 +56,9 @@ pub fn describe(changes: &[Change]) -> String {
 }
 
 impl Guard {
-    /// Guard `snapshot` for a run whose workers are all sandboxed (`confined`) or not.
+    /// Guard `snapshot` for a run whose workers are all sandboxed (`confined`) or not
+    /// (runs use [`Guard::pending`]: the snapshot is taken meanwhile).
+    #[cfg(test)]
     pub fn new(snapshot: Snapshot, confined: bool) -> Guard {
         let guard = Guard::pending(confined);
         guard.taken(Ok(snapshot));
