@@ -275,3 +275,77 @@ touch "$T/done/$$"
         "checkouts after the first saw an agent already started"
     );
 }
+
+/// A `git` for fanout's `PATH` that appends each command line it runs to the returned
+/// log, then runs the real git: `(directory to put first on PATH, log)`.
+fn logging_git(t: &TestEnv) -> (std::path::PathBuf, std::path::PathBuf) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let real = std::env::split_paths(&path)
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .expect("git on PATH");
+    let bin = t.root().join("logging-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.root().join("git.log");
+    script(
+        &bin.join("git"),
+        &format!(
+            "echo \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    );
+    (bin, log)
+}
+
+/// What each logged git command was: `list` (`config --list`), `reset` (a worktree
+/// checkout) or `other`.
+fn logged_kinds(log: &Path) -> Vec<&'static str> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            if l.contains(" config --list ") {
+                "list"
+            } else if l.contains(" reset --hard ") {
+                "reset"
+            } else {
+                "other"
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
+    let t = TestEnv::new();
+    let (bin, log) = logging_git(&t);
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo done > out.txt']\n",
+        t.worktrees.display()
+    ));
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--config", cfg.to_str().unwrap(), "run", "--json"];
+        args.extend_from_slice(extra);
+        let out = t.fanout(&args).env("PATH", &path).output().unwrap();
+        let report = json(&out);
+        let results = report["results"].as_array().unwrap();
+        assert_eq!(results.len(), (extra.len() - 2) / 2, "{report:#}");
+        assert!(
+            results.iter().all(|r| r["status"] == "success"),
+            "{report:#}"
+        );
+    };
+    // One worker: the run's start listing serves its checkout, made before anything ran.
+    run(&["-w", "1", "-t", "one"]);
+    assert_eq!(logged_kinds(&log), ["list", "reset"]);
+    // One at a time: the second checkout comes after the first worker's agent ran, so
+    // the configuration that agent could have changed is listed again first.
+    std::fs::remove_file(&log).unwrap();
+    run(&["-w", "1", "-t", "one", "-t", "two"]);
+    assert_eq!(logged_kinds(&log), ["list", "reset", "list", "reset"]);
+}

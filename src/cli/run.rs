@@ -71,6 +71,8 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
         return Ok(crate::exit::SUCCESS);
     }
+    // git lists the repository's configuration while the plan is made.
+    let early_config = crate::git::EarlyListing::start(&repo.workdir);
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     for warning in crate::ops::run::check_agent(&settings)? {
@@ -81,6 +83,7 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let mut opts = ExecOptions::from_settings(&settings);
+    opts.early_config = Some(early_config);
     opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));

@@ -23,7 +23,8 @@
 //!   filter, textconv, diff and merge driver, config hook, URL-scoped credential helper
 //!   or extra header found is overridden; `submodule.<name>.update` is pinned (never a
 //!   `!command`); keys git reads first-wins (`remote.<name>.uploadpack`, …) set by the
-//!   repository make the command fail instead ([`GitError::Refused`]).
+//!   repository make the command fail instead ([`GitError::Refused`]). A listing made
+//!   when nothing had run yet may stand in for the next ones ([`Listed`]).
 //!
 //! **Trusted configuration**: a caller that must let the user's own drivers run (Git
 //! LFS during checkouts) reads them when nothing has run yet — the run's start — into a
@@ -122,6 +123,31 @@ impl TrustedConfig {
     }
 }
 
+/// A configuration listing ([`list_config`]) that the caller hands to later commands
+/// in the repository's other worktrees ([`Git::listed`]) instead of having git list it
+/// again before each. Only for a listing git would read the same in every worktree
+/// ([`Listed::shareable`]), and only while nothing can have changed the files it came
+/// from: the caller drops it once any process of its own (an agent, a setup command)
+/// has started. The window this leaves — a key written between the listing and the
+/// command — is the one every listing leaves (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Listed(std::sync::Arc<[Entry]>);
+
+impl Listed {
+    /// `entries`, when git reads the same configuration in every worktree of the
+    /// repository: no conditional include (`includeIf.gitdir:` and `onbranch:` differ
+    /// between worktrees; any `includeIf` is counted) and no per-worktree
+    /// configuration (`extensions.worktreeConfig`).
+    pub fn shareable(entries: &[Entry]) -> Option<Listed> {
+        let per_worktree = |e: &Entry| {
+            let key = e.key.to_ascii_lowercase();
+            key.starts_with("includeif.")
+                || (key == "extensions.worktreeconfig" && e.value != "false")
+        };
+        (!entries.iter().any(per_worktree)).then(|| Listed(entries.into()))
+    }
+}
+
 /// A git command as it will run: for callers that start it themselves (supervised).
 #[derive(Debug, Clone)]
 pub struct Invocation {
@@ -138,7 +164,7 @@ pub struct Invocation {
 impl Invocation {
     /// A `std::process::Command` for it (stdin closed).
     pub fn command(&self) -> Command {
-        let mut c = Command::new(self.program);
+        let mut c = Command::new(locate(&self.env, &self.dir));
         c.args(&self.args)
             .current_dir(&self.dir)
             .env_clear()
@@ -160,6 +186,7 @@ pub struct Git {
     parent_env: Option<Vec<(OsString, OsString)>>,
     extra_env: Vec<(OsString, OsString)>,
     trusted: TrustedConfig,
+    listed: Option<Listed>,
 }
 
 impl Git {
@@ -174,6 +201,7 @@ impl Git {
             parent_env: None,
             extra_env: Vec::new(),
             trusted: TrustedConfig::default(),
+            listed: None,
         }
     }
 
@@ -249,6 +277,13 @@ impl Git {
         self
     }
 
+    /// Take the configuration git reads from `listed` instead of listing it (see
+    /// [`Listed`]).
+    pub fn listed(mut self, listed: Option<&Listed>) -> Git {
+        self.listed = listed.cloned();
+        self
+    }
+
     fn what(&self) -> String {
         self.args
             .first()
@@ -299,7 +334,10 @@ impl Git {
     /// The command, ready to run: every option, the environment.
     pub fn invocation(&self) -> Result<Invocation, GitError> {
         let env = self.env();
-        let mut entries = self.list_config(&env)?;
+        let mut entries = match &self.listed {
+            Some(l) => l.0.to_vec(),
+            None => self.list_config(&env)?,
+        };
         let places = Places::find(self);
         for f in &places.submodule_configs {
             entries.extend(read_config_file(f));
@@ -350,6 +388,54 @@ impl Git {
     }
 }
 
+/// A [`list_config`] started early, on a thread of its own, for a caller with other
+/// work to do until it needs the listing ([`EarlyListing::wait`]).
+#[derive(Debug, Clone)]
+pub struct EarlyListing {
+    dir: PathBuf,
+    listing: std::sync::Arc<Pending>,
+}
+
+/// The listing thread, joined when the last [`EarlyListing`] goes unused (no git
+/// command outlives the run that started it).
+#[derive(Debug)]
+struct Pending(std::sync::Mutex<Option<ListingThread>>);
+
+type ListingThread = std::thread::JoinHandle<Result<Vec<Entry>, GitError>>;
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(listing) = self.0.get_mut().ok().and_then(Option::take) {
+            let _ = listing.join();
+        }
+    }
+}
+
+impl EarlyListing {
+    /// Start listing the configuration git sees in `dir`.
+    pub fn start(dir: &Path) -> EarlyListing {
+        let owned = dir.to_owned();
+        let listing = std::thread::Builder::new()
+            .name("fanout-config".into())
+            .spawn(move || list_config(&owned))
+            .ok();
+        EarlyListing {
+            dir: dir.to_owned(),
+            listing: std::sync::Arc::new(Pending(std::sync::Mutex::new(listing))),
+        }
+    }
+
+    /// The listing started early, the first time; any later call (or when the thread
+    /// could not start) lists the configuration now.
+    pub fn wait(&self) -> Result<Vec<Entry>, GitError> {
+        let started = self.listing.0.lock().ok().and_then(|mut l| l.take());
+        match started.map(|t| t.join()) {
+            Some(Ok(listed)) => listed,
+            _ => list_config(&self.dir),
+        }
+    }
+}
+
 /// Every configuration entry git sees in `dir` (every scope, includes followed), read
 /// by a hardened `git config --list`.
 pub fn list_config(dir: &Path) -> Result<Vec<Entry>, GitError> {
@@ -385,13 +471,33 @@ pub fn credentials_in(entries: &[Entry]) -> Vec<String> {
     keys
 }
 
+/// `git` as `execvp` would find it in `env`'s `PATH` (a relative entry, the empty one
+/// included, is relative to `dir`), else
+/// the bare name. A path lets the standard library start it with `posix_spawn`, which
+/// does not copy fanout's address space as `fork` does: with a bare name and a `PATH`
+/// of the child's own, it has to fork.
+fn locate(env: &[(OsString, OsString)], dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
+    let found = path
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .find_map(|d| {
+            let d = if d.is_relative() { dir.join(d) } else { d };
+            let candidate = d.join("git");
+            let meta = std::fs::metadata(&candidate).ok()?;
+            (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+        });
+    found.unwrap_or_else(|| PathBuf::from("git"))
+}
+
 fn run(
     args: &[OsString],
     dir: &Path,
     env: &[(OsString, OsString)],
     input: Option<&[u8]>,
 ) -> std::io::Result<std::process::Output> {
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(locate(env, dir));
     cmd.args(args)
         .current_dir(dir)
         .env_clear()

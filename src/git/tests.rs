@@ -375,3 +375,83 @@ fn the_environment_holds_no_token_and_credentials_in_env_config_are_dropped() {
     let out = inv.command().output().unwrap();
     assert!(out.status.success());
 }
+
+#[test]
+fn a_listing_is_shared_only_when_every_worktree_reads_the_same() {
+    use super::harden::{Entry, Scope};
+    let e = |key: &str, value: &str| Entry {
+        scope: Scope::Repository,
+        key: key.into(),
+        value: value.into(),
+    };
+    let plain = [e("core.bare", "false"), e("include.path", "shared.inc")];
+    assert!(Listed::shareable(&plain).is_some());
+    for per_worktree in [
+        e("includeIf.onbranch:main.path", "x.inc"),
+        e("includeif.gitdir:/src/.git.path", "x.inc"),
+        e("extensions.worktreeconfig", "true"),
+        e("extensions.worktreeConfig", "1"),
+    ] {
+        let mut entries = plain.to_vec();
+        entries.push(per_worktree.clone());
+        assert!(Listed::shareable(&entries).is_none(), "{per_worktree:?}");
+    }
+    let mut off = plain.to_vec();
+    off.push(e("extensions.worktreeconfig", "false"));
+    assert!(Listed::shareable(&off).is_some());
+}
+
+#[test]
+fn git_is_found_as_execvp_would_find_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let (a, b, rel) = (d.path().join("a"), d.path().join("b"), d.path().join("rel"));
+    for dir in [&a, &b, &rel] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    // not executable: skipped, as execvp skips it
+    std::fs::write(a.join("git"), "").unwrap();
+    for dir in [&b, &rel] {
+        std::fs::write(dir.join("git"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(dir.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let env = |path: &str| vec![(OsString::from("PATH"), OsString::from(path))];
+    let path = format!("{}:{}", a.display(), b.display());
+    assert_eq!(locate(&env(&path), d.path()), b.join("git"));
+    // a relative entry is relative to the command's directory
+    assert_eq!(locate(&env("rel"), d.path()), rel.join("git"));
+    // not found, or no PATH: the bare name, for the child to find
+    assert_eq!(
+        locate(&env(&a.display().to_string()), d.path()),
+        PathBuf::from("git")
+    );
+    assert_eq!(locate(&[], d.path()), PathBuf::from("git"));
+}
+
+#[test]
+fn an_early_listing_is_waited_for_once_then_listed_afresh() {
+    let d = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(d.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "fanout.probe", "one"]);
+    let early = EarlyListing::start(d.path());
+    let first = early.wait().unwrap();
+    git(&["config", "fanout.probe", "two"]);
+    let again = early.clone().wait().unwrap();
+    let probe = |l: &[harden::Entry]| {
+        l.iter()
+            .rev()
+            .find(|e| e.key == "fanout.probe")
+            .map(|e| e.value.clone())
+    };
+    assert_eq!(probe(&first).as_deref(), Some("one"));
+    assert_eq!(probe(&again).as_deref(), Some("two"));
+}

@@ -51,6 +51,9 @@ pub struct ExecOptions {
     /// The GitHub token, for an agent whose definition says `allow_github_token:
     /// true` (nothing else fanout starts gets it).
     pub agent_tokens: Vec<(String, SecretString)>,
+    /// The repository's configuration, listed early while the plan was made (else it
+    /// is listed when the run starts).
+    pub early_config: Option<crate::git::EarlyListing>,
 }
 
 impl ExecOptions {
@@ -63,6 +66,7 @@ impl ExecOptions {
             push_record: None,
             publish_remote: s.publish_remote.clone(),
             agent_tokens: Vec::new(),
+            early_config: None,
         }
     }
 }
@@ -99,6 +103,9 @@ pub struct Attempt {
     pub sandbox: crate::sandbox::Decision,
     /// The filter drivers worktree checkouts run ([`trusted_filters`]).
     pub trusted: TrustedConfig,
+    /// The repository's configuration as listed at the start, when every worktree
+    /// reads the same ([`crate::git::Listed::shareable`]).
+    pub listed: Option<crate::git::Listed>,
 }
 
 /// What an attempt produced: one result per planned worker, in id order (kept ones
@@ -135,7 +142,7 @@ pub fn start(
     kept: BTreeMap<u32, WorkerResult>,
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
-    let config = read_config(repo)?;
+    let config = read_config(repo, opts.early_config.as_ref())?;
     let sandbox = sandbox_decision(plan.sandbox)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
@@ -174,6 +181,7 @@ pub fn start(
         agent_tokens: opts.agent_tokens.clone(),
         sandbox,
         trusted: trusted_filters(config.iter()),
+        listed: crate::git::Listed::shareable(&config),
     })
 }
 
@@ -188,12 +196,19 @@ pub fn push_record(repo: &UserRepo, publish_remote: Option<String>) -> PushRecor
     }
 }
 
-/// The git configuration `repo` sees now (every scope). Refused when it holds a
-/// credential every agent could read (`actions/checkout`'s persisted token above all):
-/// fanout runs no agent in such a repository.
-pub fn read_config(repo: &UserRepo) -> Result<Vec<Entry>, Failure> {
-    let config = crate::git::list_config(&repo.workdir)
-        .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
+/// The git configuration `repo` sees now (every scope; `early`: as listed while the
+/// plan was made, before anything of the run ran). Refused when it holds a credential
+/// every agent could read (`actions/checkout`'s persisted token above all): fanout
+/// runs no agent in such a repository.
+pub fn read_config(
+    repo: &UserRepo,
+    early: Option<&crate::git::EarlyListing>,
+) -> Result<Vec<Entry>, Failure> {
+    let config = match early {
+        Some(listing) => listing.wait(),
+        None => crate::git::list_config(&repo.workdir),
+    }
+    .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
     let keys = crate::git::credentials_in(&config);
     let Some(first) = keys.first() else {
         return Ok(config);
@@ -324,6 +339,7 @@ pub fn execute(
         agent_tokens,
         sandbox,
         trusted,
+        listed,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
@@ -348,6 +364,7 @@ pub fn execute(
         common_dir,
         tamper: Some(Arc::clone(&tamper)),
         trusted,
+        listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::checkout_slots(),
     });
 

@@ -230,6 +230,10 @@ pub struct Executor {
     pub tamper: Option<Arc<super::tamper::guard::Guard>>,
     /// The filter drivers worktree checkouts run (read when the run started).
     pub trusted: TrustedConfig,
+    /// The repository's configuration as listed when the run started, for worktree
+    /// checkouts to use instead of listing it again: dropped as soon as a worker is
+    /// about to start a process of its own ([`Executor::processes_start`]).
+    pub listed: std::sync::Mutex<Option<crate::git::Listed>>,
     /// Permits for worktree checkouts ([`checkout_slots`]).
     pub checkouts: Arc<Semaphore>,
 }
@@ -643,6 +647,7 @@ impl Executor {
         if *stop.borrow() != StopLevel::Run {
             return self.at_base(&w, result, base);
         }
+        self.processes_start();
         let confined = match self.confine(&w, &path) {
             Ok(c) => c,
             Err(e) => {
@@ -662,6 +667,15 @@ impl Executor {
             .await;
         confined.remove();
         result
+    }
+
+    /// A worker is about to start processes (setup, agent, checks): from now on the
+    /// repository's configuration may differ from the run's start listing, and later
+    /// checkouts list it again.
+    fn processes_start(&self) {
+        if let Ok(mut listed) = self.listed.lock() {
+            listed.take();
+        }
     }
 
     /// The result of a worker that ends before its agent ran: its branch is made at
@@ -785,8 +799,13 @@ impl Executor {
                 w.branch.clone(),
             );
             let trusted = self.trusted.clone();
+            let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
             tokio::task::spawn_blocking(move || {
-                worktree::create(&repo_dir, &name, &path, &branch, base, &trusted)
+                let config = worktree::CheckoutConfig {
+                    trusted: &trusted,
+                    listed: listed.as_ref(),
+                };
+                worktree::create(&repo_dir, &name, &path, &branch, base, config)
             })
             .await
         };

@@ -89,7 +89,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
             report: Box::new(report),
         });
     }
-    let config = super::attempt::read_config(repo)?;
+    let config = super::attempt::read_config(repo, None)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
@@ -121,6 +121,9 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         agent_tokens: Vec::new(),
         sandbox,
         trusted: super::attempt::trusted_filters(&config),
+        // Processes of the earlier attempt may have run until just now (they were
+        // stopped after the listing): each checkout lists the configuration again.
+        listed: None,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{BranchType, Oid, Repository, WorktreePruneOptions};
 
-use crate::git::{Git, GitError, TrustedConfig};
+use crate::git::{Git, GitError, Listed, TrustedConfig};
 use crate::run::journal::JournalEntry;
 
 /// git's name for a worker's worktree (`.git/worktrees/<name>`).
@@ -70,6 +70,16 @@ pub fn quarantine(admin: &Path) -> PathBuf {
     admin.join("objects")
 }
 
+/// The configuration a worktree checkout runs git with.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckoutConfig<'a> {
+    /// The filter drivers it runs (read when the run started).
+    pub trusted: &'a TrustedConfig,
+    /// The repository's configuration as listed when the run started, while nothing
+    /// of the run has run since (else git lists it again; see [`Listed`]).
+    pub listed: Option<&'a Listed>,
+}
+
 /// Create a worktree at `path` with its HEAD detached at `base`, in the repository at
 /// `repo_dir`, for a worker whose branch `branch` harvest will make (it must not
 /// exist yet). On failure nothing remains.
@@ -83,9 +93,9 @@ pub fn quarantine(admin: &Path) -> PathBuf {
 ///
 /// The checkout is git's own, as `git worktree add` does it (`git reset --hard` in
 /// the new worktree), through the hardened [`Git`] helper: no hooks, no fsmonitor,
-/// none of the repository's filter drivers but those in `trusted` (read when the run
-/// started, so the user's Git LFS runs and a filter an agent configured since does
-/// not). git checks out faster than libgit2 and in less memory, and runs the user's
+/// none of the repository's filter drivers but those in `config.trusted` (read when
+/// the run started, so the user's Git LFS runs and a filter an agent configured since
+/// does not). git checks out faster than libgit2 and in less memory, and runs the user's
 /// filters, which libgit2 cannot.
 pub fn create(
     repo_dir: &Path,
@@ -93,7 +103,7 @@ pub fn create(
     path: &Path,
     branch: &str,
     base: Oid,
-    trusted: &TrustedConfig,
+    config: CheckoutConfig<'_>,
 ) -> Result<(), WorktreeError> {
     let repo = Repository::open(repo_dir)?;
     if repo.find_branch(branch, BranchType::Local).is_ok() {
@@ -107,7 +117,7 @@ pub fn create(
         return Err(WorktreeError::PathExists(admin));
     }
     repo.find_commit(base)?;
-    match add_worktree(&admin, path, base, trusted) {
+    match add_worktree(&admin, path, base, config) {
         Ok(()) => Ok(()),
         Err(e) => {
             // Undo: no half-made worktree.
@@ -122,7 +132,7 @@ fn add_worktree(
     admin: &Path,
     path: &Path,
     base: Oid,
-    trusted: &TrustedConfig,
+    config: CheckoutConfig<'_>,
 ) -> Result<(), WorktreeError> {
     let io = |p: &Path| {
         let p = p.to_owned();
@@ -141,7 +151,7 @@ fn add_worktree(
     std::fs::write(admin.join("HEAD"), format!("{base}\n")).map_err(io(admin))?;
     std::fs::create_dir(quarantine(admin)).map_err(io(admin))?;
     std::fs::write(&dotgit, format!("gitdir: {}\n", admin_abs.display())).map_err(io(&dotgit))?;
-    checkout(&admin_abs, &path, trusted)?;
+    checkout(&admin_abs, &path, config)?;
     std::fs::remove_file(admin.join("locked")).map_err(io(admin))?;
     Ok(())
 }
@@ -202,11 +212,12 @@ fn shown(file: &Path, common: &Path, worktree: &Path) -> String {
 /// Check out the worktree at `path` (administrative directory `admin`): its files and
 /// index as HEAD has them, by git (see [`create`]). Submodules are left to worktree
 /// setup.
-fn checkout(admin: &Path, path: &Path, trusted: &TrustedConfig) -> Result<(), WorktreeError> {
+fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(), WorktreeError> {
     Git::new(path)
         .git_dir(admin)
         .work_tree(path)
-        .trusting(trusted)
+        .trusting(config.trusted)
+        .listed(config.listed)
         .args([
             "reset",
             "--hard",
@@ -361,7 +372,10 @@ mod tests {
             &path,
             "fanout/t/w1",
             oid,
-            &TrustedConfig::new(),
+            CheckoutConfig {
+                trusted: &TrustedConfig::new(),
+                listed: None,
+            },
         )
         .unwrap();
         assert_eq!(
@@ -378,7 +392,10 @@ mod tests {
             &path,
             "fanout/t/w1",
             oid,
-            &TrustedConfig::new(),
+            CheckoutConfig {
+                trusted: &TrustedConfig::new(),
+                listed: None,
+            },
         )
         .unwrap();
         assert_eq!(std::fs::read(path.join("a.txt")).unwrap(), b"one\ntwo\n");
