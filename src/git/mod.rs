@@ -533,39 +533,53 @@ struct Places {
 
 impl Places {
     fn find(git: &Git) -> Places {
-        let repo = match &git.git_dir {
-            Some(d) => git2::Repository::open_bare(d),
-            None => git2::Repository::open_ext(
+        let (git_dir, common, workdir) = match &git.git_dir {
+            // Named: its `commondir` file says where the shared directory is, as git
+            // reads it (no repository needs opening for that).
+            Some(d) => (d.clone(), common_dir_of(d), None),
+            None => match git2::Repository::open_ext(
                 &git.dir,
                 git2::RepositoryOpenFlags::empty(),
                 std::iter::empty::<&OsStr>(),
-            ),
-        };
-        let Ok(repo) = repo else {
-            return Places {
-                submodule_configs: Vec::new(),
-                gitmodules: None,
-            };
+            ) {
+                Ok(repo) => (
+                    repo.path().to_owned(),
+                    repo.commondir().to_owned(),
+                    repo.workdir().map(Path::to_owned),
+                ),
+                Err(_) => {
+                    return Places {
+                        submodule_configs: Vec::new(),
+                        gitmodules: None,
+                    };
+                }
+            },
         };
         let mut submodule_configs = Vec::new();
-        let mut roots = vec![repo.path().join("modules")];
-        let common = repo.commondir().join("modules");
+        let mut roots = vec![git_dir.join("modules")];
+        let common = common.join("modules");
         if !roots.contains(&common) {
             roots.push(common);
         }
         for root in roots {
             find_configs(&root, 0, &mut submodule_configs);
         }
-        let workdir = git
-            .work_tree
-            .clone()
-            .or_else(|| repo.workdir().map(Path::to_owned));
+        let workdir = git.work_tree.clone().or(workdir);
         Places {
             submodule_configs,
             gitmodules: workdir
                 .map(|w| w.join(".gitmodules"))
                 .filter(|p| p.is_file()),
         }
+    }
+}
+
+/// The shared git directory of git directory `dir`: what its `commondir` file names
+/// (relative to `dir`), else `dir` itself.
+fn common_dir_of(dir: &Path) -> PathBuf {
+    match crate::util::read_capped_string(&dir.join("commondir"), 4096) {
+        Ok(named) => dir.join(named.trim_end()),
+        Err(_) => dir.to_owned(),
     }
 }
 

@@ -455,3 +455,38 @@ fn an_early_listing_is_waited_for_once_then_listed_afresh() {
     assert_eq!(probe(&first).as_deref(), Some("one"));
     assert_eq!(probe(&again).as_deref(), Some("two"));
 }
+
+#[test]
+fn a_named_git_directory_finds_the_shared_submodule_configs_through_commondir() {
+    let d = tempfile::tempdir().unwrap();
+    let common = d.path().join("repo/.git");
+    let admin = common.join("worktrees/w1");
+    std::fs::create_dir_all(common.join("modules/lib")).unwrap();
+    std::fs::create_dir_all(admin.join("modules/own")).unwrap();
+    for git_dir in [common.join("modules/lib"), admin.join("modules/own")] {
+        std::fs::write(git_dir.join("config"), "[core]\n").unwrap();
+        std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+    std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap();
+    let found = |git: Git| {
+        let mut got: Vec<PathBuf> = Places::find(&git)
+            .submodule_configs
+            .iter()
+            .map(|p| real(p))
+            .collect();
+        got.sort();
+        got
+    };
+    let mut want = vec![
+        real(&admin.join("modules/own/config")),
+        real(&common.join("modules/lib/config")),
+    ];
+    want.sort();
+    assert_eq!(found(Git::new(d.path()).git_dir(&admin)), want);
+    // no commondir file: the directory is its own shared directory
+    assert_eq!(
+        found(Git::new(d.path()).git_dir(&common)),
+        [real(&common.join("modules/lib/config"))]
+    );
+}

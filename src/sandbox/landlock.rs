@@ -181,8 +181,8 @@ fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
         .add_rule(PathBeneath::new(open("/")?, AccessFs::ReadDir))
         .map_err(err)?;
     let read = AccessFs::from_read(abi);
-    for p in readable(&policy.hide) {
-        let rights = if p.is_dir() {
+    for (p, dir) in readable(&policy.hide) {
+        let rights = if dir {
             read
         } else {
             read & AccessFs::from_file(abi)
@@ -219,37 +219,44 @@ fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
 /// beneath `hide`: `/` itself when nothing is hidden; else, walking down from `/`, each
 /// entry of a directory on the way to a hidden path that is not on that way (a
 /// symbolic link whose target is, or holds, a hidden path is left out: the rule would
-/// land on its target).
-pub(super) fn readable(hide: &[PathBuf]) -> Vec<PathBuf> {
+/// land on its target). Each with whether it is (or leads to) a directory.
+pub(super) fn readable(hide: &[PathBuf]) -> Vec<(PathBuf, bool)> {
     let hide: Vec<PathBuf> = hide
         .iter()
         .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
         .collect();
     let mut out = Vec::new();
-    readable_beneath(Path::new("/"), &hide, &mut out);
+    readable_beneath(Path::new("/"), true, &hide, &mut out);
     out
 }
 
-fn readable_beneath(dir: &Path, hide: &[PathBuf], out: &mut Vec<PathBuf>) {
-    if hide.iter().any(|h| h.starts_with(dir) && h != dir) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+/// [`readable`] from `path`, a real path (walked down from `/` through no link) that is
+/// a directory or not (`dir`). Only links are resolved: an entry of a real directory
+/// that is no link is a real path too, and its type comes with the listing.
+fn readable_beneath(path: &Path, dir: bool, hide: &[PathBuf], out: &mut Vec<(PathBuf, bool)>) {
+    if hide.iter().any(|h| h.starts_with(path) && h != path) {
+        let Ok(entries) = std::fs::read_dir(path) else {
             return;
         };
-        for path in entries.flatten().map(|e| e.path()) {
-            let Ok(real) = std::fs::canonicalize(&path) else {
-                continue; // a dangling link: nothing to read through it
-            };
-            if real == path {
-                readable_beneath(&path, hide, out);
-            } else if !hide
-                .iter()
-                .any(|h| h.starts_with(&real) || real.starts_with(h))
-            {
-                out.push(path);
+        for entry in entries.flatten() {
+            let entry_path = entry.path();
+            match entry.file_type() {
+                Ok(t) if !t.is_symlink() => readable_beneath(&entry_path, t.is_dir(), hide, out),
+                _ => {
+                    let Ok(real) = std::fs::canonicalize(&entry_path) else {
+                        continue; // a dangling link: nothing to read through it
+                    };
+                    if !hide
+                        .iter()
+                        .any(|h| h.starts_with(&real) || real.starts_with(h))
+                    {
+                        out.push((entry_path, real.is_dir()));
+                    }
+                }
             }
         }
-    } else if !hide.iter().any(|h| dir.starts_with(h)) {
-        out.push(dir.to_owned());
+    } else if !hide.iter().any(|h| path.starts_with(h)) {
+        out.push((path.to_owned(), dir));
     }
 }
 
@@ -281,7 +288,12 @@ mod tests {
         link(&base.join("home/src"), "to-src");
         link(&base.join("gone"), "dangling");
 
-        let got = readable(std::slice::from_ref(&hidden));
+        let granted = readable(std::slice::from_ref(&hidden));
+        // what is a directory is granted as one
+        for (p, dir) in &granted {
+            assert_eq!(*dir, p.is_dir(), "{}", p.display());
+        }
+        let got: Vec<PathBuf> = granted.into_iter().map(|(p, _)| p).collect();
         for p in [
             state.join("other"),
             state.join("notes"),
@@ -307,6 +319,6 @@ mod tests {
         assert!(got.iter().all(|p| !p.starts_with(&hidden)), "{got:?}");
         // outside the way down, whole subtrees: `/` has entries of its own
         assert!(got.iter().any(|p| p.parent() == Some(Path::new("/"))));
-        assert_eq!(readable(&[]), [PathBuf::from("/")]);
+        assert_eq!(readable(&[]), [(PathBuf::from("/"), true)]);
     }
 }
