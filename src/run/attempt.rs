@@ -106,6 +106,17 @@ pub struct Attempt {
     /// The repository's configuration as listed at the start, when every worktree
     /// reads the same ([`crate::git::Listed::shareable`]).
     pub listed: Option<crate::git::Listed>,
+    /// The runtime the executor runs on ([`runtime`]).
+    pub runtime: tokio::runtime::Runtime,
+}
+
+/// The executor's runtime: built while git lists the configuration, before anything
+/// else waits on it.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))
 }
 
 /// What an attempt produced: one result per planned worker, in id order (kept ones
@@ -142,6 +153,7 @@ pub fn start(
     kept: BTreeMap<u32, WorkerResult>,
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
+    let runtime = runtime()?;
     let config = read_config(repo, opts.early_config.as_ref())?;
     let sandbox = sandbox_decision(plan.sandbox)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
@@ -182,6 +194,7 @@ pub fn start(
         sandbox,
         trusted: trusted_filters(config.iter()),
         listed: crate::git::Listed::shareable(&config),
+        runtime,
     })
 }
 
@@ -340,6 +353,7 @@ pub fn execute(
         sandbox,
         trusted,
         listed,
+        runtime,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
@@ -368,10 +382,6 @@ pub fn execute(
         checkouts: super::executor::checkout_slots(),
     });
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| fatal("tokio runtime", e))?;
     let (results, interrupted) = runtime
         .block_on(supervised(
             executor,
@@ -381,7 +391,7 @@ pub fn execute(
             number,
         ))
         .map_err(|e| fatal("signal handlers", e))?;
-    drop(runtime);
+    super::blocking::let_go(runtime);
     let _ = snapshot.join();
     if let Some(e) = tamper.failed() {
         // No worker ran anything: those whose worktree was made end `not started`

@@ -800,7 +800,7 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
-            tokio::task::spawn_blocking(move || {
+            crate::run::blocking::spawn(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
@@ -1046,7 +1046,7 @@ impl Executor {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let scratch = self.run_dir.join("harvest");
         let filters = self.trusted.clone();
-        let harvested = tokio::task::spawn_blocking(move || {
+        let harvested = crate::run::blocking::spawn(move || {
             let spec = CommitSpec {
                 identity: (&identity.0, &identity.1),
                 message,

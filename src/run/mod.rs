@@ -6,7 +6,8 @@
 //! changes committed on its branch ([`harvest`]) and checked ([`checks`]); a
 //! dependent worker is given its dependencies' findings ([`inputs`]); the
 //! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
-//! [`reaper`] stops what the agents left running before the run reports. What fanout created is recorded in the run's
+//! [`reaper`] stops what the agents left running before the run reports (blocking
+//! work goes through [`blocking`]). What fanout created is recorded in the run's
 //! [`journal`] (cleanup and resume trust nothing else), and each worker's final result
 //! is recorded as soon as it is known ([`resume`]).
 //!
@@ -18,6 +19,7 @@
 //! report of the run is a [`results::RunReport`].
 
 pub mod attempt;
+pub mod blocking;
 pub mod checks;
 pub mod cleanup;
 pub mod confine;

@@ -89,6 +89,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
             report: Box::new(report),
         });
     }
+    let runtime = super::attempt::runtime()?;
     let config = super::attempt::read_config(repo, None)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
@@ -124,6 +125,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         // Processes of the earlier attempt may have run until just now (they were
         // stopped after the listing): each checkout lists the configuration again.
         listed: None,
+        runtime,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

@@ -135,7 +135,7 @@ async fn prepare_steps(
         let git = crate::git::Git::new(w.worktree)
             .parent_env(w.base_env.iter().cloned())
             .args(["submodule", "update", "--init", "--recursive"]);
-        let inv = tokio::task::spawn_blocking(move || git.invocation())
+        let inv = crate::run::blocking::spawn(move || git.invocation())
             .await
             .map_err(|_| failed("submodules: task panicked".into()))?
             .map_err(|e| failed(format!("submodules: {e}")))?;
@@ -181,7 +181,7 @@ async fn claim_ports(plan: &SetupPlan, out: &mut Prepared) -> Result<(), String>
         plan.ports.base,
         plan.ports.block,
     );
-    let lease = tokio::task::spawn_blocking(move || alloc.claim())
+    let lease = crate::run::blocking::spawn(move || alloc.claim())
         .await
         .map_err(|_| failed("no port block: task panicked".into()))?
         .map_err(|e| failed(format!("no port block: {e}")))?;
@@ -217,7 +217,7 @@ async fn copy_left_out(
         w.worktree.to_owned(),
     );
     let (copied, unmatched) =
-        tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
+        crate::run::blocking::spawn(move || copy_files(&checkout, &root, &wt, &patterns))
             .await
             .map_err(|_| failed("copying: task panicked".into()))?
             .map_err(failed)?;
@@ -283,7 +283,7 @@ async fn run_commands(
 /// Record what setup changed in the worktree ([`Baseline`]): harvest leaves it out.
 async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), String> {
     let wt = w.worktree.to_owned();
-    tokio::task::spawn_blocking(move || {
+    crate::run::blocking::spawn(move || {
         let baseline = Baseline::capture(&wt, copied)?;
         let repo = git2::Repository::open(&wt)?;
         baseline
