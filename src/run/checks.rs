@@ -16,7 +16,6 @@ use crate::model::CheckResult;
 use crate::plan::Check;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
-use crate::sandbox::Policy;
 
 /// Lines of output kept in a check's result.
 const TAIL_LINES: usize = 20;
@@ -45,7 +44,7 @@ pub struct CheckSite<'a> {
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
     /// The worker's sandbox, when it has one.
-    pub confine: Option<&'a Policy>,
+    pub confine: Option<&'a crate::sandbox::Prepared>,
 }
 
 /// Run `checks` in order at `site`; stops at the first failure (the rest are not run).

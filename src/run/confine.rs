@@ -16,7 +16,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::Policy;
+use crate::sandbox::{Policy, Prepared};
 
 /// One worker's confinement (see the module docs).
 #[derive(Debug)]
@@ -29,6 +29,9 @@ pub struct Confinement {
     /// run is not sandboxed) only dropping a root fanout's capabilities; `None` off
     /// Linux.
     pub policy: Option<Policy>,
+    /// The policy made ready once ([`crate::sandbox::prepare`]: the Landlock ruleset
+    /// with every rule), which every process of the worker applies.
+    pub prepared: Option<Prepared>,
     /// Variables every process of the worker gets.
     env: Vec<(OsString, OsString)>,
 }
@@ -110,10 +113,18 @@ impl Confinement {
                 })
             }
         };
+        let prepared = match &policy {
+            Some(p) => Some(
+                crate::sandbox::prepare(p)
+                    .map_err(|e| std::io::Error::other(format!("sandbox: {e}")))?,
+            ),
+            None => None,
+        };
         Ok(Confinement {
             result_file: private.join("result.json"),
             private: private.to_owned(),
             policy,
+            prepared,
             env,
         })
     }

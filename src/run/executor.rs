@@ -632,29 +632,32 @@ impl Executor {
         if let Some(why) = self.snapshot_failed() {
             return self.skeleton(&w, Status::Failed, &why);
         }
-        let (base, path) = match self.make_worktree(&w, base_override, &stop).await {
+        let (base, path, confined) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
         };
         let mut result = self.skeleton(&w, Status::Failed, "interrupted");
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
-        // Its worktree is made; what it runs waits for the snapshot.
-        if let Err(why) = self.snapshot_taken().await {
-            result.reason = Some(why);
-            return self.at_base(&w, result, base);
-        }
-        if *stop.borrow() != StopLevel::Run {
-            return self.at_base(&w, result, base);
-        }
-        self.processes_start();
-        let confined = match self.confine(&w, &path) {
+        let confined = match confined {
             Ok(c) => c,
             Err(e) => {
                 result.reason = Some(format!("could not prepare the worker's sandbox: {e}"));
                 return self.at_base(&w, result, base);
             }
         };
+        // Its worktree and confinement are made; what it runs waits for the snapshot.
+        let waited = match self.snapshot_taken().await {
+            Err(why) => Some(why),
+            Ok(()) if *stop.borrow() != StopLevel::Run => Some("interrupted".into()),
+            Ok(()) => None,
+        };
+        if let Some(why) = waited {
+            confined.remove();
+            result.reason = Some(why);
+            return self.at_base(&w, result, base);
+        }
+        self.processes_start();
         result.sandboxed = confined.abi().is_some();
         result.sandbox_abi = confined.abi();
         let live = Live {
@@ -697,18 +700,30 @@ impl Executor {
         result
     }
 
-    /// `w`'s confinement: its private directory, and its sandbox when the run has one.
-    fn confine(&self, w: &PlannedWorker, worktree: &Path) -> std::io::Result<Confinement> {
+    /// What makes `w`'s confinement (its private directory, and its sandbox when the
+    /// run has one) for its worktree at `worktree`, once that directory exists: made
+    /// while git checks it out.
+    fn confine(
+        &self,
+        w: &PlannedWorker,
+        worktree: &Path,
+    ) -> impl FnOnce() -> std::io::Result<Confinement> + Send + 'static {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let admin = self.common_dir.join("worktrees").join(name);
-        let at = Place {
-            run_id: &self.plan.run_id,
-            worker_id: w.id,
-            worktree,
-            admin: &admin,
-            common: &self.common_dir,
-        };
-        Confinement::new(at, &self.plan.agent_of(w).writable, self.sandbox)
+        let (run_id, id, worktree) = (self.plan.run_id.clone(), w.id, worktree.to_owned());
+        let common = self.common_dir.clone();
+        let writable = self.plan.agent_of(w).writable.clone();
+        let sandbox = self.sandbox;
+        move || {
+            let at = Place {
+                run_id: &run_id,
+                worker_id: id,
+                worktree: &worktree,
+                admin: &admin,
+                common: &common,
+            };
+            Confinement::new(at, &writable, sandbox)
+        }
     }
 
     /// Set up `w`'s worktree, run its agent and harvest, all in its confinement.
@@ -779,7 +794,7 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
-    ) -> Result<(Oid, PathBuf), WorkerResult> {
+    ) -> Result<(Oid, PathBuf, std::io::Result<Confinement>), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => {
@@ -800,26 +815,37 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
+            let confine = self.confine(w, &path);
             crate::run::blocking::spawn(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
                 };
-                worktree::create(&repo_dir, &name, &path, &branch, base, config)
+                worktree::create(&repo_dir, &name, &path, &branch, base, config, confine)
             })
             .await
         };
         drop(permit);
         match made {
-            Ok(Ok(())) => {
+            Ok((Ok(()), Some(confined))) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                Ok((base, path))
+                Ok((base, path, confined))
             }
-            Ok(Err(e)) => Err(self.skeleton(
-                w,
-                Status::Failed,
-                &format!("could not create worktree: {e}"),
-            )),
+            Ok((Ok(()), None)) => {
+                let _ = self.journal.update(w.id, |e| e.worktree_created = true);
+                let gone = std::io::Error::other("it was never made");
+                Ok((base, path, Err(gone)))
+            }
+            Ok((Err(e), confined)) => {
+                if let Some(Ok(c)) = confined {
+                    c.remove();
+                }
+                Err(self.skeleton(
+                    w,
+                    Status::Failed,
+                    &format!("could not create worktree: {e}"),
+                ))
+            }
             Err(_) => {
                 Err(self.skeleton(w, Status::Failed, "could not create worktree: task failed"))
             }
@@ -849,7 +875,7 @@ impl Executor {
                 log: &at.log,
                 base_env: &self.base_env,
                 grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
-                confine: confined.policy.as_ref(),
+                confine: confined.prepared.as_ref(),
                 extra_env: confined.env(),
             },
             stop.clone(),
@@ -939,7 +965,7 @@ impl Executor {
                     spend.live(id, c);
                 }
             })),
-            confine: confined.policy.as_ref(),
+            confine: confined.prepared.as_ref(),
         };
         let sup = supervise(spec, stop.clone(), move |line| {
             let _ = line_events.send(Event::WorkerOutput {
@@ -1112,7 +1138,7 @@ impl Executor {
             log_dir: &self.run_dir.join("logs"),
             worker_id: w.id,
             grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
-            confine: confined.policy.as_ref(),
+            confine: confined.prepared.as_ref(),
         };
         let checks = self.plan.checks_of(w);
         result.checks = super::checks::run(checks, site, stop.clone()).await;

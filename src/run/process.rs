@@ -33,7 +33,6 @@ use tokio::sync::watch;
 use super::event::StopLevel;
 use crate::agent::{Progress, StreamWatch, WATCH_LINE_MAX};
 use crate::model::CostSource;
-use crate::sandbox::Policy;
 
 /// How much of stdout is kept in memory for parsing.
 pub const STDOUT_TAIL_BYTES: usize = 4 << 20;
@@ -72,8 +71,10 @@ pub struct ProcessSpec<'a> {
     pub run_budget: Option<watch::Receiver<bool>>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
-    /// Run it confined by this policy.
-    pub confine: Option<&'a Policy>,
+    /// Run it confined: the worker's prepared sandbox ([`Confinement::prepared`]).
+    ///
+    /// [`Confinement::prepared`]: super::confine::Confinement::prepared
+    pub confine: Option<&'a crate::sandbox::Prepared>,
 }
 
 /// Why the process ended.
@@ -195,13 +196,7 @@ pub async fn supervise(
 /// output piped; confined by its policy between fork and exec.
 fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Command> {
     let env = std::mem::take(&mut spec.env);
-    let confine = match spec.confine {
-        Some(policy) => Some(
-            crate::sandbox::prepare(policy)
-                .map_err(|e| std::io::Error::other(format!("sandbox: {e}")))?,
-        ),
-        None => None,
-    };
+    let confine = spec.confine.cloned();
     let mut cmd = tokio::process::Command::new(spec.program);
     cmd.args(spec.args)
         .current_dir(spec.cwd)

@@ -97,14 +97,44 @@ pub struct CheckoutConfig<'a> {
 /// the run started, so the user's Git LFS runs and a filter an agent configured since
 /// does not). git checks out faster than libgit2 and in less memory, and runs the user's
 /// filters, which libgit2 cannot.
-pub fn create(
+///
+/// `beside` runs on a thread of its own while git checks out, once the worktree's
+/// directory and its administrative directory exist; what it returned comes back
+/// whether or not the worktree was made (`None` when it never ran), for the caller to
+/// keep or undo.
+pub fn create<T: Send>(
     repo_dir: &Path,
     name: &str,
     path: &Path,
     branch: &str,
     base: Oid,
     config: CheckoutConfig<'_>,
-) -> Result<(), WorktreeError> {
+    beside: impl FnOnce() -> T + Send,
+) -> (Result<(), WorktreeError>, Option<T>) {
+    let admin = match claimable(repo_dir, name, path, branch, base) {
+        Ok(admin) => admin,
+        Err(e) => return (Err(e), None),
+    };
+    match add_worktree(&admin, path, base, config, beside) {
+        (Ok(()), made) => (Ok(()), made),
+        (Err(e), made) => {
+            // Undo: no half-made worktree.
+            let _ = std::fs::remove_dir_all(&admin);
+            let _ = std::fs::remove_dir_all(path);
+            (Err(e), made)
+        }
+    }
+}
+
+/// The administrative directory a worktree `name` at `path` would get, when neither
+/// exists yet, the branch does not, and `base` is a commit.
+fn claimable(
+    repo_dir: &Path,
+    name: &str,
+    path: &Path,
+    branch: &str,
+    base: Oid,
+) -> Result<PathBuf, WorktreeError> {
     let repo = Repository::open(repo_dir)?;
     if repo.find_branch(branch, BranchType::Local).is_ok() {
         return Err(WorktreeError::BranchExists(branch.to_owned()));
@@ -117,23 +147,38 @@ pub fn create(
         return Err(WorktreeError::PathExists(admin));
     }
     repo.find_commit(base)?;
-    match add_worktree(&admin, path, base, config) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            // Undo: no half-made worktree.
-            let _ = std::fs::remove_dir_all(&admin);
-            let _ = std::fs::remove_dir_all(path);
-            Err(e)
-        }
-    }
+    Ok(admin)
 }
 
-fn add_worktree(
+fn add_worktree<T: Send>(
     admin: &Path,
     path: &Path,
     base: Oid,
     config: CheckoutConfig<'_>,
-) -> Result<(), WorktreeError> {
+    beside: impl FnOnce() -> T + Send,
+) -> (Result<(), WorktreeError>, Option<T>) {
+    let admin_abs = match write_admin(admin, path, base) {
+        Ok(a) => a,
+        Err(e) => return (Err(e), None),
+    };
+    let (checked, made) = std::thread::scope(|s| {
+        let made = s.spawn(beside);
+        let checked = checkout(&admin_abs.0, &admin_abs.1, config);
+        (checked, made.join().ok())
+    });
+    let done = checked.and_then(|()| {
+        std::fs::remove_file(admin.join("locked")).map_err(|source| WorktreeError::Io {
+            path: admin.to_owned(),
+            source,
+        })
+    });
+    (done, made)
+}
+
+/// Write the administrative files of a worktree at `path` (HEAD detached at `base`),
+/// locked while it is being made: the real paths of the administrative directory and
+/// the worktree.
+fn write_admin(admin: &Path, path: &Path, base: Oid) -> Result<(PathBuf, PathBuf), WorktreeError> {
     let io = |p: &Path| {
         let p = p.to_owned();
         move |source| WorktreeError::Io { path: p, source }
@@ -151,9 +196,7 @@ fn add_worktree(
     std::fs::write(admin.join("HEAD"), format!("{base}\n")).map_err(io(admin))?;
     std::fs::create_dir(quarantine(admin)).map_err(io(admin))?;
     std::fs::write(&dotgit, format!("gitdir: {}\n", admin_abs.display())).map_err(io(&dotgit))?;
-    checkout(&admin_abs, &path, config)?;
-    std::fs::remove_file(admin.join("locked")).map_err(io(admin))?;
-    Ok(())
+    Ok((admin_abs, path))
 }
 
 /// The files that tie the worktree at `path` to the repository whose git directory is
@@ -376,7 +419,9 @@ mod tests {
                 trusted: &TrustedConfig::new(),
                 listed: None,
             },
+            || (),
         )
+        .0
         .unwrap();
         assert_eq!(
             std::fs::read(path.join("a.txt")).unwrap(),
@@ -396,7 +441,9 @@ mod tests {
                 trusted: &TrustedConfig::new(),
                 listed: None,
             },
+            || (),
         )
+        .0
         .unwrap();
         assert_eq!(std::fs::read(path.join("a.txt")).unwrap(), b"one\ntwo\n");
         // The new worktree is clean: the index matches what was written.

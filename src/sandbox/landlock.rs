@@ -44,10 +44,11 @@ pub(super) fn kernel_abi() -> Result<u8, String> {
 /// A confinement made ready in fanout's own process, applied in the child between
 /// fork and exec ([`Prepared::apply`]): the Landlock ruleset with all its rules, and
 /// whether the child must give up capabilities.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Prepared {
     /// The ruleset (close-on-exec: it never reaches the program); `None` for ABI 0.
-    ruleset: Option<OwnedFd>,
+    /// Shared: every process of a worker restricts itself with the same one.
+    ruleset: Option<std::sync::Arc<OwnedFd>>,
     /// fanout holds capabilities (root): the child drops them all.
     drop_caps: bool,
 }
@@ -57,7 +58,7 @@ pub struct Prepared {
 pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
     let ruleset = if policy.abi > 0 {
         let fd: Option<OwnedFd> = ruleset(policy)?.into();
-        Some(fd.ok_or("Landlock gave no ruleset")?)
+        Some(std::sync::Arc::new(fd.ok_or("Landlock gave no ruleset")?))
     } else {
         None
     };

@@ -216,7 +216,7 @@ pub use landlock::Prepared;
 
 /// Off Linux there is nothing to apply.
 #[cfg(not(target_os = "linux"))]
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Prepared;
 
 #[cfg(not(target_os = "linux"))]

@@ -70,7 +70,7 @@ pub struct Worker<'a> {
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
     /// The worker's sandbox, for setup commands.
-    pub confine: Option<&'a crate::sandbox::Policy>,
+    pub confine: Option<&'a crate::sandbox::Prepared>,
     /// Variables of the worker's confinement (temporary directory, object quarantine)
     /// every setup command gets.
     pub extra_env: &'a [(OsString, OsString)],
