@@ -372,12 +372,23 @@ impl Context {
         allow_empty: bool,
     ) -> Result<(UserRepo, Settings, ConfigFile), CliError> {
         let repo = self.repo()?;
-        let (file, path) = self.load_config(&repo)?;
+        let (settings, file) = self.settings_for(&repo, args, allow_empty)?;
+        Ok((repo, settings, file))
+    }
+
+    /// Validated settings for `repo`, and the config file they came from (read once).
+    pub fn settings_for(
+        &self,
+        repo: &UserRepo,
+        args: &PlanArgs,
+        allow_empty: bool,
+    ) -> Result<(Settings, ConfigFile), CliError> {
+        let (file, path) = self.load_config(repo)?;
         let mut flags = args.flags();
         flags.allow_empty = allow_empty;
         let settings =
             Settings::resolve(&file, &path, &flags).map_err(|e| CliError::Usage(e.to_string()))?;
-        Ok((repo, settings, file))
+        Ok((settings, file))
     }
 }
 

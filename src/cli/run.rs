@@ -66,13 +66,14 @@ pub struct RunArgs {
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
 pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
-    let (repo, settings, file) = ctx.settings_and_file(&args.plan, args.allow_empty)?;
+    let repo = ctx.repo()?;
+    // git lists the repository's configuration while the plan is made.
+    let early_config = crate::git::EarlyListing::start(&repo.workdir);
+    let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
     if settings.tasks.is_empty() {
         errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
         return Ok(crate::exit::SUCCESS);
     }
-    // git lists the repository's configuration while the plan is made.
-    let early_config = crate::git::EarlyListing::start(&repo.workdir);
     let run_id = super::common::run_id(args.plan.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     for warning in crate::ops::run::check_agent(&settings)? {

@@ -10,8 +10,8 @@
 //!
 //! Nothing a worker runs — setup commands, agent, checks — starts before the run's
 //! tamper snapshot is complete ([`super::tamper::guard::Guard::ready`]); its worktree
-//! is made meanwhile. When the snapshot cannot be taken, no worker starts
-//! ([`NOT_STARTED_SNAPSHOT`]).
+//! is made meanwhile, and its confinement while git checks that worktree out. When the
+//! snapshot cannot be taken, no worker starts ([`NOT_STARTED_SNAPSHOT`]).
 //!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
 //! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
@@ -236,6 +236,14 @@ pub struct Executor {
     pub listed: std::sync::Mutex<Option<crate::git::Listed>>,
     /// Permits for worktree checkouts ([`checkout_slots`]).
     pub checkouts: Arc<Semaphore>,
+}
+
+/// What a worker's checkout makes beside it (see [`Executor::reserve`]).
+struct Reserved {
+    /// Its confinement.
+    confined: std::io::Result<Confinement>,
+    /// Its port block, held until the worker is done.
+    ports: std::io::Result<super::setup::ports::PortLease>,
 }
 
 /// At most one worktree checkout per CPU at a time: more only share the CPUs (a big
@@ -632,13 +640,14 @@ impl Executor {
         if let Some(why) = self.snapshot_failed() {
             return self.skeleton(&w, Status::Failed, &why);
         }
-        let (base, path, confined) = match self.make_worktree(&w, base_override, &stop).await {
+        let (base, path, reserved) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
         };
         let mut result = self.skeleton(&w, Status::Failed, "interrupted");
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
+        let Reserved { confined, ports } = reserved;
         let confined = match confined {
             Ok(c) => c,
             Err(e) => {
@@ -666,7 +675,7 @@ impl Executor {
             spend,
         };
         let result = self
-            .run_confined(&w, result, base, &confined, live, given.as_ref())
+            .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
         confined.remove();
         result
@@ -701,19 +710,20 @@ impl Executor {
     }
 
     /// What makes `w`'s confinement (its private directory, and its sandbox when the
-    /// run has one) for its worktree at `worktree`, once that directory exists: made
-    /// while git checks it out.
-    fn confine(
+    /// run has one) for its worktree at `worktree`, once that directory exists, and
+    /// claims its port block: done while git checks the worktree out.
+    fn reserve(
         &self,
         w: &PlannedWorker,
         worktree: &Path,
-    ) -> impl FnOnce() -> std::io::Result<Confinement> + Send + 'static {
+    ) -> impl FnOnce() -> Reserved + Send + 'static {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let admin = self.common_dir.join("worktrees").join(name);
         let (run_id, id, worktree) = (self.plan.run_id.clone(), w.id, worktree.to_owned());
         let common = self.common_dir.clone();
         let writable = self.plan.agent_of(w).writable.clone();
         let sandbox = self.sandbox;
+        let setup = self.plan.setup.clone();
         move || {
             let at = Place {
                 run_id: &run_id,
@@ -722,7 +732,10 @@ impl Executor {
                 admin: &admin,
                 common: &common,
             };
-            Confinement::new(at, &writable, sandbox)
+            Reserved {
+                confined: Confinement::new(at, &writable, sandbox),
+                ports: super::setup::claim_ports(&setup),
+            }
         }
     }
 
@@ -732,7 +745,10 @@ impl Executor {
         w: &PlannedWorker,
         mut result: WorkerResult,
         base: Oid,
-        confined: &Confinement,
+        (confined, ports): (
+            &Confinement,
+            std::io::Result<super::setup::ports::PortLease>,
+        ),
         live: Live<'_>,
         given: Option<&Given>,
     ) -> WorkerResult {
@@ -743,10 +759,12 @@ impl Executor {
         };
         result.log_path = Some(at.log.clone());
 
-        // Prepare the worktree: a port block (held until this worker is done), copied
-        // files, submodules, setup commands. A failure there fails the worker, and the
-        // agent never starts.
-        let prepared = self.prepare(w, &at, confined, live.events, live.stop).await;
+        // Prepare the worktree: the port block (claimed beside the checkout, held until
+        // this worker is done), copied files, submodules, setup commands. A failure
+        // there fails the worker, and the agent never starts.
+        let prepared = self
+            .prepare(w, &at, (confined, ports), live.events, live.stop)
+            .await;
         for message in &prepared.record.warnings {
             let _ = live.events.send(Event::Warning {
                 id: w.id,
@@ -794,7 +812,7 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
-    ) -> Result<(Oid, PathBuf, std::io::Result<Confinement>), WorkerResult> {
+    ) -> Result<(Oid, PathBuf, Reserved), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => {
@@ -815,29 +833,32 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
-            let confine = self.confine(w, &path);
+            let reserve = self.reserve(w, &path);
             crate::run::blocking::spawn(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
                 };
-                worktree::create(&repo_dir, &name, &path, &branch, base, config, confine)
+                worktree::create(&repo_dir, &name, &path, &branch, base, config, reserve)
             })
             .await
         };
         drop(permit);
         match made {
-            Ok((Ok(()), Some(confined))) => {
+            Ok((Ok(()), reserved)) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                Ok((base, path, confined))
+                let never = || std::io::Error::other("it was never made");
+                let reserved = reserved.unwrap_or_else(|| Reserved {
+                    confined: Err(never()),
+                    ports: Err(never()),
+                });
+                Ok((base, path, reserved))
             }
-            Ok((Ok(()), None)) => {
-                let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                let gone = std::io::Error::other("it was never made");
-                Ok((base, path, Err(gone)))
-            }
-            Ok((Err(e), confined)) => {
-                if let Some(Ok(c)) = confined {
+            Ok((Err(e), reserved)) => {
+                if let Some(Reserved {
+                    confined: Ok(c), ..
+                }) = reserved
+                {
                     c.remove();
                 }
                 Err(self.skeleton(
@@ -857,7 +878,10 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         at: &Paths,
-        confined: &Confinement,
+        (confined, ports): (
+            &Confinement,
+            std::io::Result<super::setup::ports::PortLease>,
+        ),
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
     ) -> super::setup::Prepared {
@@ -878,6 +902,7 @@ impl Executor {
                 confine: confined.prepared.as_ref(),
                 extra_env: confined.env(),
             },
+            ports,
             stop.clone(),
             move |line: &str| {
                 let _ = setup_events.send(Event::WorkerOutput {

@@ -89,10 +89,12 @@ pub struct Prepared {
     pub lease: Option<ports::PortLease>,
 }
 
-/// Prepare `w`'s worktree as `plan` says. `on_line` gets the latest output line.
+/// Prepare `w`'s worktree as `plan` says, with the port block claimed for it
+/// ([`claim_ports`]). `on_line` gets the latest output line.
 pub async fn prepare(
     plan: &SetupPlan,
     w: &Worker<'_>,
+    ports: std::io::Result<ports::PortLease>,
     stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
 ) -> Prepared {
@@ -103,7 +105,7 @@ pub async fn prepare(
         lease: None,
     };
     let mut log = Log::start(w.log);
-    match prepare_steps(plan, w, &stop, on_line, &mut out, &mut log).await {
+    match prepare_steps(plan, w, ports, &stop, on_line, &mut out, &mut log).await {
         // (Only a log that setup wrote to says so.)
         Ok(()) if log.wrote => log.line("fanout: setup done; starting the agent"),
         Ok(()) => {}
@@ -118,13 +120,14 @@ pub async fn prepare(
 async fn prepare_steps(
     plan: &SetupPlan,
     w: &Worker<'_>,
+    ports: std::io::Result<ports::PortLease>,
     stop: &watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
     out: &mut Prepared,
     log: &mut Log,
 ) -> Result<(), String> {
     // Ports first: setup commands may already start servers on them.
-    claim_ports(plan, out).await?;
+    take_ports(ports, out)?;
     let copied = copy_left_out(plan, w, out, log).await?;
     let mut ran_anything = !copied.is_empty();
 
@@ -174,17 +177,23 @@ fn failed(e: String) -> String {
     format!("setup failed: {e}")
 }
 
-/// Claim the worker's block of ports (held until the worker is done).
-async fn claim_ports(plan: &SetupPlan, out: &mut Prepared) -> Result<(), String> {
-    let alloc = ports::PortAllocator::new(
+/// Claim a worker's block of ports (held until the lease is dropped, when the worker is
+/// done). Blocking: the executor claims it while the worker's worktree is checked out.
+pub fn claim_ports(plan: &SetupPlan) -> std::io::Result<ports::PortLease> {
+    ports::PortAllocator::new(
         ports::PortAllocator::default_dir(),
         plan.ports.base,
         plan.ports.block,
-    );
-    let lease = crate::run::blocking::spawn(move || alloc.claim())
-        .await
-        .map_err(|_| failed("no port block: task panicked".into()))?
-        .map_err(|e| failed(format!("no port block: {e}")))?;
+    )
+    .claim()
+}
+
+/// The worker's block of ports, for its setup commands and agent.
+fn take_ports(
+    claimed: std::io::Result<ports::PortLease>,
+    out: &mut Prepared,
+) -> Result<(), String> {
+    let lease = claimed.map_err(|e| failed(format!("no port block: {e}")))?;
     let block = PortRange {
         first: lease.first,
         last: lease.last,

@@ -37,6 +37,11 @@
 //! - *the run directory*: fanout writes its journal, logs and records there; no
 //!   symlink or special file.
 //!
+//! Nor does making the worker's confinement, which happens during its checkout: a
+//! private directory under `$TMPDIR`, the agent's `writable:` directories when missing
+//! (an empty directory is no status change), and a Landlock ruleset, which lives in
+//! the kernel until a process applies it.
+//!
 //! fanout's own writes are allowed for: `git submodule update --init` in a worker's
 //! setup adds `submodule.<name>.url`/`.active` for the submodules of `.gitmodules`;
 //! those entries are not blamed on anyone and go when the run ends
