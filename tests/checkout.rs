@@ -1,7 +1,7 @@
 //! Worktree checkouts (issue #14): git checks out each worker's worktree, running the
 //! filter drivers the user configured before the run (Git LFS-style smudge/clean) and
-//! none an agent configured after it started; at most one checkout per CPU runs at a
-//! time, and each agent starts as soon as its own worktree is ready.
+//! none an agent configured after it started; at most one checkout and one harvest per
+//! CPU run at a time, and each agent starts as soon as its own worktree is ready.
 //!
 //! The filter drivers here are tiny shell scripts: `upper` smudges to upper case and
 //! cleans back to lower case, so a file shows in which form it was written. The
@@ -273,6 +273,94 @@ touch "$T/done/$$"
         waited.lines().collect::<Vec<_>>(),
         ["yes", "yes", "yes"],
         "checkouts after the first saw an agent already started"
+    );
+}
+
+#[test]
+fn one_harvest_per_cpu_at_a_time() {
+    let t = TestEnv::new();
+    let trace = t.root().join("trace");
+    for side in ["smudge", "clean"] {
+        std::fs::create_dir_all(trace.join(side)).unwrap();
+    }
+    // One driver for both sides: every checkout of a `*.cnt` file smudges it, every
+    // harvest of a changed one cleans it (slowly: finished workers' harvests would
+    // overlap). Each run records how many runs of its side are in flight with it.
+    let count = t.root().join("count.sh");
+    script(
+        &count,
+        &format!(
+            r#"T='{t}'
+touch "$T/$1/$$"
+echo "$1 $(ls "$T/$1" | wc -l)" >> "$T/in-flight"
+if [ "$1" = clean ]; then sleep 0.5; fi
+cat
+rm -f "$T/$1/$$"
+"#,
+            t = trace.display()
+        ),
+    );
+    std::fs::write(
+        global_config(&t),
+        format!(
+            "[filter \"count\"]\n\tsmudge = {c} smudge\n\tclean = {c} clean\n",
+            c = count.display()
+        ),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.cnt filter=count\n");
+    t.write("probe.cnt", "probe\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "counted"]);
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo \"$1\" > probe.cnt', sh, '{{task}}']\n",
+        t.worktrees.display()
+    ));
+    let cpu = one_cpu();
+    let mut cmd = t.fanout(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-w",
+        "4",
+        "-t",
+        "a",
+        "-t",
+        "b",
+        "-t",
+        "c",
+        "-t",
+        "d",
+    ]);
+    cmd.env("GIT_CONFIG_GLOBAL", global_config(&t));
+    // fanout on one CPU: one checkout and one harvest at a time.
+    // SAFETY: sched_setaffinity is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let report = json(&cmd.output().unwrap());
+    assert_eq!(report["totals"]["success"], 4, "{report:#}");
+    let in_flight = std::fs::read_to_string(trace.join("in-flight")).unwrap();
+    let runs: Vec<(&str, u32)> = in_flight
+        .lines()
+        .map(|l| {
+            let (side, n) = l.split_once(' ').unwrap();
+            (side, n.trim().parse().unwrap())
+        })
+        .collect();
+    for side in ["smudge", "clean"] {
+        assert!(
+            runs.iter().filter(|r| r.0 == side).count() >= 4,
+            "a {side} per worker: {runs:?}"
+        );
+    }
+    assert!(
+        runs.iter().all(|r| r.1 == 1),
+        "more than one checkout or more than one harvest at a time on one CPU: {runs:?}"
     );
 }
 

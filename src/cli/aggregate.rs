@@ -12,7 +12,7 @@ use super::common::{CliError, Context, PublishArgs};
 use crate::ops::matrix::{AggregateAfter, aggregate as run_aggregate};
 use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
-use crate::util::out::{out, outln};
+use crate::util::out::out;
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -62,7 +62,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
     };
     let (report, _, code) = run_aggregate(&repo, &file, &plan, &ctx.path(&args.from), after)?;
     if args.json {
-        outln!("{}", String::from_utf8_lossy(&report.to_json()));
+        crate::util::out::stdout_json(&report);
     } else {
         out!("{}", table(&report.results));
         if args.publish {

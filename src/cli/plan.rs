@@ -79,10 +79,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         ));
     }
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&plan).expect("plan serializes")
-        );
+        crate::util::out::stdout_json(&plan);
         return Ok(0);
     }
     outln!(

@@ -11,7 +11,7 @@ use crate::report::table::pr_table;
 use crate::run::journal::Journal;
 use crate::run::runs::newest_with_results;
 use crate::secret::Secrets;
-use crate::util::out::{out, outln};
+use crate::util::out::out;
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -80,10 +80,7 @@ pub fn publish_command(
         &path,
     )?;
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("serializes")
-        );
+        crate::util::out::stdout_json(&report);
     } else {
         out!("{}", pr_table(&report));
     }

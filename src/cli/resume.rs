@@ -135,10 +135,7 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
 
 fn print_report(json: bool, report: &RunReport, run_dir: &Path, prs: bool) {
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(report).expect("report serializes")
-        );
+        crate::util::out::stdout_json(report);
         return;
     }
     out!("\n{}", table(&report.results));

@@ -116,10 +116,7 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         },
     )?;
     if args.plan.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serializes")
-        );
+        crate::util::out::stdout_json(&report);
     } else {
         out!("\n{}", table(&report.results));
         if args.publish {

@@ -38,7 +38,7 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
             "auto": {"confined": auto.abi.is_some(), "abi": auto.abi, "notice": auto.notice},
             "required": {"ok": required.is_ok(), "error": required.as_ref().err()},
         });
-        outln!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
+        crate::util::out::stdout_json(&v);
         return Ok(0);
     }
     match (probe.abi, probe.kernel_abi) {

@@ -45,10 +45,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
     let runs = crate::run::status::runs(&git, &runs_dir, ids);
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&runs).expect("serializes")
-        );
+        crate::util::out::stdout_json(&runs);
         return Ok(0);
     }
     if runs.is_empty() {

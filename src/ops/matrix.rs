@@ -228,7 +228,8 @@ pub fn aggregate(
             published: &Default::default(),
         },
     )?;
-    crate::util::sign::write_signed(&paths.results, &report.to_json())
+    report
+        .save_signed(&paths.results)
         .map_err(|e| Failure::Fatal(format!("{}: {e}", paths.results.display())))?;
     Ok((report, paths, code))
 }

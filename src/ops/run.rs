@@ -316,7 +316,8 @@ pub fn integrate(
             it.left_out.len()
         );
     }
-    crate::util::sign::write_signed(&run_dir.join("results.json"), &report.to_json())
+    report
+        .save_signed(&run_dir.join("results.json"))
         .map_err(|e| Failure::Fatal(format!("results.json: {e}")))?;
     let md = render_summary(report, None);
     write_atomic(&run_dir.join("summary.md"), md.as_bytes())

@@ -494,7 +494,8 @@ impl Api<'_> {
 /// Rewrite `results.json` and `summary.md` with what publishing did; in Actions, add
 /// the pull requests to the step summary and the `pull-requests` output.
 fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure> {
-    crate::util::sign::write_signed(results_path, &report.to_json())
+    report
+        .save_signed(results_path)
         .map_err(|e| Failure::Fatal(format!("{}: {e}", results_path.display())))?;
     if let Some(dir) = results_path.parent() {
         let md = render_summary(report, None);

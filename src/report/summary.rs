@@ -39,9 +39,7 @@ pub fn write(
 ) -> std::io::Result<ReportPaths> {
     let results = run_dir.join("results.json");
     let summary = run_dir.join("summary.md");
-    let mut json = serde_json::to_vec_pretty(report).expect("report serializes");
-    json.push(b'\n');
-    crate::util::sign::write_signed(&results, &json)?;
+    report.save_signed(&results)?;
     let md = render_summary(report, None);
     write_atomic(&summary, md.as_bytes())?;
     if let Some(path) = step_summary {

@@ -379,7 +379,8 @@ pub fn execute(
         tamper: Some(Arc::clone(&tamper)),
         trusted,
         listed: std::sync::Mutex::new(listed),
-        checkouts: super::executor::checkout_slots(),
+        checkouts: super::executor::cpu_slots(),
+        harvests: super::executor::cpu_slots(),
     });
 
     let (results, interrupted) = runtime

@@ -234,8 +234,10 @@ pub struct Executor {
     /// checkouts to use instead of listing it again: dropped as soon as a worker is
     /// about to start a process of its own ([`Executor::processes_start`]).
     pub listed: std::sync::Mutex<Option<crate::git::Listed>>,
-    /// Permits for worktree checkouts ([`checkout_slots`]).
+    /// Permits for worktree checkouts ([`cpu_slots`]).
     pub checkouts: Arc<Semaphore>,
+    /// Permits for harvests ([`cpu_slots`]).
+    pub harvests: Arc<Semaphore>,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -246,11 +248,13 @@ struct Reserved {
     ports: std::io::Result<super::setup::ports::PortLease>,
 }
 
-/// At most one worktree checkout per CPU at a time: more only share the CPUs (a big
-/// repository's checkouts are CPU-bound) and hold more memory at once, and every
-/// worker's agent waits for the last of them. Each worker's agent starts as soon as
-/// its own checkout is done.
-pub fn checkout_slots() -> Arc<Semaphore> {
+/// At most one worktree checkout per CPU at a time, and apart from them at most one
+/// harvest per CPU: more only share the CPUs (a big repository's checkouts and
+/// harvests are CPU-bound) and hold more memory at once — a harvest reads the
+/// worktree's whole index and trees into fanout's own memory — and every worker's
+/// agent waits for the last checkout. Each worker's agent starts as soon as its own
+/// checkout is done; a finished worker's harvest never waits for checkouts.
+pub fn cpu_slots() -> Arc<Semaphore> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Arc::new(Semaphore::new(cpus))
 }
@@ -1097,7 +1101,10 @@ impl Executor {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let scratch = self.run_dir.join("harvest");
         let filters = self.trusted.clone();
+        // Not given up when the run is stopped: what the agent did is still committed.
+        let permit = Arc::clone(&self.harvests).acquire_owned().await;
         let harvested = crate::run::blocking::spawn(move || {
+            let _permit = permit;
             let spec = CommitSpec {
                 identity: (&identity.0, &identity.1),
                 message,

@@ -9,9 +9,10 @@
 //! directory by name (`worktrees/<name>`), never through the worktree's `.git` file.
 //! What the worker could have written there (its `HEAD`, its index, its object
 //! quarantine) is read as data: `HEAD` and the index without following links or
-//! blocking ([`crate::util::read_regular`]), each object copied by re-hashing its
-//! content, and only the objects its commit reaches. fanout writes the index and
-//! `HEAD` it leaves behind in its own run directory and renames them into place.
+//! blocking ([`crate::util::read_regular`], [`crate::util::copy_regular`]), each
+//! object copied by re-hashing its content, and only the objects its commit reaches.
+//! fanout writes the index and `HEAD` it leaves behind in its own run directory and
+//! renames them into place.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use git2::{Index, IndexAddOption, ObjectType, Odb, Oid, Repository, Signature};
 
 use crate::git::{Git, TrustedConfig};
 use crate::util::glob::wildcard;
-use crate::util::read_regular;
+use crate::util::{copy_regular, read_regular};
 
 /// How to make the commit.
 #[derive(Debug, Clone)]
@@ -124,6 +125,11 @@ pub fn harvest(
 /// link left in its place).
 fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    create_new(path)?.write_all(bytes)
+}
+
+/// A fresh, empty file at `path`, as [`write_new`] makes it.
+fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -131,8 +137,7 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(path)?
-        .write_all(bytes)
+        .open(path)
 }
 
 fn io(e: std::io::Error) -> git2::Error {
@@ -295,9 +300,11 @@ fn commit_leftovers(
     let admin = wt.admin();
     let parent = repo.find_commit(head)?;
     let copy = wt.scratch.join(format!("{}.index", wt.name));
-    let cached = read_regular(&admin.join("index"), MAX_INDEX_BYTES)
+    // Copied file to file: the index is never held in fanout's memory.
+    let cached = create_new(&copy)
+        .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
         .ok()
-        .and_then(|bytes| write_new(&copy, &bytes).ok());
+        .map(drop);
     let mut index = match cached.map(|()| Index::open(&copy)) {
         Some(Ok(i)) => i,
         _ => {
@@ -388,23 +395,68 @@ fn stage_with_git(
         .map_err(|e| git2::Error::from_str(&e.to_string()))
 }
 
-/// Paths that differ between two commits' trees, sorted, deleted paths included.
+/// Paths that differ between two commits' trees, sorted, deleted paths included: what
+/// a tree-to-tree diff lists, found by reading only the subtrees that differ (a
+/// subtree with the same id on both sides is skipped, never read).
 pub fn changed_paths(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, git2::Error> {
-    let a = repo.find_commit(from)?.tree()?;
-    let b = repo.find_commit(to)?.tree()?;
-    let diff = repo.diff_tree_to_tree(Some(&a), Some(&b), None)?;
-    let mut paths: Vec<String> = diff
-        .deltas()
-        .filter_map(|d| {
-            d.new_file()
-                .path()
-                .or_else(|| d.old_file().path())
-                .map(|p| p.to_string_lossy().into_owned())
-        })
+    let a = repo.find_commit(from)?.tree_id();
+    let b = repo.find_commit(to)?.tree_id();
+    let mut paths = Vec::new();
+    diff_trees(repo, Some(a), Some(b), b"", &mut paths)?;
+    let mut paths: Vec<String> = paths
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
     paths.sort();
     paths.dedup();
     Ok(paths)
+}
+
+/// One side of a tree entry: its id, its mode, whether it is a tree.
+type Side = Option<(Oid, i32, bool)>;
+
+/// Push to `out` the paths under `prefix` that differ between trees `a` and `b`
+/// (`None`: no tree on that side): a file added, deleted, or changed in content or
+/// mode; a path that is a tree on one side and not on the other counts as both.
+fn diff_trees(
+    repo: &Repository,
+    a: Option<Oid>,
+    b: Option<Oid>,
+    prefix: &[u8],
+    out: &mut Vec<Vec<u8>>,
+) -> Result<(), git2::Error> {
+    if a == b {
+        return Ok(());
+    }
+    let mut names: std::collections::BTreeMap<Vec<u8>, (Side, Side)> = Default::default();
+    for (id, left) in [(a, true), (b, false)] {
+        let Some(id) = id else { continue };
+        for e in repo.find_tree(id)?.iter() {
+            let side = Some((e.id(), e.filemode(), e.kind() == Some(ObjectType::Tree)));
+            let slot = names.entry(e.name_bytes().to_vec()).or_default();
+            *(if left { &mut slot.0 } else { &mut slot.1 }) = side;
+        }
+    }
+    for (name, (x, y)) in names {
+        if x == y {
+            continue;
+        }
+        let mut path = prefix.to_vec();
+        path.extend_from_slice(&name);
+        let tree = |s: Side| s.filter(|e| e.2).map(|e| e.0);
+        let (ta, tb) = (tree(x), tree(y));
+        let leaf = |s: Side| s.filter(|e| !e.2);
+        let file_changed = leaf(x) != leaf(y);
+        if ta.is_some() || tb.is_some() {
+            let mut dir = path.clone();
+            dir.push(b'/');
+            diff_trees(repo, ta, tb, &dir, out)?;
+        }
+        if file_changed {
+            out.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Does `path` (relative, `/`-separated) match an exclude pattern?
@@ -485,6 +537,106 @@ mod tests {
         assert!(!is_excluded("src/main.rs", &p));
         assert!(wildcard("a*b?c", "axxbyc"));
         assert!(!wildcard("a*b?c", "axxbc"));
+    }
+
+    /// A commit of `files` (path, content, mode) in `repo`, built through the index.
+    fn commit_of(repo: &Repository, files: &[(&str, &str, u32)]) -> Oid {
+        let mut index = Index::new().unwrap();
+        for (path, content, mode) in files {
+            let blob = repo.blob(content.as_bytes()).unwrap();
+            let mut e = git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode: *mode,
+                uid: 0,
+                gid: 0,
+                file_size: 0,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: path.as_bytes().to_vec(),
+            };
+            if *mode == 0o160000 {
+                e.id = Oid::from_str("0123456789012345678901234567890123456789").unwrap();
+            }
+            index.add(&e).unwrap();
+        }
+        let tree = repo.find_tree(index.write_tree_to(repo).unwrap()).unwrap();
+        let sig = Signature::now("t", "t@example.invalid").unwrap();
+        repo.commit(None, &sig, &sig, "t", &tree, &[]).unwrap()
+    }
+
+    /// What libgit2's tree-to-tree diff lists.
+    fn diffed(repo: &Repository, a: Oid, b: Oid) -> Vec<String> {
+        let t = |c: Oid| repo.find_commit(c).unwrap().tree().unwrap();
+        let diff = repo
+            .diff_tree_to_tree(Some(&t(a)), Some(&t(b)), None)
+            .unwrap();
+        let mut paths: Vec<String> = diff
+            .deltas()
+            .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        paths
+    }
+
+    #[test]
+    fn changed_paths_lists_what_a_tree_diff_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let (f, x, link, sub) = (0o100644, 0o100755, 0o120000, 0o160000);
+        let base = commit_of(
+            &repo,
+            &[
+                ("a.txt", "a", f),
+                ("same/deep/x.txt", "x", f),
+                ("dir/one.txt", "1", f),
+                ("dir/two.txt", "2", f),
+                ("gone/g.txt", "g", f),
+                ("run.sh", "echo", f),
+                ("becomes-dir", "file", f),
+                ("link", "a.txt", link),
+                ("module", "", sub),
+                ("dir.x/y", "y", f),
+            ],
+        );
+        let after = commit_of(
+            &repo,
+            &[
+                ("a.txt", "A", f),
+                ("same/deep/x.txt", "x", f),
+                ("dir/one.txt", "1", f),
+                ("dir/three.txt", "3", f),
+                ("run.sh", "echo", x),
+                ("becomes-dir/inner.txt", "i", f),
+                ("link", "dir", link),
+                ("dir.x/y", "y", f),
+                ("new/nested/n.txt", "n", f),
+            ],
+        );
+        let expected = [
+            "a.txt",
+            "becomes-dir",
+            "becomes-dir/inner.txt",
+            "dir/three.txt",
+            "dir/two.txt",
+            "gone/g.txt",
+            "link",
+            "module",
+            "new/nested/n.txt",
+            "run.sh",
+        ];
+        assert_eq!(changed_paths(&repo, base, after).unwrap(), expected);
+        assert_eq!(diffed(&repo, base, after), expected, "libgit2 agrees");
+        assert_eq!(
+            changed_paths(&repo, after, base).unwrap(),
+            diffed(&repo, after, base)
+        );
+        assert!(changed_paths(&repo, base, base).unwrap().is_empty());
     }
 
     #[test]

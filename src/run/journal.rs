@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::util::sign::{RecordError, read_signed, write_signed};
+use crate::util::sign::{RecordError, read_signed, write_signed_with};
 
 /// Version of the journal's shape.
 pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
@@ -83,8 +83,10 @@ impl Journal {
 
     /// Write atomically, signed.
     pub fn save(&self, run_dir: &Path) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(self).expect("journal serializes");
-        write_signed(&Self::path_in(run_dir), &bytes)
+        // Streamed: saved after every worker's steps, it must not cost its size.
+        write_signed_with(&Self::path_in(run_dir), |w| {
+            serde_json::to_writer_pretty(w, self).map_err(std::io::Error::from)
+        })
     }
 }
 

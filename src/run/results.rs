@@ -95,11 +95,14 @@ impl RunReport {
             .map_err(|e| format!("{}: not a fanout results.json: {e}", path.display()))
     }
 
-    /// `results.json`'s bytes: pretty JSON with a trailing newline.
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut json = serde_json::to_vec_pretty(self).expect("report serializes");
-        json.push(b'\n');
-        json
+    /// Write it to `path` as `results.json` is: pretty JSON with a trailing newline,
+    /// signed, streamed (the report grows with the number of workers: it is never held
+    /// whole in memory).
+    pub fn save_signed(&self, path: &std::path::Path) -> std::io::Result<()> {
+        crate::util::sign::write_signed_with(path, |w| {
+            serde_json::to_writer_pretty(&mut *w, self)?;
+            w.write_all(b"\n")
+        })
     }
 }
 

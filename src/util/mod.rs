@@ -16,6 +16,15 @@ use std::path::Path;
 /// fanout writes is never followed; the rename replaces whatever is at `path` (a
 /// planted symlink included) without following it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `fill` writes, streamed to the file through a buffer:
+/// the content is never held whole in memory.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     use std::io::Write;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -26,7 +35,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
         .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
+    let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+    fill(&mut w)?;
+    w.flush()?;
+    drop(w);
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
@@ -52,6 +64,22 @@ pub fn open_log(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
 /// process (an agent) could have replaced. Anything but a regular file is an error.
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    let mut out = Vec::new();
+    open_untrusted(path)?.take(max).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Copy at most `max` bytes of the regular file at `path` (opened as
+/// [`read_regular`] opens it) to `to`, through the kernel (no buffer of the file's
+/// size in memory); the number of bytes copied.
+pub fn copy_regular(path: &Path, to: &mut std::fs::File, max: u64) -> std::io::Result<u64> {
+    use std::io::Read;
+    std::io::copy(&mut open_untrusted(path)?.take(max), to)
+}
+
+/// `path` opened for reading if it is a regular file, never through a symbolic link
+/// at its last component, never blocking on a FIFO or device.
+fn open_untrusted(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -63,9 +91,7 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
             format!("{}: not a regular file", path.display()),
         ));
     }
-    let mut out = Vec::new();
-    f.take(max).read_to_end(&mut out)?;
-    Ok(out)
+    Ok(f)
 }
 
 /// Most bytes read of a run record an agent or a job could have written
@@ -196,6 +222,16 @@ mod tests {
         assert!(read_regular(&fifo, 100).is_err());
         assert!(read_regular(Path::new("/dev/zero"), 100).is_err());
         assert!(read_regular(&d.path().join("missing"), 100).is_err());
+        let mut to = std::fs::File::create(d.path().join("copy")).unwrap();
+        assert_eq!(copy_regular(&file, &mut to, 6).unwrap(), 6);
+        assert_eq!(std::fs::read(d.path().join("copy")).unwrap(), b"012345");
+        for bad in [&link, &fifo, Path::new("/dev/zero")] {
+            assert!(
+                copy_regular(bad, &mut to, 100).is_err(),
+                "{}",
+                bad.display()
+            );
+        }
     }
 
     #[test]

@@ -30,13 +30,35 @@ pub fn stderr(args: fmt::Arguments<'_>) {
     write(&STDERR, &mut io::stderr().lock(), args, "standard error");
 }
 
+/// `value` as pretty JSON and a newline on standard output, streamed through a
+/// buffer: a report that grows with the run is never held whole in memory.
+pub fn stdout_json<T: serde::Serialize + ?Sized>(value: &T) {
+    if STDOUT.load(Ordering::Relaxed) != OPEN {
+        return;
+    }
+    let mut w = io::BufWriter::new(io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut w, value)
+        .map_err(io::Error::from)
+        .and_then(|()| w.write_all(b"\n"))
+        .and_then(|()| w.flush());
+    if let Err(e) = written {
+        // What the buffer still holds is dropped: the stream is closed or failed.
+        let _ = w.into_parts();
+        stopped(&STDOUT, e, "standard output");
+    }
+}
+
 fn write(state: &AtomicU8, w: &mut dyn Write, args: fmt::Arguments<'_>, what: &str) {
     if state.load(Ordering::Relaxed) != OPEN {
         return;
     }
-    let Err(e) = w.write_fmt(args).and_then(|()| w.flush()) else {
-        return;
-    };
+    if let Err(e) = w.write_fmt(args).and_then(|()| w.flush()) {
+        stopped(state, e, what);
+    }
+}
+
+/// A write to the stream of `state` failed with `e`.
+fn stopped(state: &AtomicU8, e: io::Error, what: &str) {
     if e.kind() == io::ErrorKind::BrokenPipe {
         state.store(CLOSED, Ordering::Relaxed);
         return;

@@ -143,13 +143,50 @@ fn name_of(path: &Path) -> String {
 
 /// Write `bytes` to `path` (atomically) and its signature beside it.
 pub fn write_signed(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_signed_with(key()?, path, bytes)
+    write_signed_with_key(key()?, path, bytes)
 }
 
-fn write_signed_with(key: &[u8], path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let sig = hex::encode(mac(key, &name_of(path), bytes).finalize().into_bytes());
-    super::write_atomic(path, bytes)?;
+/// [`write_signed`] of what `fill` writes, streamed: the record is signed as it is
+/// written and never held whole in memory (a record that grows with the run, such as
+/// the journal, costs a buffer, not its size).
+pub fn write_signed_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    stream_signed(key()?, path, fill)
+}
+
+fn write_signed_with_key(key: &[u8], path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    stream_signed(key, path, |w| w.write_all(bytes))
+}
+
+fn stream_signed(
+    key: &[u8],
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut m = mac(key, &name_of(path), b"");
+    super::write_atomic_with(path, |w| fill(&mut Signing { to: w, mac: &mut m }))?;
+    let sig = hex::encode(m.finalize().into_bytes());
     super::write_atomic(&sig_path(path), format!("{sig}\n").as_bytes())
+}
+
+/// A writer that signs what it passes on.
+struct Signing<'a> {
+    to: &'a mut dyn Write,
+    mac: &'a mut Hmac<Sha256>,
+}
+
+impl Write for Signing<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.to.write(buf)?;
+        self.mac.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.to.flush()
+    }
 }
 
 /// Why a record was refused.
@@ -238,7 +275,7 @@ mod tests {
     use super::*;
 
     fn write_signed(p: &Path, b: &[u8]) -> std::io::Result<()> {
-        write_signed_with(&[7; 32], p, b)
+        write_signed_with_key(&[7; 32], p, b)
     }
 
     fn read_signed(p: &Path) -> Result<Vec<u8>, RecordError> {
@@ -272,6 +309,42 @@ mod tests {
         std::fs::set_permissions(&other, perms(0o700)).unwrap();
         std::os::unix::fs::symlink(dir.join("record.key"), other.join("record.key")).unwrap();
         assert!(load_key(&other).is_err());
+    }
+
+    #[test]
+    fn a_record_streamed_in_pieces_is_signed_as_its_whole_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("journal.json");
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        write_signed(&p, &big).unwrap();
+        let whole = std::fs::read(sig_path(&p)).unwrap();
+        std::fs::remove_file(sig_path(&p)).unwrap();
+        stream_signed(&[7; 32], &p, |w| {
+            for piece in big.chunks(777) {
+                w.write_all(piece)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(read_signed(&p).unwrap(), big);
+        assert_eq!(
+            std::fs::read(sig_path(&p)).unwrap(),
+            whole,
+            "same signature"
+        );
+        // A write that fails leaves no record and no temporary file.
+        let failed = dir.path().join("results.json");
+        let e = stream_signed(&[7; 32], &failed, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("serializer failed"))
+        });
+        assert!(e.is_err());
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["journal.json", "journal.json.sig"]);
     }
 
     #[test]
