@@ -178,6 +178,37 @@ fn one_cpu() -> nix::sched::CpuSet {
     one
 }
 
+/// `fanout run` of tasks a, b, c and d, four at a time, with `cfg` and the user's
+/// global configuration ([`global_config`]), fanout pinned to one CPU ([`one_cpu`]).
+fn run_on_one_cpu(t: &TestEnv, cfg: &Path) -> std::process::Output {
+    let cpu = one_cpu();
+    let mut cmd = t.fanout(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-w",
+        "4",
+        "-t",
+        "a",
+        "-t",
+        "b",
+        "-t",
+        "c",
+        "-t",
+        "d",
+    ]);
+    cmd.env("GIT_CONFIG_GLOBAL", global_config(t));
+    // SAFETY: sched_setaffinity is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.output().unwrap()
+}
+
 #[test]
 fn one_checkout_per_cpu_and_each_agent_starts_when_its_own_worktree_is_ready() {
     let t = TestEnv::new();
@@ -229,34 +260,8 @@ touch "$T/done/$$"
         t.worktrees.display(),
         t.shared().display()
     ));
-    let cpu = one_cpu();
-    let mut cmd = t.fanout(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "run",
-        "--json",
-        "-w",
-        "4",
-        "-t",
-        "a",
-        "-t",
-        "b",
-        "-t",
-        "c",
-        "-t",
-        "d",
-    ]);
-    cmd.env("GIT_CONFIG_GLOBAL", global_config(&t));
     // fanout on one CPU: one checkout at a time.
-    // SAFETY: sched_setaffinity is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu)
-                .map_err(std::io::Error::from)
-        });
-    }
-    let out = cmd.output().unwrap();
-    let report = json(&out);
+    let report = json(&run_on_one_cpu(&t, &cfg));
     assert_eq!(report["totals"]["success"], 4, "{report:#}");
     let in_flight = std::fs::read_to_string(trace.join("in-flight")).unwrap();
     let seen: Vec<u32> = in_flight
@@ -316,33 +321,8 @@ rm -f "$T/$1/$$"
         "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo \"$1\" > probe.cnt', sh, '{{task}}']\n",
         t.worktrees.display()
     ));
-    let cpu = one_cpu();
-    let mut cmd = t.fanout(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "run",
-        "--json",
-        "-w",
-        "4",
-        "-t",
-        "a",
-        "-t",
-        "b",
-        "-t",
-        "c",
-        "-t",
-        "d",
-    ]);
-    cmd.env("GIT_CONFIG_GLOBAL", global_config(&t));
     // fanout on one CPU: one checkout and one harvest at a time.
-    // SAFETY: sched_setaffinity is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &cpu)
-                .map_err(std::io::Error::from)
-        });
-    }
-    let report = json(&cmd.output().unwrap());
+    let report = json(&run_on_one_cpu(&t, &cfg));
     assert_eq!(report["totals"]["success"], 4, "{report:#}");
     let in_flight = std::fs::read_to_string(trace.join("in-flight")).unwrap();
     let runs: Vec<(&str, u32)> = in_flight

@@ -403,10 +403,8 @@ pub fn changed_paths(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String
     let b = repo.find_commit(to)?.tree_id();
     let mut paths = Vec::new();
     diff_trees(repo, Some(a), Some(b), b"", &mut paths)?;
-    let mut paths: Vec<String> = paths
-        .iter()
-        .map(|p| String::from_utf8_lossy(p).into_owned())
-        .collect();
+    // The walk goes in entry-name order (`dir/y` before `dir.x/y`); paths sort the
+    // other way. Two names that are not UTF-8 may read the same once converted.
     paths.sort();
     paths.dedup();
     Ok(paths)
@@ -423,7 +421,7 @@ fn diff_trees(
     a: Option<Oid>,
     b: Option<Oid>,
     prefix: &[u8],
-    out: &mut Vec<Vec<u8>>,
+    out: &mut Vec<String>,
 ) -> Result<(), git2::Error> {
     if a == b {
         return Ok(());
@@ -453,7 +451,7 @@ fn diff_trees(
             diff_trees(repo, ta, tb, &dir, out)?;
         }
         if file_changed {
-            out.push(path);
+            out.push(String::from_utf8_lossy(&path).into_owned());
         }
     }
     Ok(())
