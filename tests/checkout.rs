@@ -178,6 +178,16 @@ fn one_cpu() -> nix::sched::CpuSet {
     one
 }
 
+/// `probe.cnt` committed through the `count` filter driver, whose lines (`driver`) go
+/// in the user's global configuration ([`global_config`]).
+fn commit_counted(t: &TestEnv, driver: &str) {
+    std::fs::write(global_config(t), format!("[filter \"count\"]\n{driver}")).unwrap();
+    t.write(".gitattributes", "*.cnt filter=count\n");
+    t.write("probe.cnt", "probe\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "counted"]);
+}
+
 /// `fanout run` of tasks a, b, c and d, four at a time, with `cfg` and the user's
 /// global configuration ([`global_config`]), fanout pinned to one CPU ([`one_cpu`]).
 fn run_on_one_cpu(t: &TestEnv, cfg: &Path) -> std::process::Output {
@@ -241,15 +251,7 @@ touch "$T/done/$$"
             t = trace.display()
         ),
     );
-    std::fs::write(
-        global_config(&t),
-        format!("[filter \"count\"]\n\tsmudge = {}\n", count.display()),
-    )
-    .unwrap();
-    t.write(".gitattributes", "*.cnt filter=count\n");
-    t.write("probe.cnt", "probe\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-q", "-m", "counted"]);
+    commit_counted(&t, &format!("\tsmudge = {}\n", count.display()));
 
     let agent = format!(
         "touch {}/agent-started && echo done > out.txt",
@@ -305,18 +307,13 @@ rm -f "$T/$1/$$"
             t = trace.display()
         ),
     );
-    std::fs::write(
-        global_config(&t),
-        format!(
-            "[filter \"count\"]\n\tsmudge = {c} smudge\n\tclean = {c} clean\n",
+    commit_counted(
+        &t,
+        &format!(
+            "\tsmudge = {c} smudge\n\tclean = {c} clean\n",
             c = count.display()
         ),
-    )
-    .unwrap();
-    t.write(".gitattributes", "*.cnt filter=count\n");
-    t.write("probe.cnt", "probe\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-q", "-m", "counted"]);
+    );
     let cfg = t.config(&format!(
         "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo \"$1\" > probe.cnt', sh, '{{task}}']\n",
         t.worktrees.display()

@@ -401,6 +401,11 @@ fn stage_with_git(
 pub fn changed_paths(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, git2::Error> {
     let a = repo.find_commit(from)?.tree_id();
     let b = repo.find_commit(to)?.tree_id();
+    tree_changes(repo, a, b)
+}
+
+/// [`changed_paths`] between two trees (by their ids).
+pub fn tree_changes(repo: &Repository, a: Oid, b: Oid) -> Result<Vec<String>, git2::Error> {
     let mut paths = Vec::new();
     diff_trees(repo, Some(a), Some(b), b"", &mut paths)?;
     // The walk goes in entry-name order (`dir/y` before `dir.x/y`); paths sort the

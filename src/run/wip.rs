@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Index, IndexAddOption, Oid, Repository, Signature};
 
-use super::harvest::is_excluded;
+use super::harvest::{is_excluded, tree_changes};
 use super::journal::JournalEntry;
 
 /// A worktree's files that differ from the commit they would go on.
@@ -67,15 +67,7 @@ pub fn find(
     if tree == parent_tree.id() {
         return Ok(None);
     }
-    let new_tree = repo.find_tree(tree).map_err(git)?;
-    let diff = repo
-        .diff_tree_to_tree(Some(&parent_tree), Some(&new_tree), None)
-        .map_err(git)?;
-    let paths = diff
-        .deltas()
-        .filter_map(|d| d.new_file().path().or(d.old_file().path()))
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
+    let paths = tree_changes(&repo, parent_tree.id(), tree).map_err(git)?;
     Ok(Some(Unsaved {
         worktree: entry.worktree_path.clone(),
         parent,
