@@ -8,6 +8,7 @@ pub mod cleanup;
 pub mod common;
 pub mod demo;
 pub mod fake_agent;
+pub mod harvest_worker;
 pub mod init;
 pub mod plan;
 pub mod publish;
@@ -86,6 +87,9 @@ pub enum Command {
     /// The bundled fake agent (for the demo, tests and benchmarks).
     #[command(hide = true)]
     FakeAgent(fake_agent::FakeAgentArgs),
+    /// One worker's harvest, in a child process of `fanout run` (JSON in and out).
+    #[command(hide = true)]
+    HarvestWorker,
 }
 
 /// What `main` calls.
@@ -172,6 +176,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Demo(args) => demo::demo(&args),
         Command::Sandbox(args) => sandbox::sandbox(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),
+        Command::HarvestWorker => harvest_worker::harvest_worker(),
     }
 }
 
@@ -201,6 +206,13 @@ mod tests {
         }
         out.extend(word);
         out
+    }
+
+    #[test]
+    fn the_harvest_child_is_started_with_a_subcommand_that_exists() {
+        let name = crate::run::harvest_process::CHILD_COMMAND;
+        let cli = Cli::try_parse_from(["fanout", name]).unwrap();
+        assert!(matches!(cli.command, Command::HarvestWorker));
     }
 
     #[test]

@@ -381,6 +381,8 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
+        own_binary: super::harvest_process::own_binary()
+            .map_err(|e| fatal("fanout's binary", e))?,
     });
 
     let (results, interrupted) = runtime

@@ -29,7 +29,8 @@ use tokio::task::JoinSet;
 
 use super::confine::{Confinement, Place};
 use super::event::{Event, StopLevel};
-use super::harvest::{CommitSpec, Harvest, WorkerTree, commit_message, harvest};
+use super::harvest::{Harvest, commit_message};
+use super::harvest_process::{Reply, Request};
 use super::inputs::Given;
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
@@ -238,6 +239,9 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
+    /// fanout's own binary: each harvest runs in a child process of it
+    /// ([`super::harvest_process`]).
+    pub own_binary: PathBuf,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -251,7 +255,7 @@ struct Reserved {
 /// At most one worktree checkout per CPU at a time, and apart from them at most one
 /// harvest per CPU: more only share the CPUs (a big repository's checkouts and
 /// harvests are CPU-bound) and hold more memory at once — a harvest reads the
-/// worktree's whole index and trees into fanout's own memory — and every worker's
+/// worktree's whole index and trees — and every worker's
 /// agent waits for the last checkout. Each worker's agent starts as soon as its own
 /// checkout is done; a finished worker's harvest never waits for checkouts.
 pub fn cpu_slots() -> Arc<Semaphore> {
@@ -1087,39 +1091,31 @@ impl Executor {
         path: PathBuf,
         base: Oid,
     ) -> Result<(Harvest, Option<String>), String> {
-        let message = commit_message(
-            &w.task.prompt,
-            &w.agent,
-            w.model.as_deref(),
-            w.id,
-            &self.plan.run_id,
-        );
-        let exclude = self.plan.exclude.clone();
-        let identity = self.identity.clone();
-        let branch = w.branch.clone();
-        let common = self.common_dir.clone();
-        let name = worktree::worktree_name(&self.plan.run_id, w.id);
-        let scratch = self.run_dir.join("harvest");
-        let filters = self.trusted.clone();
+        let request = Request {
+            common: self.common_dir.clone(),
+            name: worktree::worktree_name(&self.plan.run_id, w.id),
+            path,
+            scratch: self.run_dir.join("harvest"),
+            branch: w.branch.clone(),
+            base: base.to_string(),
+            identity: self.identity.clone(),
+            message: commit_message(
+                &w.task.prompt,
+                &w.agent,
+                w.model.as_deref(),
+                w.id,
+                &self.plan.run_id,
+            ),
+            exclude: self.plan.exclude.clone(),
+            filters: self.trusted.clone(),
+        };
+        let exe = self.own_binary.clone();
+        let log = request.scratch.join(format!("{}.log", request.name));
         // Not given up when the run is stopped: what the agent did is still committed.
         let permit = Arc::clone(&self.harvests).acquire_owned().await;
         let harvested = crate::run::blocking::spawn(move || {
             let _permit = permit;
-            let spec = CommitSpec {
-                identity: (&identity.0, &identity.1),
-                message,
-                exclude: &exclude,
-                filters: &filters,
-            };
-            let admin = worktree::restore_admin(&common, &name, &path)
-                .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
-            let wt = WorkerTree {
-                common: &common,
-                name: &name,
-                path: &path,
-                scratch: &scratch,
-            };
-            Ok::<_, String>((admin, harvest(&wt, &branch, base, &spec)))
+            request.run_in_child(&exe, &log).map(Reply::into_harvest)
         })
         .await;
         match harvested {
@@ -1134,7 +1130,7 @@ impl Executor {
                 });
                 Ok((h, tampered))
             }
-            Ok(Ok((_, Err(e)))) => Err(format!("harvest failed: {}", e.message())),
+            Ok(Ok((_, Err(e)))) => Err(format!("harvest failed: {e}")),
             Err(_) => Err("harvest failed: task panicked".into()),
         }
     }

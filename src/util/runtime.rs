@@ -15,26 +15,27 @@
 //! - **One malloc arena** (glibc only; `M_ARENA_MAX` = 1 instead of eight per CPU),
 //!   and free memory handed back to the kernel after each worker ([`release_memory`],
 //!   `malloc_trim`). fanout's live heap stays about 1 MB whatever the number of tasks,
-//!   but each harvest reads a worktree's whole index and trees through libgit2 (a
-//!   megabyte or two, freed when it ends) while the run keeps small results and events
-//!   for later: the few long-lived allocations made meanwhile pin pages that
-//!   `malloc_trim` cannot return, and every extra arena holds such pages of its own.
+//!   but transient allocations of a megabyte or more (a harvest reading a worktree's
+//!   whole index and trees through libgit2) made while the run keeps small results and
+//!   events for later leave pages pinned that `malloc_trim` cannot return, and every
+//!   extra arena holds such pages of its own.
 //!   fanout's threads mostly wait on child processes and files, so they have little
 //!   to contend for in one arena. Measured by `bench/memory.sh` (10 workers, 5,000
 //!   files): peak RSS about 1–1.5 MB lower than with one arena per CPU at 10, 50 and
 //!   200 tasks.
 //!
-//!   What still grows with the number of tasks is that pinning, not live memory: in a
-//!   200-task run heaptrack counts about 0.8 MB live early and late alike, while the
-//!   heap's resident pages between workers go from about 1.6 to 3 MB. glibc's
-//!   per-thread caches (tcache) hold about half of it (run with
-//!   `GLIBC_TUNABLES=glibc.malloc.tcache_count=0`: 0.9 to 1.5 MB), but only the
-//!   environment a process starts with can turn them off: `mallopt` has no such
-//!   parameter. Measured in that scenario and not chosen, none with a lower peak at
-//!   200 tasks: jemalloc (one arena, no thread caches, pages returned at once; for
+//!   That pinning is why harvests run in child processes
+//!   ([`crate::run::harvest_process`]). With them in-process, a 200-task run's live
+//!   heap stayed about 0.8 MB (heaptrack) while its resident heap between workers
+//!   grew from about 1.6 to 3 MB, and its peak RSS was 1.11× a 10-task run's; with
+//!   them in children, the run's peak RSS less file pages is about 2.3 MB at 10 and
+//!   at 200 tasks alike. Measured in-process and not chosen, none with a lower peak
+//!   at 200 tasks: jemalloc (one arena, no thread caches, pages returned at once; for
 //!   fanout's allocations and libgit2's) and mimalloc, both higher at 10 tasks too; a
 //!   thread of its own for each harvest and tamper check (which hands its cache back
-//!   when it ends); a few long-lived threads for all of them.
+//!   when it ends); a few long-lived threads for all of them. Turning glibc's
+//!   per-thread caches off (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`, which only
+//!   the environment a process starts with can do) halved the growth.
 
 /// Once, at the start of `main`, before any other thread exists: see the module docs.
 /// (libgit2 is built without https: it starts no TLS library; fanout's pushes over
