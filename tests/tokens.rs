@@ -103,7 +103,21 @@ fn assert_no_token(what: &str, text: &str) {
 fn nothing_fanout_starts_sees_a_token_nor_finds_one_in_fanout() {
     let (t, cfg) = arena(true);
     let cfg = cfg.display().to_string();
+    // The user's clean filter for what the agent writes: fanout's harvest (a process
+    // of its own) runs it through git when it commits the agent's leftovers.
+    let global = t.root().join("gitconfig");
+    let dump = format!("env > '{}/clean-env.txt'; cat", t.shared().display());
+    std::fs::write(
+        &global,
+        format!("[filter \"dump\"]\n\tclean = sh -c \"{dump}\"\n\tsmudge = cat\n"),
+    )
+    .unwrap();
+    t.write(".gitattributes", "scanned.txt filter=dump\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "a clean filter"]);
     let out = with_tokens(&t, &["--config", &cfg, "run", "--json", "-w", "1", "look"])
+        .env("GIT_CONFIG_GLOBAL", &global)
+        .env("SSH_AUTH_SOCK", "/tmp/tokenstest-ssh-agent.sock")
         .output()
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
@@ -120,6 +134,10 @@ fn nothing_fanout_starts_sees_a_token_nor_finds_one_in_fanout() {
         assert_no_token(f, &env);
         assert!(env.contains("FANOUT_WORKER_ID=1"), "{env}");
     }
+    // Nor the harvest's git (neither the token nor the user's ssh agent).
+    let env = read(&t.shared().join("clean-env.txt"));
+    assert_no_token("the clean filter fanout's harvest ran", &env);
+    assert!(env.contains("PATH="), "{env}");
 }
 
 #[test]

@@ -74,7 +74,7 @@ pub enum GitError {
 
 /// Configuration the caller vouches for (see the module docs): read when nothing had
 /// run yet, kept in memory, passed last.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedConfig {
     entries: Vec<(String, String)>,
 }

@@ -358,6 +358,8 @@ pub fn execute(
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
     let common_dir = repo.open().map_err(git)?.commondir().to_owned();
+    let own_binary =
+        super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?;
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
@@ -381,8 +383,7 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
-        own_binary: super::harvest_process::own_binary()
-            .map_err(|e| fatal("fanout's binary", e))?,
+        own_binary,
     });
 
     let (results, interrupted) = runtime

@@ -19,7 +19,11 @@ const LINE_CHARS: usize = 160;
 /// credentials masked, joined by ` ⏎ `; lines `reason` already holds are left out.
 /// `None` when there are none.
 pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
-    let mut f = std::fs::File::open(path).ok()?;
+    file_excerpt(&mut std::fs::File::open(path).ok()?, reason)
+}
+
+/// [`log_excerpt`] of a log already open.
+pub fn file_excerpt(f: &mut std::fs::File, reason: &str) -> Option<String> {
     let len = f.metadata().ok()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(READ_BYTES)))
         .ok()?;

@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use super::confine::{Confinement, Place};
 use super::event::{Event, StopLevel};
 use super::harvest::{Harvest, commit_message};
-use super::harvest_process::{Reply, Request};
+use super::harvest_process::Request;
 use super::inputs::Given;
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
@@ -187,7 +187,7 @@ impl Shared {
     /// `result` is final: post it for dependents and report it.
     fn finished(&self, id: u32, mut result: WorkerResult) -> (u32, WorkerResult) {
         quote_log(&mut result);
-        // What its checkout and harvest used goes back to the kernel.
+        // What its checkout used goes back to the kernel.
         crate::util::runtime::release_memory();
         post(&self.done, &result);
         let _ = self
@@ -1107,32 +1107,33 @@ impl Executor {
                 &self.plan.run_id,
             ),
             exclude: self.plan.exclude.clone(),
-            filters: self.trusted.clone(),
+            filters: self.trusted.entries().to_vec(),
         };
         let exe = self.own_binary.clone();
-        let log = request.scratch.join(format!("{}.log", request.name));
         // Not given up when the run is stopped: what the agent did is still committed.
         let permit = Arc::clone(&self.harvests).acquire_owned().await;
+        // Journaled first: a harvest cut short may have made the branch (cleanup
+        // removes it only if it is there).
+        let _ = self.journal.update(w.id, |e| e.branch_created = true);
         let harvested = crate::run::blocking::spawn(move || {
             let _permit = permit;
-            request.run_in_child(&exe, &log).map(Reply::into_harvest)
+            let changed = worktree::restore_admin(&request.common, &request.name, &request.path)
+                .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
+            let harvest = request
+                .run_in_child(&exe)
+                .map_err(|e| format!("harvest failed: {e}"))?;
+            Ok::<_, String>((changed, harvest))
         })
         .await;
-        match harvested {
-            Ok(Err(why)) => Err(why),
-            Ok(Ok((changed, Ok(h)))) => {
-                let _ = self.journal.update(w.id, |e| e.branch_created = true);
-                let tampered = (!changed.is_empty()).then(|| {
-                    format!(
-                        "changed what an agent must not: {} (its work is on its branch, not published)",
-                        changed.join(", ")
-                    )
-                });
-                Ok((h, tampered))
-            }
-            Ok(Ok((_, Err(e)))) => Err(format!("harvest failed: {e}")),
-            Err(_) => Err("harvest failed: task panicked".into()),
-        }
+        let (changed, h) =
+            harvested.unwrap_or_else(|_| Err("harvest failed: task panicked".into()))?;
+        let tampered = (!changed.is_empty()).then(|| {
+            format!(
+                "changed what an agent must not: {} (its work is on its branch, not published)",
+                changed.join(", ")
+            )
+        });
+        Ok((h, tampered))
     }
 
     /// Run the plan's checks on `w`'s committed result; a failed (or interrupted)

@@ -1,6 +1,5 @@
 //! Each worker's harvest in a process of its own: a short-lived child of fanout's own
-//! binary (`fanout harvest-worker`, hidden) puts the worktree's git files back
-//! ([`super::worktree::restore_admin`]) and runs [`super::harvest::harvest`], reading
+//! binary (`fanout harvest-worker`, hidden) runs [`super::harvest::harvest`], reading
 //! its [`Request`] as JSON on stdin and writing its [`Reply`] as JSON on stdout.
 //!
 //! Why a process: a harvest reads a worktree's whole index and trees through libgit2,
@@ -12,16 +11,31 @@
 //! worktree an agent left makes libgit2 do (abort, run out of memory), it fails that
 //! worker's harvest, not the run.
 //!
-//! Trust: the child gets the run's environment (its credentials already taken out:
-//! [`crate::secret::Secrets::take_from_env`]) and its own process group, so a Ctrl-C
-//! at the terminal does not cut a harvest short (the run waits for it, as it would
-//! for one in-process). Its reply is read capped, and parsed as data: it can do no
-//! more than an agent could itself (its branch, the worktree's files), and the run's
-//! tamper check comes after it. Its stderr (libgit2's and git's warnings) goes to a
-//! log in the run directory, whose end is shown when the child fails.
+//! What the child is trusted with, and how it is kept to it:
+//! - It is fanout's own binary ([`own_binary`]), given the run's environment less
+//!   credentials and the variables kept from agents ([`crate::secret::is_scrubbed`]),
+//!   and the filter drivers read when the run started (as data in its request).
+//! - Its stdin and stdout are one end of a socket pair, which no other process can
+//!   open again through `/proc/<pid>/fd` (a pipe can be): nobody else can feed it a
+//!   request, read its reply, or keep its output open. Its stderr is an unnamed file
+//!   (nothing in a directory an agent can write), read back only when it fails.
+//! - It starts a session of its own (no terminal: a Ctrl-C there does not cut a
+//!   harvest short, the run waits for it as for one in-process), ignores SIGINT,
+//!   SIGTERM and SIGHUP (the run decides when to stop), and is killed if fanout dies
+//!   first (`PR_SET_PDEATHSIG`): no harvest outlives its run.
+//! - Its reply is read capped and parsed as data. The worktree's git files are put
+//!   back, and the verdict on them made, by the run itself before the child starts
+//!   ([`super::worktree::restore_admin`]); the reply says no more than an agent could
+//!   make a harvest say (its branch's commit, its files), and the run's tamper check
+//!   still comes after it. Like every fanout process the child makes itself
+//!   non-dumpable first thing; until then (a few milliseconds) a same-user process
+//!   allowed to ptrace it could take it over, which a sandboxed agent never is
+//!   (Landlock) and Yama's default scope forbids.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -33,6 +47,12 @@ use crate::git::TrustedConfig;
 
 /// Largest request or reply read: a reply lists every path the worker changed.
 const MAX_MESSAGE_BYTES: u64 = 256 << 20;
+
+/// How much of the end of a failed child's stderr is read.
+const STDERR_TAIL_BYTES: u64 = 16 << 10;
+
+/// The hidden subcommand the child runs.
+pub const CHILD_COMMAND: &str = "harvest-worker";
 
 /// One worker's harvest, as the run asks for it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,18 +75,12 @@ pub struct Request {
     pub message: String,
     /// Paths never committed.
     pub exclude: Vec<String>,
-    /// The filter drivers the worktree was checked out with.
-    pub filters: TrustedConfig,
+    /// The filter drivers the worktree was checked out with, as `(key, value)`.
+    pub filters: Vec<(String, String)>,
 }
 
-/// What a harvest found, as the child says it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reply {
-    /// The worktree's git files found changed (each put back).
-    pub restored: Vec<String>,
-    /// The harvest, or why it failed.
-    pub harvest: Result<Harvested, String>,
-}
+/// The child's answer: the harvest, or why it failed.
+pub type Reply = Result<Harvested, String>;
 
 /// [`Harvest`] on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,17 +96,18 @@ pub struct Harvested {
 }
 
 impl Request {
-    /// Put the worktree's git files back and harvest it, here: what the child does.
-    /// Err: the git files could not be put back (nothing was harvested).
-    pub fn serve(&self) -> Result<Reply, String> {
-        let restored = super::worktree::restore_admin(&self.common, &self.name, &self.path)
-            .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
+    /// Harvest, here: what the child does.
+    pub fn serve(&self) -> Reply {
         let base = Oid::from_str(&self.base).map_err(|e| format!("base: {}", e.message()))?;
+        let filters = self
+            .filters
+            .iter()
+            .fold(TrustedConfig::new(), |t, (k, v)| t.with(k, v));
         let spec = CommitSpec {
             identity: (&self.identity.0, &self.identity.1),
             message: self.message.clone(),
             exclude: &self.exclude,
-            filters: &self.filters,
+            filters: &filters,
         };
         let wt = WorkerTree {
             common: &self.common,
@@ -100,89 +115,118 @@ impl Request {
             path: &self.path,
             scratch: &self.scratch,
         };
-        let harvest = harvest(&wt, &self.branch, base, &spec)
-            .map(|h| Harvested {
-                commit: h.commit.to_string(),
-                committed: h.committed,
-                files_modified: h.files_modified,
-                note: h.note,
-            })
-            .map_err(|e| e.message().to_owned());
-        Ok(Reply { restored, harvest })
+        let h = harvest(&wt, &self.branch, base, &spec).map_err(|e| e.message().to_owned())?;
+        Ok(Harvested {
+            commit: h.commit.to_string(),
+            committed: h.committed,
+            files_modified: h.files_modified,
+            note: h.note,
+        })
     }
 
-    /// Run this harvest in a child process of `exe` (fanout's own binary), its stderr
-    /// to `log`; blocks until the child is done. Err: why no reply came.
-    pub fn run_in_child(&self, exe: &Path, log: &Path) -> Result<Reply, String> {
-        let request = serde_json::to_vec(self).map_err(|e| e.to_string())?;
-        let stderr =
-            super::harvest::create_new(log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut child = child_command(exe, &self.common)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
+    /// Run this harvest in a child process of `exe` (fanout's own binary); blocks until
+    /// the child is done. Err: why no harvest came back.
+    pub fn run_in_child(&self, exe: &Path) -> Result<Harvest, String> {
+        let request = serde_json::to_vec(self).map_err(|e| format!("the request: {e}"))?;
+        let mut stderr = tempfile::tempfile().map_err(|e| format!("a scratch file: {e}"))?;
+        let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a socket: {e}"))?;
+        let mut cmd = child_command(exe, &self.common);
+        let io = |e: std::io::Error| format!("the harvest process: {e}");
+        cmd.stdin(Stdio::from(OwnedFd::from(theirs.try_clone().map_err(io)?)))
+            .stdout(Stdio::from(OwnedFd::from(theirs)))
+            .stderr(stderr.try_clone().map_err(io)?);
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-        // The child reads its whole request before it writes anything; each pipe is
-        // closed once done with, so a child stopped midway never blocks the wait.
-        let wrote = match child.stdin.take() {
-            Some(mut stdin) => stdin.write_all(&request),
-            None => Ok(()),
-        };
-        let mut out = Vec::new();
-        let read = match child.stdout.take() {
-            Some(stdout) => stdout.take(MAX_MESSAGE_BYTES).read_to_end(&mut out),
-            None => Ok(0),
-        };
-        let status = child.wait().map_err(|e| e.to_string())?;
+        // Its end of the socket closes with it (the copies `cmd` held go with `cmd`).
+        drop(cmd);
+        // It reads its whole request before it writes anything.
+        let talked = ours
+            .write_all(&request)
+            .and_then(|()| ours.shutdown(std::net::Shutdown::Write))
+            .and_then(|()| read_capped(&mut ours, MAX_MESSAGE_BYTES));
+        drop(ours);
+        let status = child.wait().map_err(io)?;
         let why = if !status.success() {
             format!("the harvest process {}", exited(status))
-        } else if let Err(e) = wrote.and(read) {
-            format!("talking to the harvest process: {e}")
         } else {
-            match serde_json::from_slice(&out) {
-                Ok(reply) => return Ok(reply),
-                Err(e) => format!("the harvest process's reply: {e}"),
+            match talked.map(|out| serde_json::from_slice::<Reply>(&out)) {
+                Ok(Ok(reply)) => return reply.and_then(Harvested::into_harvest),
+                Ok(Err(e)) => format!("the harvest process's reply: {e}"),
+                Err(e) => format!("talking to the harvest process: {e}"),
             }
         };
-        Err(match super::excerpt::log_excerpt(log, &why) {
+        Err(match stderr_tail(&mut stderr) {
             Some(said) => format!("{why}: {said}"),
             None => why,
         })
     }
 }
 
-/// `exe harvest-worker`, in its own process group, in `dir`, with this process's
-/// environment less any credential ([`child_env`]).
+/// All `from` says, up to `cap` bytes (more is an error).
+fn read_capped(from: &mut impl Read, cap: u64) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    from.take(cap + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > cap {
+        return Err(std::io::Error::other(format!(
+            "its reply is over {cap} bytes"
+        )));
+    }
+    Ok(out)
+}
+
+/// `exe harvest-worker`, in `dir`, with this process's environment less what no child
+/// gets ([`child_env`]); in a session of its own, SIGINT, SIGTERM and SIGHUP ignored,
+/// killed when fanout dies.
 fn child_command(exe: &Path, dir: &Path) -> Command {
     use std::os::unix::process::CommandExt;
+    let parent = nix::unistd::getpid();
     let mut cmd = Command::new(exe);
     cmd.arg(CHILD_COMMAND)
         .current_dir(dir)
-        .process_group(0)
         .env_clear()
         .envs(child_env(std::env::vars_os()));
+    // SAFETY: between fork and exec only async-signal-safe system calls are made.
+    unsafe {
+        cmd.pre_exec(move || detach(parent));
+    }
     cmd
 }
 
-/// `vars` less any credential. fanout took them out of its own environment when it
-/// started ([`crate::secret::Secrets::take_from_env`]); the child is spared them
-/// whatever added one since.
+/// In the child, before exec: see [`child_command`]. Dispositions set to "ignore"
+/// are kept across exec; the death signal too.
+fn detach(parent: nix::unistd::Pid) -> std::io::Result<()> {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    nix::unistd::setsid()?;
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: SIG_IGN installs no handler.
+        unsafe { signal(sig, SigHandler::SigIgn) }?;
+    }
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // fanout died before the death signal was asked for.
+    if nix::unistd::getppid() != parent {
+        return Err(std::io::Error::other("fanout is gone"));
+    }
+    Ok(())
+}
+
+/// `vars` less credentials and what agents are not given either
+/// ([`crate::secret::is_scrubbed`]). fanout took its credentials out of its own
+/// environment when it started ([`crate::secret::Secrets::take_from_env`]); the child
+/// is spared them whatever added one since.
 fn child_env(
     vars: impl Iterator<Item = (OsString, OsString)>,
 ) -> impl Iterator<Item = (OsString, OsString)> {
-    vars.filter(|(k, _)| !crate::secret::is_credential(&k.to_string_lossy()))
+    vars.filter(|(k, _)| !crate::secret::is_scrubbed(&k.to_string_lossy()))
 }
 
-/// The hidden subcommand the child runs.
-pub const CHILD_COMMAND: &str = "harvest-worker";
-
-/// fanout's own binary, for [`Request::run_in_child`]: the file this process was
-/// started from even if its path was replaced since (Linux: `/proc/self/exe`).
+/// fanout's own binary, for [`Request::run_in_child`]. On Linux `/proc/self/exe`: the
+/// very file this process was started from, even if its path was replaced since.
+/// Elsewhere, the path it was started from.
 pub fn own_binary() -> std::io::Result<PathBuf> {
-    #[cfg(target_os = "linux")]
-    return Ok(PathBuf::from("/proc/self/exe"));
-    #[cfg(not(target_os = "linux"))]
+    if cfg!(target_os = "linux") {
+        return Ok(PathBuf::from("/proc/self/exe"));
+    }
     std::env::current_exe()
 }
 
@@ -197,23 +241,25 @@ pub fn child(input: impl Read, mut output: impl Write) -> Result<(), String> {
     let request: Request =
         serde_json::from_slice(&bytes).map_err(|e| format!("the request: {e}"))?;
     drop(bytes);
-    let reply = request.serve()?;
+    let reply = request.serve();
     serde_json::to_writer(&mut output, &reply).map_err(|e| format!("the reply: {e}"))?;
     output.flush().map_err(|e| format!("the reply: {e}"))
 }
 
-impl Reply {
-    /// The restored files and the harvest, as [`harvest`] gives it.
-    pub fn into_harvest(self) -> (Vec<String>, Result<Harvest, String>) {
-        let harvest = self.harvest.and_then(|h| {
-            Ok(Harvest {
-                commit: Oid::from_str(&h.commit).map_err(|e| format!("commit: {}", e.message()))?,
-                committed: h.committed,
-                files_modified: h.files_modified,
-                note: h.note,
-            })
-        });
-        (self.restored, harvest)
+impl Harvested {
+    /// As [`harvest`] gives it; the commit must be a full object name.
+    fn into_harvest(self) -> Result<Harvest, String> {
+        let full = self.commit.len() == 40 && self.commit.bytes().all(|b| b.is_ascii_hexdigit());
+        let commit = Oid::from_str(&self.commit)
+            .ok()
+            .filter(|_| full)
+            .ok_or_else(|| format!("commit: {:?} is no object name", self.commit))?;
+        Ok(Harvest {
+            commit,
+            committed: self.committed,
+            files_modified: self.files_modified,
+            note: self.note,
+        })
     }
 }
 
@@ -225,6 +271,24 @@ fn exited(status: std::process::ExitStatus) -> String {
         (None, Some(sig)) => format!("was killed by signal {sig}"),
         _ => "ended".into(),
     }
+}
+
+/// The last lines a failed child wrote on stderr (fanout's `fanout: error: ` prefix
+/// taken off), joined, bounded and masked; `None` when it wrote none.
+fn stderr_tail(file: &mut std::fs::File) -> Option<String> {
+    let len = file.seek(SeekFrom::End(0)).ok()?;
+    file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES)))
+        .ok()?;
+    let mut bytes = Vec::new();
+    file.take(STDERR_TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim().trim_start_matches("fanout: error: "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+    (!tail.is_empty()).then(|| crate::secret::mask_tokens(crate::util::head(&tail, 500)))
 }
 
 #[cfg(test)]
@@ -242,7 +306,7 @@ mod tests {
             identity: ("fanout".into(), "fanout@example.invalid".into()),
             message: "m".into(),
             exclude: vec!["*.log".into()],
-            filters: TrustedConfig::new().with("filter.x.clean", "cat"),
+            filters: vec![("filter.x.clean".into(), "cat".into())],
         }
     }
 
@@ -255,8 +319,17 @@ mod tests {
         exe
     }
 
+    fn harvested(commit: &str) -> Harvested {
+        Harvested {
+            commit: commit.into(),
+            committed: true,
+            files_modified: vec!["a".into()],
+            note: None,
+        }
+    }
+
     #[test]
-    fn the_request_and_reply_survive_the_round_trip() {
+    fn the_request_survives_the_round_trip_and_a_reply_names_a_whole_commit() {
         let dir = tempfile::tempdir().unwrap();
         let sent = request(dir.path());
         let back: Request = serde_json::from_slice(&serde_json::to_vec(&sent).unwrap()).unwrap();
@@ -264,115 +337,109 @@ mod tests {
             serde_json::to_value(&back).unwrap(),
             serde_json::to_value(&sent).unwrap()
         );
-        let reply = Reply {
-            restored: vec!["gitdir".into()],
-            harvest: Ok(Harvested {
-                commit: "1".repeat(40),
-                committed: true,
-                files_modified: vec!["a".into()],
-                note: None,
-            }),
-        };
-        let (restored, h) = reply.into_harvest();
-        assert_eq!(restored, vec!["gitdir".to_string()]);
-        let h = h.unwrap();
+        let h = harvested(&"1".repeat(40)).into_harvest().unwrap();
         assert_eq!(h.commit.to_string(), "1".repeat(40));
-        assert!(h.committed);
-        // A reply naming no commit is a failed harvest, not a panic.
-        let bad = Reply {
-            restored: vec![],
-            harvest: Ok(Harvested {
-                commit: "not a commit".into(),
-                committed: false,
-                files_modified: vec![],
-                note: None,
-            }),
-        };
-        assert!(bad.into_harvest().1.unwrap_err().starts_with("commit:"));
+        assert_eq!(h.files_modified, vec!["a".to_string()]);
+        // Short, padded or not hex at all: a failed harvest, not a guess or a panic.
+        for bad in ["abc1234", "not a commit", &"g".repeat(40), &"1".repeat(41)] {
+            let err = harvested(bad).into_harvest().unwrap_err();
+            assert!(err.contains("is no object name"), "{bad}: {err}");
+        }
     }
 
     #[test]
     fn a_child_that_fails_says_how_and_what_it_printed() {
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("h.log");
         let exe = script(
             dir.path(),
-            "cat >/dev/null; echo 'libgit2 said: out of luck' >&2; exit 3",
+            "cat >/dev/null; echo 'fanout: error: libgit2 said: out of luck' >&2; exit 4",
         );
-        let err = request(dir.path()).run_in_child(&exe, &log).unwrap_err();
-        assert!(err.contains("exited 3"), "{err}");
-        assert!(err.contains("out of luck"), "{err}");
+        let err = request(dir.path()).run_in_child(&exe).unwrap_err();
+        assert_eq!(
+            err,
+            "the harvest process exited 4: libgit2 said: out of luck"
+        );
         let exe = script(dir.path(), "cat >/dev/null; kill -9 $$");
-        let err = request(dir.path()).run_in_child(&exe, &log).unwrap_err();
-        assert!(err.contains("killed by signal 9"), "{err}");
-        let exe = script(dir.path(), "cat >/dev/null; echo '{\"restored\": 7}'");
-        let err = request(dir.path()).run_in_child(&exe, &log).unwrap_err();
-        assert!(err.contains("reply"), "{err}");
+        let err = request(dir.path()).run_in_child(&exe).unwrap_err();
+        assert_eq!(err, "the harvest process was killed by signal 9");
+        let exe = script(dir.path(), "cat >/dev/null; echo '{\"Ok\": 7}'");
+        let err = request(dir.path()).run_in_child(&exe).unwrap_err();
+        assert!(err.starts_with("the harvest process's reply:"), "{err}");
+        // A harvest that failed in the child is that failure.
+        let exe = script(
+            dir.path(),
+            "cat >/dev/null; echo '{\"Err\": \"no such tree\"}'",
+        );
+        let err = request(dir.path()).run_in_child(&exe).unwrap_err();
+        assert_eq!(err, "no such tree");
     }
 
     #[test]
-    fn the_child_gets_its_subcommand_the_request_and_a_group_of_its_own() {
+    fn a_reply_over_the_cap_is_refused() {
+        let big = vec![b'x'; 11];
+        let err = read_capped(&mut &big[..], 10).unwrap_err();
+        assert_eq!(err.to_string(), "its reply is over 10 bytes");
+        assert_eq!(read_capped(&mut &big[..], 11).unwrap(), big);
+    }
+
+    #[test]
+    fn the_child_is_alone_in_its_session_deaf_to_stop_signals_and_talks_over_a_socket() {
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("h.log");
         let seen = dir.path().join("seen");
-        // It answers with a canned reply once it has written down what it was given.
+        // It writes down what it was given, then answers with a canned reply.
         let exe = script(
             dir.path(),
             &format!(
-                "echo \"$1 $(pwd) $(ps -o pgid= -p $$) $$\" > {seen}; cat >> {seen}; \
-                 echo '{{\"restored\": [], \"harvest\": {{\"Err\": \"nothing\"}}}}'",
+                "echo \"$1 $(pwd) $(ps -o sid= -p $$) $$ $(readlink /proc/$$/fd/0) \
+                 $(readlink /proc/$$/fd/1) $(grep SigIgn /proc/$$/status)\" > {seen}; \
+                 cat >> {seen}; echo '{{\"Err\": \"nothing\"}}'",
                 seen = seen.display()
             ),
         );
         let sent = request(dir.path());
-        let reply = sent.run_in_child(&exe, &log).unwrap();
-        assert_eq!(reply.harvest, Err("nothing".into()));
+        assert_eq!(sent.run_in_child(&exe).unwrap_err(), "nothing");
         let seen = std::fs::read_to_string(&seen).unwrap();
         let (first, json) = seen.split_once('\n').unwrap();
         let words: Vec<&str> = first.split_whitespace().collect();
         assert_eq!(words[0], CHILD_COMMAND);
         assert_eq!(Path::new(words[1]), dir.path().canonicalize().unwrap());
-        assert_eq!(
-            words[2], words[3],
-            "the child leads a process group of its own"
-        );
+        assert_eq!(words[2], words[3], "the child leads a session of its own");
+        assert!(words[4].starts_with("socket:"), "{first}");
+        assert_eq!(words[4], words[5], "one socket for its stdin and stdout");
+        let ignored = u64::from_str_radix(words[7], 16).unwrap();
+        let mask = |s: i32| 1u64 << (s - 1);
+        for sig in [nix::libc::SIGINT, nix::libc::SIGTERM, nix::libc::SIGHUP] {
+            assert_ne!(ignored & mask(sig), 0, "signal {sig} is ignored: {first}");
+        }
         let got: Request = serde_json::from_str(json).unwrap();
         assert_eq!(got.branch, sent.branch);
+        assert_eq!(got.filters, sent.filters);
     }
 
     #[test]
-    fn the_child_is_spared_credentials_and_keeps_the_rest() {
+    fn the_child_is_spared_credentials_and_what_agents_are_not_given() {
         let vars = [
             ("PATH", "/bin"),
             ("GITHUB_TOKEN", "ghs_x"),
             ("GH_TOKEN", "y"),
+            ("SSH_AUTH_SOCK", "/tmp/agent.sock"),
+            ("GIT_DIR", "/elsewhere"),
         ];
         let kept: Vec<_> = child_env(vars.iter().map(|(k, v)| (k.into(), v.into()))).collect();
         assert_eq!(kept, vec![(OsString::from("PATH"), OsString::from("/bin"))]);
     }
 
     #[test]
-    fn a_planted_link_at_the_log_is_replaced_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "keep me").unwrap();
-        let log = dir.path().join("h.log");
-        std::os::unix::fs::symlink(&victim, &log).unwrap();
-        let exe = script(dir.path(), "cat >/dev/null; echo noise >&2; exit 1");
-        assert!(request(dir.path()).run_in_child(&exe, &log).is_err());
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    }
-
-    #[test]
-    fn the_child_side_refuses_a_bad_request_and_answers_a_good_one() {
+    fn the_child_side_refuses_a_bad_request_and_answers_a_failed_harvest() {
         let dir = tempfile::tempdir().unwrap();
         let mut out = Vec::new();
         let err = child(&b"{not json"[..], &mut out).unwrap_err();
         assert!(err.starts_with("the request:"), "{err}");
         assert!(out.is_empty());
-        // A worktree that is not there: its git files cannot be put back.
+        // No repository there: the harvest fails, and the reply says why.
         let sent = serde_json::to_vec(&request(dir.path())).unwrap();
-        let err = child(&sent[..], &mut out).unwrap_err();
-        assert!(err.contains("git files could not be restored"), "{err}");
+        child(&sent[..], &mut out).unwrap();
+        let reply: Reply = serde_json::from_slice(&out).unwrap();
+        assert!(reply.is_err(), "{reply:?}");
     }
 }

@@ -58,8 +58,8 @@ fn bound_allocator() {
 fn bound_allocator() {}
 
 /// Hand memory the allocator holds free back to the kernel (glibc's `malloc_trim`):
-/// call it when a worker is done, so what its checkout and harvest used does not stay
-/// counted against the run.
+/// call it when a worker is done, so what its checkout used does not stay counted
+/// against the run (its harvest ran in a process of its own).
 pub fn release_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; it is thread-safe.
