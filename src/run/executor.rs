@@ -255,9 +255,9 @@ struct Reserved {
 /// At most one worktree checkout per CPU at a time, and apart from them at most one
 /// harvest per CPU: more only share the CPUs (a big repository's checkouts and
 /// harvests are CPU-bound) and hold more memory at once — a harvest reads the
-/// worktree's whole index and trees — and every worker's
-/// agent waits for the last checkout. Each worker's agent starts as soon as its own
-/// checkout is done; a finished worker's harvest never waits for checkouts.
+/// worktree's whole index and trees — and every worker's agent waits for the last
+/// checkout. Each worker's agent starts as soon as its own checkout is done; a
+/// finished worker's harvest never waits for checkouts.
 pub fn cpu_slots() -> Arc<Semaphore> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Arc::new(Semaphore::new(cpus))

@@ -27,9 +27,12 @@
 //!   That pinning is why harvests run in child processes
 //!   ([`crate::run::harvest_process`]). With them in-process, a 200-task run's live
 //!   heap stayed about 0.8 MB (heaptrack) while its resident heap between workers
-//!   grew from about 1.6 to 3 MB, and its peak RSS was 1.11× a 10-task run's; with
-//!   them in children, the run's peak RSS less file pages is about 2.3 MB at 10 and
-//!   at 200 tasks alike. Measured in-process and not chosen, none with a lower peak
+//!   grew from about 1.6 to 3 MB. With them in children, the run's peak RSS less
+//!   file pages is about 2.3 MB at 10 and at 200 tasks alike; `bench/memory.sh`
+//!   (10 workers, 5,000 files, medians of 3): 16.1 → 16.6 MB from 10 to 200 tasks
+//!   (1.03×), against 15.4 → 17.3 MB (1.12×) in-process, the same runs (the
+//!   10-task figure is mostly the binary's file pages, which vary by about 1 MB from
+//!   one build to another). Measured in-process and not chosen, none with a lower peak
 //!   at 200 tasks: jemalloc (one arena, no thread caches, pages returned at once; for
 //!   fanout's allocations and libgit2's) and mimalloc, both higher at 10 tasks too; a
 //!   thread of its own for each harvest and tamper check (which hands its cache back
