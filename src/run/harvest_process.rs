@@ -222,7 +222,9 @@ fn child_env(
 
 /// fanout's own binary, for [`Request::run_in_child`]. On Linux `/proc/self/exe`: the
 /// very file this process was started from, even if its path was replaced since.
-/// Elsewhere, the path it was started from.
+/// Elsewhere, the path it was started from. Either way the running program must
+/// answer `harvest-worker` as fanout's `main` does ([`child`]): a program that runs
+/// plans through this library from a `main` of its own must dispatch it too.
 pub fn own_binary() -> std::io::Result<PathBuf> {
     if cfg!(target_os = "linux") {
         return Ok(PathBuf::from("/proc/self/exe"));
