@@ -3,7 +3,6 @@
 //! "unknown model" or API error says what to do). Bounded and masked: the log is the
 //! agent's output, and may hold anything.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 /// How much of the log's end is read.
@@ -19,16 +18,8 @@ const LINE_CHARS: usize = 160;
 /// credentials masked, joined by ` ⏎ `; lines `reason` already holds are left out.
 /// `None` when there are none.
 pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
-    file_excerpt(&mut std::fs::File::open(path).ok()?, reason)
-}
-
-/// [`log_excerpt`] of a log already open.
-pub fn file_excerpt(f: &mut std::fs::File, reason: &str) -> Option<String> {
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(READ_BYTES)))
-        .ok()?;
-    let mut bytes = Vec::new();
-    f.take(READ_BYTES).read_to_end(&mut bytes).ok()?;
+    let mut f = std::fs::File::open(path).ok()?;
+    let bytes = crate::util::tail_of(&mut f, READ_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let mut picked: Vec<String> = text
         .lines()

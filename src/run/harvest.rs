@@ -129,7 +129,7 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// A fresh, empty file at `path`, as [`write_new`] makes it.
-pub fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}

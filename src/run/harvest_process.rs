@@ -33,7 +33,7 @@
 //!   (Landlock) and Yama's default scope forbids.
 
 use std::ffi::OsString;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -278,11 +278,7 @@ fn exited(status: std::process::ExitStatus) -> String {
 /// The last lines a failed child wrote on stderr (fanout's `fanout: error: ` prefix
 /// taken off), joined, bounded and masked; `None` when it wrote none.
 fn stderr_tail(file: &mut std::fs::File) -> Option<String> {
-    let len = file.seek(SeekFrom::End(0)).ok()?;
-    file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES)))
-        .ok()?;
-    let mut bytes = Vec::new();
-    file.take(STDERR_TAIL_BYTES).read_to_end(&mut bytes).ok()?;
+    let bytes = crate::util::tail_of(file, STDERR_TAIL_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text
         .lines()

@@ -155,8 +155,12 @@ pub fn read_head(path: &Path, n: u64) -> std::io::Result<Vec<u8>> {
 
 /// The last `n` bytes (at most) of the file at `path`; only those are read.
 pub fn read_tail(path: &Path, n: u64) -> std::io::Result<Vec<u8>> {
+    tail_of(&mut open_regular(path)?, n)
+}
+
+/// The last `n` bytes (at most) of the open file `f`; only those are read.
+pub fn tail_of(f: &mut std::fs::File, n: u64) -> std::io::Result<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = open_regular(path)?;
     let len = f.metadata()?.len();
     f.seek(SeekFrom::Start(len.saturating_sub(n)))?;
     let mut buf = Vec::new();
