@@ -116,11 +116,13 @@ pub fn fake_agent(args: &FakeAgentArgs) -> i32 {
         .unwrap_or_default();
     let model = std::env::var("FANOUT_MODEL").unwrap_or_else(|_| "default".into());
     println!("fake-agent: worker {id}, model {model}");
-    eprintln!("fake-agent: task: {task}");
+    eprint_line(format_args!("fake-agent: task: {task}"));
     if let Some(text) = &args.fail_on
         && task.contains(text.as_str())
     {
-        eprintln!("fake-agent: the task contains {text:?}: failing as asked");
+        eprint_line(format_args!(
+            "fake-agent: the task contains {text:?}: failing as asked"
+        ));
         if let Ok(p) = std::env::var("FANOUT_RESULT") {
             let _ = std::fs::write(p, r#"{"status":"failed","reason":"asked to fail"}"#);
         }
@@ -192,7 +194,7 @@ fn spawn_children(args: &FakeAgentArgs) -> Vec<std::process::Child> {
         c.stdout(std::process::Stdio::null());
         match c.spawn() {
             Ok(child) => children.push(child),
-            Err(e) => eprintln!("fake-agent: could not spawn: {e}"),
+            Err(e) => eprint_line(format_args!("fake-agent: could not spawn: {e}")),
         }
     }
     println!("fake-agent: started {} helper processes", children.len());
@@ -216,7 +218,10 @@ fn write_file(args: &FakeAgentArgs, id: &str, model: &str, task: &str) -> bool {
             true
         }
         Err(e) => {
-            eprintln!("fake-agent: cannot write {}: {e}", path.display());
+            eprint_line(format_args!(
+                "fake-agent: cannot write {}: {e}",
+                path.display()
+            ));
             false
         }
     }
@@ -248,4 +253,11 @@ fn think(args: &FakeAgentArgs) {
         }
         None => std::thread::sleep(Duration::from_secs_f64(args.sleep)),
     }
+}
+
+/// One line on stderr in a single write, as an agent whose stderr is line-buffered
+/// prints it: `eprintln!` writes the pieces of its format one by one, and a reader
+/// draining stdout alongside may put stdout's output between them.
+fn eprint_line(line: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
