@@ -363,8 +363,8 @@ fn logging_git(t: &TestEnv) -> (std::path::PathBuf, std::path::PathBuf) {
     (bin, log)
 }
 
-/// What each logged git command was: `list` (`config --list`), `reset` (a worktree
-/// checkout) or `other`.
+/// What each logged git command was: `list` (`config --list`), `checkout` (a
+/// worktree's checkout: `read-tree --reset -u`) or `other`.
 fn logged_kinds(log: &Path) -> Vec<&'static str> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -372,8 +372,8 @@ fn logged_kinds(log: &Path) -> Vec<&'static str> {
         .map(|l| {
             if l.contains(" config --list ") {
                 "list"
-            } else if l.contains(" reset --hard ") {
-                "reset"
+            } else if l.contains(" read-tree --reset -u ") {
+                "checkout"
             } else {
                 "other"
             }
@@ -407,10 +407,10 @@ fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
     };
     // One worker: the run's start listing serves its checkout, made before anything ran.
     run(&["-w", "1", "-t", "one"]);
-    assert_eq!(logged_kinds(&log), ["list", "reset"]);
+    assert_eq!(logged_kinds(&log), ["list", "checkout"]);
     // One at a time: the second checkout comes after the first worker's agent ran, so
     // the configuration that agent could have changed is listed again first.
     std::fs::remove_file(&log).unwrap();
     run(&["-w", "1", "-t", "one", "-t", "two"]);
-    assert_eq!(logged_kinds(&log), ["list", "reset", "list", "reset"]);
+    assert_eq!(logged_kinds(&log), ["list", "checkout", "list", "checkout"]);
 }

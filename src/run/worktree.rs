@@ -91,8 +91,10 @@ pub struct CheckoutConfig<'a> {
 /// file in the worktree), guarded by a `locked` file while it is being made, exactly as
 /// `git worktree add` does. Workers can then make their worktrees in parallel.
 ///
-/// The checkout is git's own, as `git worktree add` does it (`git reset --hard` in
-/// the new worktree), through the hardened [`Git`] helper: no hooks, no fsmonitor,
+/// The checkout is git's own (`git read-tree --reset -u HEAD` in the new worktree:
+/// what `git worktree add` does with `git reset --hard`, less the `ORIG_HEAD` and the
+/// second pass over the index a reset makes, about half a millisecond of a small
+/// repository's checkout), through the hardened [`Git`] helper: no hooks, no fsmonitor,
 /// none of the repository's filter drivers but those in `config.trusted` (read when
 /// the run started, so the user's Git LFS runs and a filter an agent configured since
 /// does not). git checks out faster than libgit2 and in less memory, and runs the user's
@@ -262,9 +264,9 @@ fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(),
         .trusting(config.trusted)
         .listed(config.listed)
         .args([
-            "reset",
-            "--hard",
-            "--quiet",
+            "read-tree",
+            "--reset",
+            "-u",
             "--no-recurse-submodules",
             "HEAD",
         ])
