@@ -6,17 +6,21 @@
 //! `<dir>/<port>.lock`, kept open for the worker's whole life and released when the
 //! worker finishes. The kernel drops a lock when its process dies, however it dies, so
 //! the claim of a dead fanout is stale by construction: the next allocation simply
-//! locks the file again (it holds the owner's pid, for people only). Every port of a
-//! block is locked, not only the first, so fanouts configured with different bases or
-//! block sizes still never hand out the same port. Lock files are opened close-on-exec:
-//! agents and the processes they leave behind never inherit a claim.
+//! locks the file again (it holds the last owner's pid, for people only). Every port of
+//! a block is locked, not only the first, so fanouts configured with different bases
+//! or block sizes still never hand out the same port. Lock files are opened
+//! close-on-exec: agents and the processes they leave behind never inherit a claim.
+//!
+//! The lock files stay when their claim ends (one per port ever handed out, empty but
+//! for a pid): claiming a block then opens files that exist, where making and removing
+//! ten files per worker cost more than the rest of the claim on a busy `/tmp` (ext4
+//! looks for a free inode among the recently deleted ones).
 //!
 //! This only coordinates fanout workers: it does not check that nothing else on the
 //! machine listens on the ports.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Hands out port blocks, claimed through lock files in one directory.
@@ -34,25 +38,14 @@ pub struct PortLease {
     pub first: u16,
     /// Last port of the block.
     pub last: u16,
-    held: Vec<(PathBuf, File)>,
+    /// The locked files: closing them (dropping the lease) releases the block.
+    _held: Vec<File>,
 }
 
 impl PortLease {
     /// `first-last`, as in `FANOUT_PORTS`.
     pub fn range(&self) -> String {
         format!("{}-{}", self.first, self.last)
-    }
-}
-
-impl Drop for PortLease {
-    fn drop(&mut self) {
-        // Remove each file while still holding its lock; a process that opened it just
-        // before sees, once it gets the lock, that the path no longer names its file,
-        // and opens it again (see `lock_port`).
-        for (path, file) in self.held.drain(..) {
-            let _ = std::fs::remove_file(&path);
-            drop(file);
-        }
     }
 }
 
@@ -132,15 +125,19 @@ impl PortAllocator {
                 None => return Ok(None),
             }
         }
-        Ok(Some(PortLease { first, last, held }))
+        Ok(Some(PortLease {
+            first,
+            last,
+            _held: held,
+        }))
     }
 }
 
 /// Lock `<dir>/<port>.lock`; `None` when a live process holds it.
-fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<(PathBuf, File)>> {
+fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<File>> {
     let path = dir.join(format!("{port}.lock"));
     loop {
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
@@ -151,22 +148,20 @@ fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<(PathBuf, File)>> 
             Err(TryLockError::WouldBlock) => return Ok(None),
             Err(TryLockError::Error(e)) => return Err(e),
         }
-        // The previous holder may have removed the file between our open and our lock:
-        // the lock must be on the file the path names now.
-        let (same, len) = match (file.metadata(), std::fs::metadata(&path)) {
-            (Ok(a), Ok(b)) => (a.dev() == b.dev() && a.ino() == b.ino(), a.len()),
-            _ => (false, 0),
+        // Someone may have removed the file between our open and our lock (a person, or
+        // an older fanout, which removed its lock files): the lock must be on the file
+        // the path names now.
+        let same = match (file.metadata(), std::fs::metadata(&path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
         };
         if !same {
             continue;
         }
-        // A fresh file is empty: truncating it anyway would make some file systems
-        // (ext4) flush it to disk when it is closed.
-        if len > 0 {
-            file.set_len(0)?;
-        }
-        file.write_all(format!("{}\n", std::process::id()).as_bytes())?;
-        return Ok(Some((path, file)));
+        // The holder's pid over the last one's, padded to one width: the file never
+        // needs truncating (which would make ext4 flush it to disk when it is closed).
+        file.write_all_at(format!("{:<10}\n", std::process::id()).as_bytes(), 0)?;
+        return Ok(Some(file));
     }
 }
 
@@ -189,7 +184,8 @@ mod tests {
         let pid = std::fs::read_to_string(dir.path().join("ports/30015.lock")).unwrap();
         assert_eq!(pid.trim(), std::process::id().to_string());
         drop(two);
-        assert!(!dir.path().join("ports/30015.lock").exists());
+        // Its files stay, unlocked: the next claim takes the block again.
+        assert!(dir.path().join("ports/30015.lock").exists());
         assert_eq!(b.claim().unwrap().first, 30010);
     }
 
