@@ -87,9 +87,6 @@ pub enum Command {
     /// The bundled fake agent (for the demo, tests and benchmarks).
     #[command(hide = true)]
     FakeAgent(fake_agent::FakeAgentArgs),
-    /// One worker's harvest, in a child process of `fanout run` (JSON in and out).
-    #[command(hide = true)]
-    HarvestWorker,
 }
 
 /// What `main` calls.
@@ -98,6 +95,12 @@ pub fn main() -> ExitCode {
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
     let secrets = crate::secret::Secrets::take_from_env();
     crate::secret::make_undumpable();
+    // A harvest child of a run: no flags to parse, no credentials to keep.
+    if let Some(parent) = crate::run::harvest_process::started_as_child(std::env::args_os()) {
+        drop(secrets);
+        crate::util::runtime::init();
+        return harvest_worker::harvest_worker(parent);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -176,7 +179,6 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Demo(args) => demo::demo(&args),
         Command::Sandbox(args) => sandbox::sandbox(&args),
         Command::FakeAgent(args) => Ok(fake_agent::fake_agent(&args)),
-        Command::HarvestWorker => harvest_worker::harvest_worker(),
     }
 }
 
@@ -209,10 +211,23 @@ mod tests {
     }
 
     #[test]
-    fn the_harvest_child_is_started_with_a_subcommand_that_exists() {
-        let name = crate::run::harvest_process::CHILD_COMMAND;
-        let cli = Cli::try_parse_from(["fanout", name]).unwrap();
-        assert!(matches!(cli.command, Command::HarvestWorker));
+    fn only_the_harvest_childs_whole_command_line_skips_clap() {
+        use crate::run::harvest_process::{CHILD_COMMAND, started_as_child};
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let parent = started_as_child(args(&["fanout", CHILD_COMMAND, "42"]).into_iter());
+        assert_eq!(parent, Some(nix::unistd::Pid::from_raw(42)));
+        for other in [
+            &["fanout", CHILD_COMMAND][..],
+            &["fanout", CHILD_COMMAND, "0"],
+            &["fanout", CHILD_COMMAND, "-3"],
+            &["fanout", CHILD_COMMAND, "x"],
+            &["fanout", CHILD_COMMAND, "42", "--help"],
+            &["fanout", "run", "42"],
+        ] {
+            assert_eq!(started_as_child(args(other).into_iter()), None, "{other:?}");
+        }
+        // Nor is it a subcommand people can reach through clap.
+        assert!(Cli::try_parse_from(["fanout", CHILD_COMMAND]).is_err());
     }
 
     #[test]

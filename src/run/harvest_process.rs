@@ -1,5 +1,5 @@
 //! Each worker's harvest in a process of its own: a short-lived child of fanout's own
-//! binary (`fanout harvest-worker`, hidden) runs [`super::harvest::harvest`], reading
+//! binary (`fanout harvest-worker <pid>`, hidden) runs [`super::harvest::harvest`], reading
 //! its [`Request`] as JSON on stdin and writing its [`Reply`] as JSON on stdout.
 //!
 //! Why a process: a harvest reads a worktree's whole index and trees through libgit2,
@@ -18,11 +18,17 @@
 //! - Its stdin and stdout are one end of a socket pair, which no other process can
 //!   open again through `/proc/<pid>/fd` (a pipe can be): nobody else can feed it a
 //!   request, read its reply, or keep its output open. Its stderr is an unnamed file
-//!   (nothing in a directory an agent can write), read back only when it fails.
-//! - It starts a session of its own (no terminal: a Ctrl-C there does not cut a
-//!   harvest short, the run waits for it as for one in-process), ignores SIGINT,
-//!   SIGTERM and SIGHUP (the run decides when to stop), and is killed if fanout dies
-//!   first (`PR_SET_PDEATHSIG`): no harvest outlives its run.
+//!   (in memory: nothing in a directory an agent can write), read back only when it
+//!   fails.
+//! - It is started in a process group of its own (a Ctrl-C at the terminal signals
+//!   the foreground group only: it does not cut a harvest short, the run waits for it
+//!   as for one in-process). First thing, before it reads its request, it ignores
+//!   SIGINT, SIGTERM and SIGHUP (the run decides when to stop) and asks to be killed
+//!   if fanout dies (`PR_SET_PDEATHSIG`), then checks that fanout, whose pid it is
+//!   given, is still its parent: no harvest outlives its run. It does that itself
+//!   rather than between fork and exec, so that it can be started by `posix_spawn`
+//!   (no `fork` of the whole run, whose page tables grow with its memory: about
+//!   0.7 ms a harvest) and so that it never goes through clap ([`started_as_child`]).
 //! - Its reply is read capped and parsed as data. The worktree's git files are put
 //!   back, and the verdict on them made, by the run itself before the child starts
 //!   ([`super::worktree::restore_admin`]); the reply says no more than an agent could
@@ -51,8 +57,28 @@ const MAX_MESSAGE_BYTES: u64 = 256 << 20;
 /// How much of the end of a failed child's stderr is read.
 const STDERR_TAIL_BYTES: u64 = 16 << 10;
 
-/// The hidden subcommand the child runs.
+/// The hidden subcommand the child runs: `<fanout> harvest-worker <pid of the run>`.
 pub const CHILD_COMMAND: &str = "harvest-worker";
+
+/// Whether this process was started as a harvest child: `args` (the whole command
+/// line) are `<program> harvest-worker <pid>`; the pid of the run that started it.
+/// `main` asks before anything else, clap included ([`child_main`]).
+pub fn started_as_child(mut args: impl Iterator<Item = OsString>) -> Option<nix::unistd::Pid> {
+    let _program = args.next()?;
+    if args.next()? != CHILD_COMMAND {
+        return None;
+    }
+    let pid: i32 = args.next()?.to_str()?.parse().ok()?;
+    (pid > 0 && args.next().is_none()).then(|| nix::unistd::Pid::from_raw(pid))
+}
+
+/// The child, from `main`: detach from the run's signals ([`detach`]), then serve the
+/// request on stdin with the reply on stdout ([`child`]). Err: why no reply was
+/// written.
+pub fn child_main(parent: nix::unistd::Pid) -> Result<(), String> {
+    detach(parent).map_err(|e| format!("detaching from the run: {e}"))?;
+    child(std::io::stdin().lock(), std::io::stdout().lock())
+}
 
 /// One worker's harvest, as the run asks for it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -128,7 +154,7 @@ impl Request {
     /// the child is done. Err: why no harvest came back.
     pub fn run_in_child(&self, exe: &Path) -> Result<Harvest, String> {
         let request = serde_json::to_vec(self).map_err(|e| format!("the request: {e}"))?;
-        let mut stderr = tempfile::tempfile().map_err(|e| format!("a scratch file: {e}"))?;
+        let mut stderr = scratch_file().map_err(|e| format!("a scratch file: {e}"))?;
         let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a socket: {e}"))?;
         let mut cmd = child_command(exe, &self.common);
         let io = |e: std::io::Error| format!("the harvest process: {e}");
@@ -163,6 +189,21 @@ impl Request {
     }
 }
 
+/// An unnamed file for the child's stderr: in memory on Linux (`memfd_create`: no
+/// inode to allocate in a file system, which on a busy ext4 `/tmp` costs more than
+/// the rest of starting the child), else in the temporary directory. Neither can be
+/// opened again by path.
+fn scratch_file() -> std::io::Result<std::fs::File> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::memfd::{MFdFlags, memfd_create};
+        let fd = memfd_create(c"fanout-harvest-stderr", MFdFlags::MFD_CLOEXEC)?;
+        Ok(std::fs::File::from(fd))
+    }
+    #[cfg(not(target_os = "linux"))]
+    tempfile::tempfile()
+}
+
 /// All `from` says, up to `cap` bytes (more is an error).
 fn read_capped(from: &mut impl Read, cap: u64) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
@@ -175,35 +216,31 @@ fn read_capped(from: &mut impl Read, cap: u64) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// `exe harvest-worker`, in `dir`, with this process's environment less what no child
-/// gets ([`child_env`]); in a session of its own, SIGINT, SIGTERM and SIGHUP ignored,
-/// killed when fanout dies.
+/// `exe harvest-worker <our pid>`, in `dir`, with this process's environment less
+/// what no child gets ([`child_env`]), in a process group of its own. Nothing runs
+/// between fork and exec, so the standard library starts it with `posix_spawn`.
 fn child_command(exe: &Path, dir: &Path) -> Command {
     use std::os::unix::process::CommandExt;
-    let parent = nix::unistd::getpid();
     let mut cmd = Command::new(exe);
     cmd.arg(CHILD_COMMAND)
+        .arg(std::process::id().to_string())
         .current_dir(dir)
         .env_clear()
-        .envs(child_env(std::env::vars_os()));
-    // SAFETY: between fork and exec only async-signal-safe system calls are made.
-    unsafe {
-        cmd.pre_exec(move || detach(parent));
-    }
+        .envs(child_env(std::env::vars_os()))
+        .process_group(0);
     cmd
 }
 
-/// In the child, before exec: see [`child_command`]. Dispositions set to "ignore"
-/// are kept across exec; the death signal too.
+/// In the child, first thing: SIGINT, SIGTERM and SIGHUP ignored, killed when its
+/// parent dies, and its parent still `parent` (else fanout died before the death
+/// signal was asked for).
 fn detach(parent: nix::unistd::Pid) -> std::io::Result<()> {
     use nix::sys::signal::{SigHandler, Signal, signal};
-    nix::unistd::setsid()?;
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         // SAFETY: SIG_IGN installs no handler.
         unsafe { signal(sig, SigHandler::SigIgn) }?;
     }
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    // fanout died before the death signal was asked for.
     if nix::unistd::getppid() != parent {
         return Err(std::io::Error::other("fanout is gone"));
     }
@@ -223,8 +260,9 @@ fn child_env(
 /// fanout's own binary, for [`Request::run_in_child`]. On Linux `/proc/self/exe`: the
 /// very file this process was started from, even if its path was replaced since.
 /// Elsewhere, the path it was started from. Either way the running program must
-/// answer `harvest-worker` as fanout's `main` does ([`child`]): a program that runs
-/// plans through this library from a `main` of its own must dispatch it too.
+/// answer `harvest-worker <pid>` as fanout's `main` does ([`started_as_child`], then
+/// [`child_main`]): a program that runs plans through this library from a `main` of
+/// its own must dispatch it too.
 pub fn own_binary() -> std::io::Result<PathBuf> {
     if cfg!(target_os = "linux") {
         return Ok(PathBuf::from("/proc/self/exe"));
@@ -381,15 +419,15 @@ mod tests {
     }
 
     #[test]
-    fn the_child_is_alone_in_its_session_deaf_to_stop_signals_and_talks_over_a_socket() {
+    fn the_child_leads_a_process_group_is_told_its_parent_and_talks_over_a_socket() {
         let dir = tempfile::tempdir().unwrap();
         let seen = dir.path().join("seen");
         // It writes down what it was given, then answers with a canned reply.
         let exe = script(
             dir.path(),
             &format!(
-                "echo \"$1 $(pwd) $(ps -o sid= -p $$) $$ $(readlink /proc/$$/fd/0) \
-                 $(readlink /proc/$$/fd/1) $(grep SigIgn /proc/$$/status)\" > {seen}; \
+                "echo \"$1 $2 $(pwd) $(ps -o pgid= -p $$) $$ $(readlink /proc/$$/fd/0) \
+                 $(readlink /proc/$$/fd/1)\" > {seen}; \
                  cat >> {seen}; echo '{{\"Err\": \"nothing\"}}'",
                 seen = seen.display()
             ),
@@ -400,15 +438,18 @@ mod tests {
         let (first, json) = seen.split_once('\n').unwrap();
         let words: Vec<&str> = first.split_whitespace().collect();
         assert_eq!(words[0], CHILD_COMMAND);
-        assert_eq!(Path::new(words[1]), dir.path().canonicalize().unwrap());
-        assert_eq!(words[2], words[3], "the child leads a session of its own");
-        assert!(words[4].starts_with("socket:"), "{first}");
-        assert_eq!(words[4], words[5], "one socket for its stdin and stdout");
-        let ignored = u64::from_str_radix(words[7], 16).unwrap();
-        let mask = |s: i32| 1u64 << (s - 1);
-        for sig in [nix::libc::SIGINT, nix::libc::SIGTERM, nix::libc::SIGHUP] {
-            assert_ne!(ignored & mask(sig), 0, "signal {sig} is ignored: {first}");
-        }
+        assert_eq!(
+            words[1],
+            std::process::id().to_string(),
+            "told who its parent is"
+        );
+        assert_eq!(Path::new(words[2]), dir.path().canonicalize().unwrap());
+        assert_eq!(
+            words[3], words[4],
+            "the child leads a process group of its own"
+        );
+        assert!(words[5].starts_with("socket:"), "{first}");
+        assert_eq!(words[5], words[6], "one socket for its stdin and stdout");
         let got: Request = serde_json::from_str(json).unwrap();
         assert_eq!(got.branch, sent.branch);
         assert_eq!(got.filters, sent.filters);
