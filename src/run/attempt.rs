@@ -18,6 +18,7 @@ use secrecy::SecretString;
 
 use super::event::{Event, Reporter};
 use super::executor::Executor;
+use super::harvest_server::{HarvestServer, Harvester};
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
 use super::runs::PidFile;
 use super::signals::Dispatcher;
@@ -54,6 +55,10 @@ pub struct ExecOptions {
     /// The repository's configuration, listed early while the plan was made (else it
     /// is listed when the run starts).
     pub early_config: Option<crate::git::EarlyListing>,
+    /// The server that forks each harvest's child, started by the command while it had
+    /// one thread ([`HarvestServer::start`]); without one, each harvest executes
+    /// fanout's binary.
+    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
 impl ExecOptions {
@@ -67,6 +72,7 @@ impl ExecOptions {
             publish_remote: s.publish_remote.clone(),
             agent_tokens: Vec::new(),
             early_config: None,
+            harvest_server: None,
         }
     }
 }
@@ -108,6 +114,9 @@ pub struct Attempt {
     pub listed: Option<crate::git::Listed>,
     /// The runtime the executor runs on ([`runtime`]).
     pub runtime: tokio::runtime::Runtime,
+    /// The server that forks each harvest's child, when the command started one
+    /// ([`ExecOptions::harvest_server`]).
+    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
 /// The executor's runtime: built while git lists the configuration, before anything
@@ -195,6 +204,7 @@ pub fn start(
         trusted: trusted_filters(config.iter()),
         listed: crate::git::Listed::shareable(&config),
         runtime,
+        harvest_server: opts.harvest_server.clone(),
     })
 }
 
@@ -354,12 +364,17 @@ pub fn execute(
         trusted,
         listed,
         runtime,
+        harvest_server,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
     let common_dir = repo.open().map_err(git)?.commondir().to_owned();
-    let own_binary =
-        super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?;
+    let harvester = match harvest_server.clone() {
+        Some(server) => Harvester::Server(server),
+        None => Harvester::Exec(
+            super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?,
+        ),
+    };
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
@@ -383,7 +398,7 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
-        own_binary,
+        harvester,
     });
 
     let (results, interrupted) = runtime
@@ -402,8 +417,12 @@ pub fn execute(
         // (the journal has their worktrees, for cleanup or resume).
         return Err(Failure::Fatal(format!("the tamper snapshot: {e}")));
     }
-    // Whatever the agents left running (daemons out of their process groups) stops
+    // Every harvest is done: the server goes, so that what is left among fanout's
+    // children is the agents' (daemons out of their process groups), which stops
     // before anything reports or publishes.
+    if let Some(server) = &harvest_server {
+        server.close();
+    }
     after_the_last_worker(&tamper);
     Ok(Attempted {
         plan: Arc::unwrap_or_clone(plan),

@@ -239,9 +239,8 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
-    /// fanout's own binary: each harvest runs in a child process of it
-    /// ([`super::harvest_process`]).
-    pub own_binary: PathBuf,
+    /// How each harvest's child process is started ([`super::harvest_process`]).
+    pub harvester: super::harvest_server::Harvester,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -1109,7 +1108,7 @@ impl Executor {
             exclude: self.plan.exclude.clone(),
             filters: self.trusted.entries().to_vec(),
         };
-        let exe = self.own_binary.clone();
+        let harvester = self.harvester.clone();
         // Not given up when the run is stopped: what the agent did is still committed.
         let permit = Arc::clone(&self.harvests).acquire_owned().await;
         // Journaled first: a harvest cut short may have made the branch (cleanup
@@ -1119,8 +1118,8 @@ impl Executor {
             let _permit = permit;
             let changed = worktree::restore_admin(&request.common, &request.name, &request.path)
                 .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
-            let harvest = request
-                .run_in_child(&exe)
+            let harvest = harvester
+                .harvest(&request)
                 .map_err(|e| format!("harvest failed: {e}"))?;
             Ok::<_, String>((changed, harvest))
         })

@@ -1,6 +1,9 @@
-//! Each worker's harvest in a process of its own: a short-lived child of fanout's own
-//! binary (`fanout harvest-worker <pid>`, hidden) runs [`super::harvest::harvest`], reading
-//! its [`Request`] as JSON on stdin and writing its [`Reply`] as JSON on stdout.
+//! Each worker's harvest in a process of its own: a short-lived child runs
+//! [`super::harvest::harvest`], reading its [`Request`] as JSON and writing its
+//! [`Reply`] as JSON on one socket. The child is forked by the harvest server
+//! ([`super::harvest_server`]) when the command started one; else it is fanout's own
+//! binary executed again (`fanout harvest-worker <pid>`, hidden, [`Request::run_in_child`];
+//! what follows is about that child, and the server keeps its children to the same).
 //!
 //! Why a process: a harvest reads a worktree's whole index and trees through libgit2,
 //! a megabyte or two at 5,000 files, freed when it ends. Done inside the run, those
@@ -153,7 +156,6 @@ impl Request {
     /// Run this harvest in a child process of `exe` (fanout's own binary); blocks until
     /// the child is done. Err: why no harvest came back.
     pub fn run_in_child(&self, exe: &Path) -> Result<Harvest, String> {
-        let request = serde_json::to_vec(self).map_err(|e| format!("the request: {e}"))?;
         let mut stderr = scratch_file().map_err(|e| format!("a scratch file: {e}"))?;
         let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a socket: {e}"))?;
         let mut cmd = child_command(exe, &self.common);
@@ -166,34 +168,83 @@ impl Request {
             .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
         // Its end of the socket closes with it (the copies `cmd` held go with `cmd`).
         drop(cmd);
-        // It reads its whole request before it writes anything.
-        let talked = ours
-            .write_all(&request)
-            .and_then(|()| ours.shutdown(std::net::Shutdown::Write))
-            .and_then(|()| read_capped(&mut ours, MAX_MESSAGE_BYTES));
+        let talked = talk(&mut ours, self);
         drop(ours);
         let status = child.wait().map_err(io)?;
-        let why = if !status.success() {
-            format!("the harvest process {}", exited(status))
-        } else {
-            match talked.map(|out| serde_json::from_slice::<Reply>(&out)) {
-                Ok(Ok(reply)) => return reply.and_then(Harvested::into_harvest),
-                Ok(Err(e)) => format!("the harvest process's reply: {e}"),
-                Err(e) => format!("talking to the harvest process: {e}"),
-            }
-        };
-        Err(match stderr_tail(&mut stderr) {
-            Some(said) => format!("{why}: {said}"),
-            None => why,
-        })
+        outcome(Ended::of(status), talked, &mut stderr)
     }
+}
+
+/// What came back from a harvest child: all it wrote, or why it could not be read.
+pub type Talked = std::io::Result<Vec<u8>>;
+
+/// Send `request` on `socket` (the child reads the whole request before it writes
+/// anything), then read all the child writes, capped.
+pub fn talk(socket: &mut UnixStream, request: &Request) -> Talked {
+    let bytes = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    socket.write_all(&bytes)?;
+    socket.shutdown(std::net::Shutdown::Write)?;
+    read_capped(socket, MAX_MESSAGE_BYTES)
+}
+
+/// How a harvest child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+    /// Nobody could tell.
+    Unknown,
+}
+
+impl Ended {
+    fn of(status: std::process::ExitStatus) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Ended::Exited(code),
+            (None, Some(sig)) => Ended::Signaled(sig),
+            _ => Ended::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Exited(code) => write!(f, "exited {code}"),
+            Ended::Signaled(sig) => write!(f, "was killed by signal {sig}"),
+            Ended::Unknown => write!(f, "ended, no one can say how"),
+        }
+    }
+}
+
+/// The harvest a child that `ended` so and `talked` so gave back, or why there is
+/// none (with the last lines of its `stderr`).
+pub fn outcome(
+    ended: Ended,
+    talked: Talked,
+    stderr: &mut std::fs::File,
+) -> Result<Harvest, String> {
+    let why = match ended {
+        Ended::Exited(0) => match talked.map(|out| serde_json::from_slice::<Reply>(&out)) {
+            Ok(Ok(reply)) => return reply.and_then(Harvested::into_harvest),
+            Ok(Err(e)) => format!("the harvest process's reply: {e}"),
+            Err(e) => format!("talking to the harvest process: {e}"),
+        },
+        other => format!("the harvest process {other}"),
+    };
+    Err(match stderr_tail(stderr) {
+        Some(said) => format!("{why}: {said}"),
+        None => why,
+    })
 }
 
 /// An unnamed file for the child's stderr: in memory on Linux (`memfd_create`: no
 /// inode to allocate in a file system, which on a busy ext4 `/tmp` costs more than
 /// the rest of starting the child), else in the temporary directory. Neither can be
 /// opened again by path.
-fn scratch_file() -> std::io::Result<std::fs::File> {
+pub fn scratch_file() -> std::io::Result<std::fs::File> {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::memfd::{MFdFlags, memfd_create};
@@ -300,16 +351,6 @@ impl Harvested {
             files_modified: self.files_modified,
             note: self.note,
         })
-    }
-}
-
-/// How a child ended, for a message.
-fn exited(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited {code}"),
-        (None, Some(sig)) => format!("was killed by signal {sig}"),
-        _ => "ended".into(),
     }
 }
 

@@ -126,6 +126,8 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         // stopped after the listing): each checkout lists the configuration again.
         listed: None,
         runtime,
+        // `fanout resume` executes fanout's binary for each harvest.
+        harvest_server: None,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

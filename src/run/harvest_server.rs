@@ -1,0 +1,404 @@
+//! The harvest server: a process forked from fanout while it still has one thread,
+//! which forks each worker's harvest child ([`super::harvest_process`]) instead of
+//! the run executing fanout's binary again for every harvest. A fork of a small,
+//! single-threaded process skips what an exec costs each time — mapping and
+//! relocating a 20 MB binary, the C and Rust start-up, `main`'s own — about 1.5 ms of
+//! a harvest; the child is the same code, speaking the same request and reply.
+//!
+//! How a harvest goes: the run makes a socket pair and an unnamed file for the
+//! child's stderr, and sends the server its ends (`SCM_RIGHTS`, on a `SOCK_SEQPACKET`
+//! pair: one message a harvest, however many are asked for at once). The server forks
+//! a *waiter*, which forks the *child*: the child reads the request, harvests, writes
+//! the reply and exits; the waiter then writes how it ended (`\nexit <code>` or
+//! `\nsignal <number>`; a reply is JSON on one line) on the same socket and exits. The
+//! run reads until both are gone: reply and ending, as `Command::output` would give
+//! them ([`super::harvest_process::Ended`]).
+//!
+//! What the server is trusted with, and how it is kept to it — as the exec'd child:
+//! - It is a fork of fanout made before anything else of the run (no thread, no agent,
+//!   no worktree yet), non-dumpable like fanout, so no agent can read or ptrace it,
+//!   nor its waiters and children (the flag is kept across fork: unlike an exec'd
+//!   child, there is no moment when they are open to ptrace). It forgets the run's
+//!   credentials first thing (the caller says how) and takes every variable no child
+//!   gets out of its environment ([`crate::secret::is_scrubbed`]).
+//! - Its stdin, stdout and stderr are `/dev/null`; a child's stderr is the unnamed file
+//!   the run gave for it. It talks only over sockets, which no other process can open
+//!   again through `/proc/<pid>/fd`.
+//! - It leads a session of its own and ignores SIGINT, SIGTERM and SIGHUP (the run
+//!   decides when to stop, and waits for a harvest in progress); it, each waiter and
+//!   each child are killed when the process that forked them dies
+//!   (`PR_SET_PDEATHSIG`, and their parent's pid checked after asking): no harvest
+//!   outlives its run. It ends when the run closes its socket.
+
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+
+use super::harvest_process::{Ended, Request, Talked};
+use crate::run::harvest::Harvest;
+
+/// How the run starts each harvest child.
+#[derive(Debug, Clone)]
+pub enum Harvester {
+    /// Forked by the server.
+    Server(Arc<HarvestServer>),
+    /// By executing this binary (fanout's own: [`super::harvest_process::own_binary`]),
+    /// when there is no server.
+    Exec(PathBuf),
+}
+
+impl Harvester {
+    /// Run `request` in a child; blocks until it is done. Err: why no harvest came back.
+    pub fn harvest(&self, request: &Request) -> Result<Harvest, String> {
+        match self {
+            Harvester::Server(server) => server.harvest(request),
+            Harvester::Exec(exe) => request.run_in_child(exe),
+        }
+    }
+}
+
+/// The server, as the run holds it: its socket, and its pid (reaped when dropped).
+#[derive(Debug)]
+pub struct HarvestServer {
+    control: OwnedFd,
+    pid: Pid,
+}
+
+impl HarvestServer {
+    /// Fork the server — only while this process has one thread (`None` otherwise, or
+    /// when it cannot be made: the run then executes its binary for each harvest). In
+    /// the server, `forget` runs first: it drops what the server must not keep (the
+    /// run's credentials).
+    pub fn start(forget: impl FnOnce()) -> Option<HarvestServer> {
+        if threads() != Some(1) {
+            return None;
+        }
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .ok()?;
+        let parent = nix::unistd::getpid();
+        // SAFETY: this process has one thread, so the child may run any code.
+        match unsafe { fork() }.ok()? {
+            ForkResult::Parent { child } => {
+                drop(theirs);
+                Some(HarvestServer {
+                    control: ours,
+                    pid: child,
+                })
+            }
+            ForkResult::Child => {
+                drop(ours);
+                let served = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    forget();
+                    serve(&theirs, parent)
+                }));
+                // Never back into the caller's frames: they are the run's.
+                exit_now(i32::from(!matches!(served, Ok(Ok(())))))
+            }
+        }
+    }
+
+    /// Run `request` in a fresh child of the server; blocks until it is done. Err: why
+    /// no harvest came back.
+    pub fn harvest(&self, request: &Request) -> Result<Harvest, String> {
+        let mut stderr =
+            super::harvest_process::scratch_file().map_err(|e| format!("a scratch file: {e}"))?;
+        let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a socket: {e}"))?;
+        let fds = [theirs.as_raw_fd(), stderr.as_raw_fd()];
+        sendmsg::<()>(
+            self.control.as_raw_fd(),
+            &[std::io::IoSlice::new(b"h")],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .map_err(|e| format!("the harvest server: {e}"))?;
+        // Its ends are the server's now: the child's and the waiter's copies close with
+        // them, and then the reply is whole.
+        drop(theirs);
+        let talked = super::harvest_process::talk(&mut ours, request);
+        let (reply, ended) = match talked {
+            Ok(bytes) => split_ending(bytes),
+            Err(e) => (Err(e), Ended::Unknown),
+        };
+        super::harvest_process::outcome(ended, reply, &mut stderr)
+    }
+}
+
+impl HarvestServer {
+    /// End the server (SIGKILL: it holds nothing but what it is given) and reap it,
+    /// once no harvest is in progress; harvests asked for afterwards fail. Before the
+    /// run's reaper sweeps its children ([`super::reaper::sweep`]): the server is not
+    /// an agent's leftover. Again, it does nothing.
+    pub fn close(&self) {
+        let _ =
+            nix::sys::socket::shutdown(self.control.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        if nix::sys::signal::kill(self.pid, Signal::SIGKILL).is_ok() {
+            let _ = waitpid(self.pid, None);
+        }
+    }
+}
+
+impl Drop for HarvestServer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The reply, and how the child ended, from what came back: the waiter's line follows
+/// the last newline (a reply has none).
+fn split_ending(bytes: Vec<u8>) -> (Talked, Ended) {
+    let Some(at) = bytes.iter().rposition(|&b| b == b'\n') else {
+        return (Ok(bytes), Ended::Unknown);
+    };
+    let line = String::from_utf8_lossy(&bytes[at + 1..]).into_owned();
+    let number = |s: &str| s.trim().parse::<i32>().ok();
+    let ended = match line.split_once(' ') {
+        Some(("exit", code)) => number(code).map_or(Ended::Unknown, Ended::Exited),
+        Some(("signal", sig)) => number(sig).map_or(Ended::Unknown, Ended::Signaled),
+        _ => Ended::Unknown,
+    };
+    let mut reply = bytes;
+    reply.truncate(at);
+    (Ok(reply), ended)
+}
+
+/// How many threads this process has (Linux: `/proc/self/status`).
+fn threads() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// End this process now: no destructor, no exit handler, no flush of what the
+/// process it was forked from had buffered.
+fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit only ends the process.
+    unsafe { nix::libc::_exit(code) }
+}
+
+/// Stop signals ignored, killed when `parent` dies, and `parent` still there.
+fn detach(parent: Pid) -> nix::Result<()> {
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: SIG_IGN installs no handler.
+        unsafe { signal(sig, SigHandler::SigIgn) }?;
+    }
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    if nix::unistd::getppid() != parent {
+        return Err(Errno::ESRCH);
+    }
+    Ok(())
+}
+
+/// The server: set up (see the module docs), then a waiter for each harvest asked for,
+/// until the run closes its socket.
+fn serve(control: &OwnedFd, parent: Pid) -> nix::Result<()> {
+    nix::unistd::setsid()?;
+    detach(parent)?;
+    // Waiters end on their own: the kernel reaps them.
+    // SAFETY: SIG_IGN installs no handler.
+    unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) }?;
+    quiet_stdio()?;
+    for (name, _) in std::env::vars_os() {
+        if crate::secret::is_scrubbed(&name.to_string_lossy()) {
+            // SAFETY: the server has one thread.
+            unsafe { std::env::remove_var(&name) };
+        }
+    }
+    loop {
+        match receive(control) {
+            Ok(Some((socket, stderr))) => {
+                // Its copies of the two ends close here, once the waiter has its own.
+                start_waiter(control, socket, stderr)?;
+            }
+            Ok(None) => return Ok(()),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `/dev/null` for stdin, stdout and stderr.
+fn quiet_stdio() -> nix::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+    for fd in 0..3 {
+        // SAFETY: dup2 onto the standard descriptors, which nothing else holds here.
+        if unsafe { nix::libc::dup2(null.as_raw_fd(), fd) } < 0 {
+            return Err(Errno::last());
+        }
+    }
+    Ok(())
+}
+
+/// The next harvest asked for: its socket and its stderr file; `None` when the run
+/// closed the server's socket.
+fn receive(control: &OwnedFd) -> nix::Result<Option<(OwnedFd, OwnedFd)>> {
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let msg = recvmsg::<()>(
+        control.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    if msg.bytes == 0 {
+        return Ok(None);
+    }
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(got) = c {
+            // SAFETY: descriptors just received are this process's own.
+            fds.extend(
+                got.into_iter()
+                    .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
+            );
+        }
+    }
+    match <[OwnedFd; 2]>::try_from(fds) {
+        Ok([socket, stderr]) => Ok(Some((socket, stderr))),
+        // Not a harvest: nothing to do (what came is closed).
+        Err(_) => Ok(Some(placeholder()?)),
+    }
+}
+
+/// A socket pair standing for a malformed message: its waiter's child finds no request.
+fn placeholder() -> nix::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+}
+
+/// Fork the waiter of one harvest.
+fn start_waiter(control: &OwnedFd, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<()> {
+    let server = nix::unistd::getpid();
+    // SAFETY: the server has one thread, so the child may run any code.
+    match unsafe { fork() }? {
+        ForkResult::Parent { .. } => Ok(()),
+        ForkResult::Child => {
+            // SAFETY: the waiter's copy of the server's socket, closed once.
+            unsafe { nix::libc::close(control.as_raw_fd()) };
+            let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                wait_for_child(server, socket, stderr)
+            }));
+            exit_now(i32::from(!matches!(waited, Ok(Ok(())))))
+        }
+    }
+}
+
+/// The waiter: fork the child, wait for it, and say how it ended after its reply.
+fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<()> {
+    detach(server)?;
+    // SAFETY: SIG_DFL installs no handler; the child must be waited for.
+    unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) }?;
+    let waiter = nix::unistd::getpid();
+    // SAFETY: the waiter has one thread, so the child may run any code.
+    let child = match unsafe { fork() }? {
+        ForkResult::Child => {
+            let served =
+                std::panic::catch_unwind(AssertUnwindSafe(|| child(waiter, &socket, stderr)));
+            exit_now(served.unwrap_or(101))
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(stderr);
+    let status = loop {
+        match waitpid(child, None) {
+            Err(Errno::EINTR) => {}
+            other => break other,
+        }
+    };
+    let line = match status {
+        Ok(WaitStatus::Exited(_, code)) => format!("\nexit {code}"),
+        Ok(WaitStatus::Signaled(_, sig, _)) => format!("\nsignal {}", sig as i32),
+        _ => "\nunknown".to_owned(),
+    };
+    let mut out = std::fs::File::from(socket);
+    out.write_all(line.as_bytes())
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+}
+
+/// The child: its stderr the run's unnamed file, then what an exec'd child does
+/// ([`super::harvest_process::child`]); its exit code.
+fn child(waiter: Pid, socket: &OwnedFd, stderr: OwnedFd) -> i32 {
+    if detach(waiter).is_err() {
+        return 1;
+    }
+    // SAFETY: dup2 onto stderr, which nothing else holds in this process.
+    if unsafe { nix::libc::dup2(stderr.as_raw_fd(), 2) } < 0 {
+        return 1;
+    }
+    drop(stderr);
+    // Nothing of the harvest is relative to it; no directory an agent can remove.
+    let _ = std::env::set_current_dir("/");
+    let Ok(io) = socket.as_fd().try_clone_to_owned() else {
+        return 1;
+    };
+    let stream = UnixStream::from(io);
+    match super::harvest_process::child(&stream, &stream) {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::util::out::errln!("fanout: error: {e}");
+            crate::exit::FATAL
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_waiters_line_after_the_reply_says_how_the_child_ended() {
+        let split = |b: &str| {
+            let (reply, ended) = split_ending(b.as_bytes().to_vec());
+            (String::from_utf8(reply.unwrap()).unwrap(), ended)
+        };
+        assert_eq!(
+            split("{\"Err\":\"a\\nb\"}\nexit 0"),
+            ("{\"Err\":\"a\\nb\"}".to_owned(), Ended::Exited(0))
+        );
+        // Cut short mid-reply: what came, and the signal.
+        assert_eq!(
+            split("{\"Ok\":\nsignal 9"),
+            ("{\"Ok\":".to_owned(), Ended::Signaled(9))
+        );
+        assert_eq!(split("\nexit 4"), (String::new(), Ended::Exited(4)));
+        // No waiter's line (it was killed too), or one that is no ending.
+        assert_eq!(split("{\"Ok\":"), ("{\"Ok\":".to_owned(), Ended::Unknown));
+        assert_eq!(split("{}\nexit x"), ("{}".to_owned(), Ended::Unknown));
+        assert_eq!(split("{}\nbye"), ("{}".to_owned(), Ended::Unknown));
+    }
+
+    #[test]
+    fn no_server_is_forked_from_a_process_with_threads() {
+        // The test harness runs tests on threads of their own.
+        assert!(threads().is_some_and(|n| n > 1));
+        assert!(HarvestServer::start(|| unreachable!("nothing runs in a child")).is_none());
+    }
+}

@@ -1,0 +1,118 @@
+//! The harvest server ([`fanout::run::harvest_server`]), started as `fanout run`
+//! starts it: from a process with one thread, which a test harness is not (this file
+//! has none: `main` runs each check in turn, on the main thread).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fanout::run::harvest_process::Request;
+use fanout::run::harvest_server::HarvestServer;
+
+fn request(common: &Path) -> Request {
+    Request {
+        common: common.to_owned(),
+        name: "w1".into(),
+        path: common.join("nowhere"),
+        scratch: common.to_owned(),
+        branch: "fanout/x/w1".into(),
+        base: "1".repeat(40),
+        identity: ("fanout".into(), "fanout@example.invalid".into()),
+        message: "m".into(),
+        exclude: Vec::new(),
+        filters: Vec::new(),
+    }
+}
+
+/// The server's pid: the one child of this process.
+fn server_pid() -> u32 {
+    let me = std::process::id().to_string();
+    let children = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).unwrap();
+    let pids: Vec<u32> = children
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "children: {pids:?}");
+    pids[0]
+}
+
+fn status_field(pid: u32, field: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field).map(|v| v.trim().to_owned()))
+        .unwrap_or_default()
+}
+
+/// Harvests asked for at once each get their own answer, through the server's
+/// waiter and child, and the child's failure reads as it would from an exec'd one.
+fn answers_each_harvest_through_a_child_of_its_own(server: &HarvestServer) {
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    std::thread::scope(|s| {
+        let asked: Vec<_> = dirs
+            .iter()
+            .map(|d| s.spawn(|| (d.path().to_owned(), server.harvest(&request(d.path())))))
+            .collect();
+        for a in asked {
+            let (dir, got) = a.join().unwrap();
+            // No repository there: the harvest fails in the child, and says where.
+            let err = got.unwrap_err();
+            assert!(
+                err.contains(&dir.display().to_string()) && err.contains("repository"),
+                "{err}"
+            );
+        }
+    });
+}
+
+/// The server leads a session of its own, deaf to stop signals.
+fn is_detached(server: u32) {
+    let sid = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
+    let fields: Vec<&str> = sid.rsplit_once(") ").unwrap().1.split(' ').collect();
+    assert_eq!(fields[3], server.to_string(), "session id: {sid}");
+    let ignored = u64::from_str_radix(&status_field(server, "SigIgn:"), 16).unwrap();
+    for sig in [nix::libc::SIGINT, nix::libc::SIGTERM, nix::libc::SIGHUP] {
+        assert_ne!(ignored & (1u64 << (sig - 1)), 0, "signal {sig} ignored");
+    }
+}
+
+/// Once closed, it is gone (reaped), and a harvest asked for then fails plainly.
+fn closes(server: &HarvestServer, pid: u32) {
+    server.close();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "still there");
+    let dir = tempfile::tempdir().unwrap();
+    let err = server.harvest(&request(dir.path())).unwrap_err();
+    assert!(err.starts_with("the harvest server:"), "{err}");
+    server.close();
+}
+
+fn main() {
+    // What the server must forget runs in it (and only there) first thing.
+    let dir = tempfile::tempdir().unwrap();
+    let forgot = dir.path().join("forgot");
+    let server = HarvestServer::start(|| {
+        std::fs::write(&forgot, std::process::id().to_string()).unwrap();
+    })
+    .expect("one thread here: the server starts");
+    let pid = server_pid();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let written = || std::fs::read_to_string(&forgot).is_ok_and(|s| !s.is_empty());
+    while !written() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(std::fs::read_to_string(&forgot).unwrap(), pid.to_string());
+    answers_each_harvest_through_a_child_of_its_own(&server);
+    is_detached(pid);
+    // With a second thread, no server is forked.
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        s.spawn(move || rx.recv());
+        assert!(HarvestServer::start(|| ()).is_none());
+        drop(tx);
+    });
+    closes(&server, pid);
+    println!("harvest_server: 5 checks passed");
+}
