@@ -2,11 +2,12 @@
 //! starts it: from a process with one thread, which a test harness is not (this file
 //! has none: `main` runs each check in turn, on the main thread).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fanout::run::harvest_process::Request;
-use fanout::run::harvest_server::HarvestServer;
+use fanout::run::harvest_server::{HarvestServer, Harvester};
 
 fn request(common: &Path) -> Request {
     Request {
@@ -89,6 +90,17 @@ fn closes(server: &HarvestServer, pid: u32) {
     server.close();
 }
 
+/// With the server gone, the run's harvests execute fanout's binary instead.
+fn a_gone_server_is_stood_in_for(server: Arc<HarvestServer>) {
+    let harvester = Harvester::Server(server, PathBuf::from(env!("CARGO_BIN_EXE_fanout")));
+    let dir = tempfile::tempdir().unwrap();
+    let err = harvester.harvest(&request(dir.path())).unwrap_err();
+    assert!(
+        err.contains(&dir.path().display().to_string()) && err.contains("repository"),
+        "{err}"
+    );
+}
+
 fn main() {
     // What the server must forget runs in it (and only there) first thing.
     let dir = tempfile::tempdir().unwrap();
@@ -114,5 +126,6 @@ fn main() {
         drop(tx);
     });
     closes(&server, pid);
-    println!("harvest_server: 5 checks passed");
+    a_gone_server_is_stood_in_for(Arc::new(server));
+    println!("harvest_server: 6 checks passed");
 }

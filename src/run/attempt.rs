@@ -369,11 +369,11 @@ pub fn execute(
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
     let common_dir = repo.open().map_err(git)?.commondir().to_owned();
+    let own_binary =
+        super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?;
     let harvester = match harvest_server.clone() {
-        Some(server) => Harvester::Server(server),
-        None => Harvester::Exec(
-            super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?,
-        ),
+        Some(server) => Harvester::Server(server, own_binary),
+        None => Harvester::Exec(own_binary),
     };
     let plan = Arc::new(plan);
     let (tamper, snapshot) =

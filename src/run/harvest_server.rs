@@ -28,7 +28,8 @@
 //!   decides when to stop, and waits for a harvest in progress); it, each waiter and
 //!   each child are killed when the process that forked them dies
 //!   (`PR_SET_PDEATHSIG`, and their parent's pid checked after asking): no harvest
-//!   outlives its run. It ends when the run closes its socket.
+//!   outlives its run. It ends when the run closes its socket. Should it be gone
+//!   before (killed), each harvest executes fanout's binary instead ([`Harvester`]).
 
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -52,8 +53,9 @@ use crate::run::harvest::Harvest;
 /// How the run starts each harvest child.
 #[derive(Debug, Clone)]
 pub enum Harvester {
-    /// Forked by the server.
-    Server(Arc<HarvestServer>),
+    /// Forked by the server; by executing the binary when the server is gone (killed:
+    /// the harvest is not lost with it).
+    Server(Arc<HarvestServer>, PathBuf),
     /// By executing this binary (fanout's own: [`super::harvest_process::own_binary`]),
     /// when there is no server.
     Exec(PathBuf),
@@ -63,9 +65,31 @@ impl Harvester {
     /// Run `request` in a child; blocks until it is done. Err: why no harvest came back.
     pub fn harvest(&self, request: &Request) -> Result<Harvest, String> {
         match self {
-            Harvester::Server(server) => server.harvest(request),
+            Harvester::Server(server, exe) => match server.ask() {
+                Ok(asked) => asked.answer(request),
+                Err(_) => request.run_in_child(exe),
+            },
             Harvester::Exec(exe) => request.run_in_child(exe),
         }
+    }
+}
+
+/// A harvest the server took: the run's end of the child's socket, and its stderr.
+#[derive(Debug)]
+pub struct Asked {
+    socket: UnixStream,
+    stderr: std::fs::File,
+}
+
+impl Asked {
+    /// Send `request`, and read what the child and its waiter answer.
+    pub fn answer(mut self, request: &Request) -> Result<Harvest, String> {
+        let talked = super::harvest_process::talk(&mut self.socket, request);
+        let (reply, ended) = match talked {
+            Ok(bytes) => split_ending(bytes),
+            Err(e) => (Err(e), Ended::Unknown),
+        };
+        super::harvest_process::outcome(ended, reply, &mut self.stderr)
     }
 }
 
@@ -117,31 +141,30 @@ impl HarvestServer {
     /// Run `request` in a fresh child of the server; blocks until it is done. Err: why
     /// no harvest came back.
     pub fn harvest(&self, request: &Request) -> Result<Harvest, String> {
-        let mut stderr =
-            super::harvest_process::scratch_file().map_err(|e| format!("a scratch file: {e}"))?;
-        let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a socket: {e}"))?;
+        self.ask()
+            .map_err(|e| format!("the harvest server: {e}"))?
+            .answer(request)
+    }
+
+    /// Have the server fork a child for one harvest. Err: the server is gone, or the
+    /// socket or file could not be made.
+    pub fn ask(&self) -> std::io::Result<Asked> {
+        let stderr = super::harvest_process::scratch_file()?;
+        let (socket, theirs) = UnixStream::pair()?;
         let fds = [theirs.as_raw_fd(), stderr.as_raw_fd()];
         sendmsg::<()>(
             self.control.as_raw_fd(),
             &[std::io::IoSlice::new(b"h")],
             &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::empty(),
+            MsgFlags::MSG_NOSIGNAL,
             None,
-        )
-        .map_err(|e| format!("the harvest server: {e}"))?;
-        // Its ends are the server's now: the child's and the waiter's copies close with
+        )?;
+        // Its end is the server's now: the child's and the waiter's copies close with
         // them, and then the reply is whole.
         drop(theirs);
-        let talked = super::harvest_process::talk(&mut ours, request);
-        let (reply, ended) = match talked {
-            Ok(bytes) => split_ending(bytes),
-            Err(e) => (Err(e), Ended::Unknown),
-        };
-        super::harvest_process::outcome(ended, reply, &mut stderr)
+        Ok(Asked { socket, stderr })
     }
-}
 
-impl HarvestServer {
     /// End the server (SIGKILL: it holds nothing but what it is given) and reap it,
     /// once no harvest is in progress; harvests asked for afterwards fail. Before the
     /// run's reaper sweeps its children ([`super::reaper::sweep`]): the server is not
