@@ -146,6 +146,11 @@ impl Listed {
         };
         (!entries.iter().any(per_worktree)).then(|| Listed(entries.into()))
     }
+
+    /// The entries.
+    pub fn entries(&self) -> &[Entry] {
+        &self.0
+    }
 }
 
 /// A git command as it will run: for callers that start it themselves (supervised).

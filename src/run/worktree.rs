@@ -98,7 +98,9 @@ pub struct CheckoutConfig<'a> {
 /// none of the repository's filter drivers but those in `config.trusted` (read when
 /// the run started, so the user's Git LFS runs and a filter an agent configured since
 /// does not). git checks out faster than libgit2 and in less memory, and runs the user's
-/// filters, which libgit2 cannot.
+/// filters, which libgit2 cannot. The exception is a small tree that no attribute
+/// applies to, while the run's start listing still holds: libgit2 checks it out
+/// in-process, to the same files and index, without git's start ([`checkout`]).
 ///
 /// `beside` runs on a thread of its own while git checks out, once the worktree's
 /// directory and its administrative directory exist; what it returned comes back
@@ -254,10 +256,26 @@ fn shown(file: &Path, common: &Path, worktree: &Path) -> String {
     )
 }
 
+/// Trees of at most this many entries may be checked out by libgit2 in-process
+/// ([`plain_tree`]): its memory for them is small, and git's own start costs more
+/// than their checkout.
+const IN_PROCESS_ENTRIES: usize = 1000;
+
 /// Check out the worktree at `path` (administrative directory `admin`): its files and
-/// index as HEAD has them, by git (see [`create`]). Submodules are left to worktree
-/// setup.
+/// index as HEAD has them, by git (see [`create`]) — or, for a small tree that no
+/// attribute applies to ([`plain_tree`]), by libgit2 in this process: the same files
+/// and index, since with no attribute no filter, conversion or encoding applies, and
+/// without git's start (about 1.5 ms, most of a small tree's checkout). Submodules are
+/// left to worktree setup.
 fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(), WorktreeError> {
+    if let Some(listed) = config.listed
+        && let Ok(repo) = Repository::open(path)
+        && plain_tree(&repo, &attribute_files(admin), listed)
+    {
+        let mut how = git2::build::CheckoutBuilder::new();
+        how.force();
+        return Ok(repo.checkout_head(Some(&mut how))?);
+    }
     Git::new(path)
         .git_dir(admin)
         .work_tree(path)
@@ -273,6 +291,61 @@ fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(),
         .output()
         .map_err(WorktreeError::Checkout)?;
     Ok(())
+}
+
+/// Whether the worktree `repo` may be checked out in-process: sparse checkout off,
+/// no attribute file anywhere git would read one (`core.attributesFile`, `files`: see
+/// [`attribute_files`], a `.gitattributes` in the tree), and at most
+/// [`IN_PROCESS_ENTRIES`] entries in HEAD's tree. `listed` is the repository's
+/// configuration as the run started (nothing has run since).
+fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
+    let set = |key: &str| {
+        listed
+            .entries()
+            .iter()
+            .any(|e| e.key.eq_ignore_ascii_case(key) && e.value != "false")
+    };
+    if set("core.sparsecheckout") || set("core.attributesfile") {
+        return false;
+    }
+    if files.iter().any(|f| f.exists()) {
+        return false;
+    }
+    let Ok(tree) = repo.head().and_then(|h| h.peel_to_tree()) else {
+        return false;
+    };
+    let mut entries = 0;
+    let mut plain = true;
+    let walked = tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
+        entries += 1;
+        if entries > IN_PROCESS_ENTRIES || e.name_bytes() == b".gitattributes" {
+            plain = false;
+            return git2::TreeWalkResult::Abort;
+        }
+        git2::TreeWalkResult::Ok
+    });
+    plain && walked.is_ok()
+}
+
+/// The attribute files git reads besides the tree's own and `core.attributesFile`:
+/// the repository's `info/attributes` (its common directory is two above `admin`), the
+/// user's (`$XDG_CONFIG_HOME/git/attributes`, else `~/.config/git/attributes`) and the
+/// system's (`/etc/gitattributes`, or under `/usr/local` for a git built there).
+fn attribute_files(admin: &Path) -> Vec<PathBuf> {
+    let common = admin.parent().and_then(Path::parent);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")));
+    [
+        common.map(|c| c.join("info").join("attributes")),
+        xdg.map(|d| d.join("git").join("attributes")),
+        Some(PathBuf::from("/etc/gitattributes")),
+        Some(PathBuf::from("/usr/local/etc/gitattributes")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// What [`remove`] did.
@@ -451,5 +524,120 @@ mod tests {
         // The new worktree is clean: the index matches what was written.
         let wt = Repository::open(&path).unwrap();
         assert!(wt.statuses(None).unwrap().is_empty());
+    }
+
+    /// What git says of a worktree: its status, and its index's entries.
+    fn git_view(path: &Path) -> (String, String) {
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(path)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        (
+            git(&["status", "--porcelain", "--untracked-files=all"]),
+            git(&["ls-files", "--stage", "--debug"])
+                .lines()
+                .filter(|l| !l.trim_start().starts_with(['c', 'm', 'd', 'u']))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )
+    }
+
+    #[test]
+    fn a_small_plain_tree_is_checked_out_in_process_as_git_would() {
+        let files: &[(&str, &[u8])] = &[
+            ("a.txt", b"one\ntwo\n"),
+            ("dir/b.sh", b"#!/bin/sh\n"),
+            ("dir/deep/c", b""),
+        ];
+        let (d, repo, oid) = repo_with(files);
+        let mut index = repo.index().unwrap();
+        let mut exe = index.get_path(Path::new("dir/b.sh"), 0).unwrap();
+        exe.mode = 0o100755;
+        index.add(&exe).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
+        let parent = repo.find_commit(oid).unwrap();
+        let oid = repo
+            .commit(Some("HEAD"), &sig, &sig, "x", &tree, &[&parent])
+            .unwrap();
+        let listed = Listed::shareable(&[]).unwrap();
+        let wt = repo.find_tree(tree.id()).unwrap();
+        let made = |name: &str, listed: Option<&Listed>| {
+            let path = d.path().join(name);
+            create(
+                d.path(),
+                name,
+                &path,
+                &format!("fanout/t/{name}"),
+                oid,
+                CheckoutConfig {
+                    trusted: &TrustedConfig::new(),
+                    listed,
+                },
+                || (),
+            )
+            .0
+            .unwrap();
+            path
+        };
+        let inside = made("in", Some(&listed));
+        let by_git = made("git", None);
+        assert!(plain_tree(
+            &Repository::open(&inside).unwrap(),
+            &[],
+            &listed
+        ));
+        assert_eq!(git_view(&inside), git_view(&by_git));
+        assert_eq!(git_view(&inside).0, "", "clean");
+        for (path, body) in files {
+            assert_eq!(std::fs::read(inside.join(path)).unwrap(), *body);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o111;
+        assert_ne!(mode(&inside.join("dir/b.sh")), 0, "executable kept");
+        assert_eq!(mode(&inside.join("a.txt")), 0);
+        drop(wt);
+    }
+
+    #[test]
+    fn attributes_sparse_checkout_or_a_big_tree_leave_the_checkout_to_git() {
+        // The files of this test's repository only: the machine's own are not asserted.
+        let plain = |d: &tempfile::TempDir, repo: &Repository, listed: &Listed| {
+            let files = attribute_files(&d.path().join(".git/worktrees/w"));
+            assert_eq!(files[0], d.path().join(".git/info/attributes"));
+            plain_tree(repo, &files[..1], listed)
+        };
+        let none = Listed::shareable(&[]).unwrap();
+        let entry = |key: &str, value: &str| crate::git::harden::Entry {
+            scope: crate::git::harden::Scope::Repository,
+            key: key.into(),
+            value: value.into(),
+        };
+        let (d, repo, _) = repo_with(&[("a", b"1")]);
+        assert!(plain(&d, &repo, &none));
+        for key in ["core.sparseCheckout", "core.attributesFile"] {
+            let listed = Listed::shareable(&[entry(key, "x")]).unwrap();
+            assert!(!plain(&d, &repo, &listed), "{key}");
+        }
+        std::fs::create_dir_all(d.path().join(".git/info")).unwrap();
+        std::fs::write(d.path().join(".git/info/attributes"), "* -text\n").unwrap();
+        assert!(!plain(&d, &repo, &none), "info/attributes");
+        let (d, repo, _) = repo_with(&[("a", b"1"), ("deep/er/.gitattributes", b"")]);
+        assert!(!plain(&d, &repo, &none), ".gitattributes in a subdirectory");
+        let many: Vec<(String, &[u8])> = (0..=IN_PROCESS_ENTRIES)
+            .map(|i| (format!("f{i}"), &b""[..]))
+            .collect();
+        let many: Vec<(&str, &[u8])> = many.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+        let (d, repo, _) = repo_with(&many);
+        assert!(
+            !plain(&d, &repo, &none),
+            "over {IN_PROCESS_ENTRIES} entries"
+        );
     }
 }
