@@ -65,10 +65,11 @@ impl Harvester {
     /// Run `request` in a child; blocks until it is done. Err: why no harvest came back.
     pub fn harvest(&self, request: &Request) -> Result<Harvest, String> {
         match self {
-            Harvester::Server(server, exe) => match server.ask() {
-                Ok(asked) => asked.answer(request),
-                Err(_) => request.run_in_child(exe),
-            },
+            Harvester::Server(server, exe) => server
+                .ask()
+                .ok()
+                .and_then(|asked| asked.answer(request))
+                .unwrap_or_else(|| request.run_in_child(exe)),
             Harvester::Exec(exe) => request.run_in_child(exe),
         }
     }
@@ -82,22 +83,38 @@ pub struct Asked {
 }
 
 impl Asked {
-    /// Send `request`, and read what the child and its waiter answer.
-    pub fn answer(mut self, request: &Request) -> Result<Harvest, String> {
+    /// Send `request`, and read what the child and its waiter answer; `None` when
+    /// nothing at all came back (no child was made: the server could not fork, or
+    /// died), for the caller to harvest otherwise.
+    pub fn answer(mut self, request: &Request) -> Option<Result<Harvest, String>> {
         let talked = super::harvest_process::talk(&mut self.socket, request);
         let (reply, ended) = match talked {
+            Ok(bytes) if bytes.is_empty() => return None,
             Ok(bytes) => split_ending(bytes),
+            Err(e) if nobody_there(&e) => return None,
             Err(e) => (Err(e), Ended::Unknown),
         };
-        super::harvest_process::outcome(ended, reply, &mut self.stderr)
+        Some(super::harvest_process::outcome(
+            ended,
+            reply,
+            &mut self.stderr,
+        ))
     }
+}
+
+/// Whether `e` says the other end of a harvest's socket was closed before anything
+/// came back.
+fn nobody_there(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset};
+    matches!(e.kind(), BrokenPipe | ConnectionReset)
 }
 
 /// The server, as the run holds it: its socket, and its pid (reaped when dropped).
 #[derive(Debug)]
 pub struct HarvestServer {
     control: OwnedFd,
-    pid: Pid,
+    /// Until it is reaped ([`HarvestServer::close`]): a pid reaped may be reused.
+    pid: std::sync::Mutex<Option<Pid>>,
 }
 
 impl HarvestServer {
@@ -123,7 +140,7 @@ impl HarvestServer {
                 drop(theirs);
                 Some(HarvestServer {
                     control: ours,
-                    pid: child,
+                    pid: std::sync::Mutex::new(Some(child)),
                 })
             }
             ForkResult::Child => {
@@ -144,6 +161,7 @@ impl HarvestServer {
         self.ask()
             .map_err(|e| format!("the harvest server: {e}"))?
             .answer(request)
+            .unwrap_or_else(|| Err("the harvest server: no answer".into()))
     }
 
     /// Have the server fork a child for one harvest. Err: the server is gone, or the
@@ -172,8 +190,11 @@ impl HarvestServer {
     pub fn close(&self) {
         let _ =
             nix::sys::socket::shutdown(self.control.as_raw_fd(), nix::sys::socket::Shutdown::Both);
-        if nix::sys::signal::kill(self.pid, Signal::SIGKILL).is_ok() {
-            let _ = waitpid(self.pid, None);
+        let pid = self.pid.lock().map(|mut p| p.take()).unwrap_or(None);
+        if let Some(pid) = pid {
+            // Not reaped yet, so still the server's (a zombie at worst).
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = waitpid(pid, None);
         }
     }
 }
@@ -248,12 +269,15 @@ fn serve(control: &OwnedFd, parent: Pid) -> nix::Result<()> {
     }
     loop {
         match receive(control) {
-            Ok(Some((socket, stderr))) => {
-                // Its copies of the two ends close here, once the waiter has its own.
-                start_waiter(control, socket, stderr)?;
+            // Its copies of the two ends close when the waiter has its own — or at
+            // once when no waiter could be made: then the run hears nothing back,
+            // and harvests otherwise.
+            Ok(Received::Harvest(socket, stderr)) => {
+                let _ = start_waiter(control, socket, stderr);
             }
-            Ok(None) => return Ok(()),
-            Err(Errno::EINTR) => {}
+            // Not a harvest (only the run can send): what came is closed.
+            Ok(Received::Other) | Err(Errno::EINTR) => {}
+            Ok(Received::Closed) => return Ok(()),
             Err(e) => return Err(e),
         }
     }
@@ -275,9 +299,18 @@ fn quiet_stdio() -> nix::Result<()> {
     Ok(())
 }
 
-/// The next harvest asked for: its socket and its stderr file; `None` when the run
-/// closed the server's socket.
-fn receive(control: &OwnedFd) -> nix::Result<Option<(OwnedFd, OwnedFd)>> {
+/// What came on the server's socket.
+enum Received {
+    /// A harvest: its socket and its stderr file.
+    Harvest(OwnedFd, OwnedFd),
+    /// Something else (closed as it came).
+    Other,
+    /// The run closed the socket.
+    Closed,
+}
+
+/// The next message on the server's socket.
+fn receive(control: &OwnedFd) -> nix::Result<Received> {
     let mut byte = [0u8; 1];
     let mut iov = [std::io::IoSliceMut::new(&mut byte)];
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
@@ -288,7 +321,7 @@ fn receive(control: &OwnedFd) -> nix::Result<Option<(OwnedFd, OwnedFd)>> {
         MsgFlags::MSG_CMSG_CLOEXEC,
     )?;
     if msg.bytes == 0 {
-        return Ok(None);
+        return Ok(Received::Closed);
     }
     let mut fds = Vec::new();
     for c in msg.cmsgs()? {
@@ -300,21 +333,10 @@ fn receive(control: &OwnedFd) -> nix::Result<Option<(OwnedFd, OwnedFd)>> {
             );
         }
     }
-    match <[OwnedFd; 2]>::try_from(fds) {
-        Ok([socket, stderr]) => Ok(Some((socket, stderr))),
-        // Not a harvest: nothing to do (what came is closed).
-        Err(_) => Ok(Some(placeholder()?)),
-    }
-}
-
-/// A socket pair standing for a malformed message: its waiter's child finds no request.
-fn placeholder() -> nix::Result<(OwnedFd, OwnedFd)> {
-    socketpair(
-        AddressFamily::Unix,
-        SockType::Stream,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
+    Ok(match <[OwnedFd; 2]>::try_from(fds) {
+        Ok([socket, stderr]) => Received::Harvest(socket, stderr),
+        Err(_) => Received::Other,
+    })
 }
 
 /// Fork the waiter of one harvest.

@@ -261,6 +261,9 @@ fn shown(file: &Path, common: &Path, worktree: &Path) -> String {
 /// than their checkout.
 const IN_PROCESS_ENTRIES: usize = 1000;
 
+/// ...and of at most this many bytes of files (libgit2 reads each whole).
+const IN_PROCESS_BYTES: usize = 8 << 20;
+
 /// Check out the worktree at `path` (administrative directory `admin`): its files and
 /// index as HEAD has them, by git (see [`create`]) — or, for a small tree that no
 /// attribute applies to ([`plain_tree`]), by libgit2 in this process: the same files
@@ -293,32 +296,36 @@ fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(),
     Ok(())
 }
 
-/// Whether the worktree `repo` may be checked out in-process: sparse checkout off,
-/// no attribute file anywhere git would read one (`core.attributesFile`, `files`: see
-/// [`attribute_files`], a `.gitattributes` in the tree), and at most
-/// [`IN_PROCESS_ENTRIES`] entries in HEAD's tree. `listed` is the repository's
-/// configuration as the run started (nothing has run since).
+/// Whether the worktree `repo` may be checked out in-process: no configuration that
+/// shapes a checkout ([`shapes_checkout`], in `listed` — the repository's configuration
+/// as the run started, nothing having run since — or the system's file), the umask
+/// 022, no attribute file anywhere git would read one (`files`: see
+/// [`attribute_files`]; a `.gitattributes` in the tree), and at most
+/// [`IN_PROCESS_ENTRIES`] entries and [`IN_PROCESS_BYTES`] bytes in HEAD's tree.
 fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
-    let set = |key: &str| {
-        listed
-            .entries()
-            .iter()
-            .any(|e| e.key.eq_ignore_ascii_case(key) && e.value != "false")
-    };
-    if set("core.sparsecheckout") || set("core.attributesfile") {
+    if listed.entries().iter().any(|e| shapes_checkout(&e.key)) || system_shapes_checkout() {
         return false;
     }
-    if files.iter().any(|f| f.exists()) {
+    if files.iter().any(|f| f.exists()) || umask() != Some(0o022) {
         return false;
     }
     let Ok(tree) = repo.head().and_then(|h| h.peel_to_tree()) else {
         return false;
     };
-    let mut entries = 0;
+    let Ok(odb) = repo.odb() else {
+        return false;
+    };
+    let (mut entries, mut bytes) = (0, 0);
     let mut plain = true;
     let walked = tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
         entries += 1;
-        if entries > IN_PROCESS_ENTRIES || e.name_bytes() == b".gitattributes" {
+        if e.kind() == Some(git2::ObjectType::Blob) {
+            bytes += odb.read_header(e.id()).map_or(usize::MAX, |(size, _)| size);
+        }
+        if entries > IN_PROCESS_ENTRIES
+            || bytes > IN_PROCESS_BYTES
+            || e.name_bytes() == b".gitattributes"
+        {
             plain = false;
             return git2::TreeWalkResult::Abort;
         }
@@ -327,19 +334,91 @@ fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
     plain && walked.is_ok()
 }
 
+/// Whether configuration `key` changes what a checkout writes, or how (git reads it,
+/// and libgit2 may not read it alike): line endings, links, modes, case, index
+/// format, sparse checkout, attributes, parallel checkout, submodules.
+fn shapes_checkout(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "core.autocrlf",
+        "core.eol",
+        "core.safecrlf",
+        "core.symlinks",
+        "core.filemode",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.protecthfs",
+        "core.protectntfs",
+        "core.checkroundtripencoding",
+        "core.splitindex",
+        "core.sparsecheckout",
+        "core.sparsecheckoutcone",
+        "core.attributesfile",
+        "core.longpaths",
+        "core.worktree",
+        "submodule.recurse",
+    ];
+    let key = key.to_ascii_lowercase();
+    KEYS.contains(&key.as_str())
+        || ["index.", "checkout.", "feature.", "extensions.", "filter."]
+            .iter()
+            .any(|p| key.starts_with(p))
+}
+
+/// Whether the system's configuration file (which fanout's git does not read, but
+/// libgit2 does) holds a key that [`shapes_checkout`].
+fn system_shapes_checkout() -> bool {
+    let Ok(path) = git2::Config::find_system() else {
+        return false;
+    };
+    let Ok(config) = git2::Config::open(&path) else {
+        return true;
+    };
+    let Ok(mut entries) = config.entries(None) else {
+        return true;
+    };
+    let mut found = false;
+    while let Some(Ok(e)) = entries.next() {
+        found |= e.name().ok().is_none_or(shapes_checkout);
+    }
+    found
+}
+
+/// This process's umask (Linux: `/proc/self/status`): git creates files 0666 and
+/// directories 0777 less it, libgit2 0644/0755 — the same only for 022.
+fn umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(value.trim(), 8).ok()
+}
+
 /// The attribute files git reads besides the tree's own and `core.attributesFile`:
 /// the repository's `info/attributes` (its common directory is two above `admin`), the
 /// user's (`$XDG_CONFIG_HOME/git/attributes`, else `~/.config/git/attributes`) and the
-/// system's (`/etc/gitattributes`, or under `/usr/local` for a git built there).
+/// system's (`<prefix>/etc/gitattributes` of the git on `PATH`, `/etc/gitattributes`
+/// for `/usr`; both usual places are looked at too).
 fn attribute_files(admin: &Path) -> Vec<PathBuf> {
     let common = admin.parent().and_then(Path::parent);
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")));
+    // The system's: `<prefix>/etc/gitattributes` of the git on PATH (`/etc` for
+    // `/usr`), and the usual places.
+    let prefix = std::env::var_os("PATH").and_then(|path| {
+        let git = std::env::split_paths(&path)
+            .map(|d| d.join("git"))
+            .find(|g| g.is_file())?;
+        let real = std::fs::canonicalize(git).ok()?;
+        Some(real.parent()?.parent()?.to_owned())
+    });
+    let system = prefix.map(|p| match p.as_path() {
+        p if p == Path::new("/usr") => PathBuf::from("/etc/gitattributes"),
+        p => p.join("etc").join("gitattributes"),
+    });
     [
         common.map(|c| c.join("info").join("attributes")),
         xdg.map(|d| d.join("git").join("attributes")),
+        system,
         Some(PathBuf::from("/etc/gitattributes")),
         Some(PathBuf::from("/usr/local/etc/gitattributes")),
     ]
@@ -560,6 +639,13 @@ mod tests {
         let mut exe = index.get_path(Path::new("dir/b.sh"), 0).unwrap();
         exe.mode = 0o100755;
         index.add(&exe).unwrap();
+        // A symbolic link, to a file of the tree.
+        let mut link = index.get_path(Path::new("a.txt"), 0).unwrap();
+        link.path = b"dir/link".to_vec();
+        link.mode = 0o120000;
+        link.id = repo.blob(b"../a.txt").unwrap();
+        link.file_size = 8;
+        index.add(&link).unwrap();
         let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
         let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
         let parent = repo.find_commit(oid).unwrap();
@@ -602,6 +688,8 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o111;
         assert_ne!(mode(&inside.join("dir/b.sh")), 0, "executable kept");
         assert_eq!(mode(&inside.join("a.txt")), 0);
+        let target = std::fs::read_link(inside.join("dir/link")).unwrap();
+        assert_eq!(target, Path::new("../a.txt"));
         drop(wt);
     }
 
@@ -621,7 +709,14 @@ mod tests {
         };
         let (d, repo, _) = repo_with(&[("a", b"1")]);
         assert!(plain(&d, &repo, &none));
-        for key in ["core.sparseCheckout", "core.attributesFile"] {
+        for key in [
+            "core.sparseCheckout",
+            "core.attributesFile",
+            "core.autocrlf",
+            "core.symlinks",
+            "index.version",
+            "filter.lfs.smudge",
+        ] {
             let listed = Listed::shareable(&[entry(key, "x")]).unwrap();
             assert!(!plain(&d, &repo, &listed), "{key}");
         }

@@ -135,14 +135,31 @@ impl PortAllocator {
 
 /// Lock `<dir>/<port>.lock`; `None` when a live process holds it.
 fn lock_port(dir: &Path, port: u16) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(format!("{port}.lock"));
     loop {
-        let file = OpenOptions::new()
+        // Never through a link (what it names is someone else's file): a symbolic
+        // link, or a hard link to a file elsewhere, is taken away and the lock file
+        // made again.
+        let opened = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)?;
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path);
+        let file = match opened {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+                std::fs::remove_file(&path)?;
+                continue;
+            }
+            opened => opened?,
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file() || meta.nlink() != 1 {
+            std::fs::remove_file(&path)?;
+            continue;
+        }
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Ok(None),
@@ -216,6 +233,27 @@ mod tests {
         assert_eq!(lease.first, 32000);
         let owner = std::fs::read_to_string(dir.path().join("32003.lock")).unwrap();
         assert_eq!(owner.trim(), std::process::id().to_string());
+    }
+
+    #[test]
+    fn a_lock_file_is_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = dir.path().join("ports");
+        std::fs::create_dir(&ports).unwrap();
+        let theirs = dir.path().join("theirs");
+        let linked = dir.path().join("linked");
+        std::fs::write(&theirs, "keep me\n").unwrap();
+        std::fs::write(&linked, "keep me too\n").unwrap();
+        std::os::unix::fs::symlink(&theirs, ports.join("33000.lock")).unwrap();
+        std::fs::hard_link(&linked, ports.join("33001.lock")).unwrap();
+        let lease = PortAllocator::new(ports.clone(), 33000, 2).claim().unwrap();
+        assert_eq!(lease.range(), "33000-33001");
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "keep me\n");
+        assert_eq!(std::fs::read_to_string(&linked).unwrap(), "keep me too\n");
+        for port in [33000, 33001] {
+            let meta = std::fs::symlink_metadata(ports.join(format!("{port}.lock"))).unwrap();
+            assert!(meta.is_file() && meta.nlink() == 1, "{port}");
+        }
     }
 
     #[test]
