@@ -303,7 +303,12 @@ fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(),
 /// [`attribute_files`]; a `.gitattributes` in the tree), and at most
 /// [`IN_PROCESS_ENTRIES`] entries and [`IN_PROCESS_BYTES`] bytes in HEAD's tree.
 fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
-    if listed.entries().iter().any(|e| shapes_checkout(&e.key)) || system_shapes_checkout() {
+    if listed
+        .entries()
+        .iter()
+        .any(|e| shapes_checkout(&e.key, &e.value))
+        || system_shapes_checkout()
+    {
         return false;
     }
     if files.iter().any(|f| f.exists()) || umask() != Some(0o022) {
@@ -334,34 +339,49 @@ fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
     plain && walked.is_ok()
 }
 
-/// Whether configuration `key` changes what a checkout writes, or how (git reads it,
-/// and libgit2 may not read it alike): line endings, links, modes, case, index
-/// format, sparse checkout, attributes, parallel checkout, submodules.
-fn shapes_checkout(key: &str) -> bool {
+/// Whether configuration `key` set to `value` changes what a checkout writes, or how
+/// (git reads it, and libgit2 may not read it alike): line endings, links, modes,
+/// case, index format, sparse checkout, attributes, parallel checkout, submodules. A
+/// switch at its default on Linux (`git init` writes `core.filemode = true`) does not.
+fn shapes_checkout(key: &str, value: &str) -> bool {
+    const SWITCHES: &[(&str, bool)] = &[
+        ("core.autocrlf", false),
+        ("core.symlinks", true),
+        ("core.filemode", true),
+        ("core.ignorecase", false),
+        ("core.precomposeunicode", false),
+        ("core.protecthfs", false),
+        ("core.protectntfs", true),
+        ("core.splitindex", false),
+        ("core.sparsecheckout", false),
+        ("core.longpaths", false),
+        ("submodule.recurse", false),
+    ];
     const KEYS: &[&str] = &[
-        "core.autocrlf",
         "core.eol",
         "core.safecrlf",
-        "core.symlinks",
-        "core.filemode",
-        "core.ignorecase",
-        "core.precomposeunicode",
-        "core.protecthfs",
-        "core.protectntfs",
         "core.checkroundtripencoding",
-        "core.splitindex",
-        "core.sparsecheckout",
         "core.sparsecheckoutcone",
         "core.attributesfile",
-        "core.longpaths",
         "core.worktree",
-        "submodule.recurse",
     ];
     let key = key.to_ascii_lowercase();
+    if let Some((_, default)) = SWITCHES.iter().find(|(k, _)| *k == key) {
+        return git_bool(value) != Some(*default);
+    }
     KEYS.contains(&key.as_str())
         || ["index.", "checkout.", "feature.", "extensions.", "filter."]
             .iter()
             .any(|p| key.starts_with(p))
+}
+
+/// A git boolean (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`/empty).
+fn git_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" | "" => Some(false),
+        _ => None,
+    }
 }
 
 /// Whether the system's configuration file (which fanout's git does not read, but
@@ -378,7 +398,11 @@ fn system_shapes_checkout() -> bool {
     };
     let mut found = false;
     while let Some(Ok(e)) = entries.next() {
-        found |= e.name().ok().is_none_or(shapes_checkout);
+        found |= match (e.name(), e.value()) {
+            (Ok(name), Ok(value)) => shapes_checkout(name, value),
+            (Ok(name), Err(_)) => shapes_checkout(name, "true"),
+            _ => true,
+        };
     }
     found
 }
@@ -709,17 +733,27 @@ mod tests {
         };
         let (d, repo, _) = repo_with(&[("a", b"1")]);
         assert!(plain(&d, &repo, &none));
-        for key in [
-            "core.sparseCheckout",
-            "core.attributesFile",
-            "core.autocrlf",
-            "core.symlinks",
-            "index.version",
-            "filter.lfs.smudge",
+        for (key, value) in [
+            ("core.sparseCheckout", "true"),
+            ("core.attributesFile", "x"),
+            ("core.autocrlf", "input"),
+            ("core.symlinks", "false"),
+            ("core.fileMode", "no"),
+            ("index.version", "4"),
+            ("filter.lfs.smudge", "x"),
         ] {
-            let listed = Listed::shareable(&[entry(key, "x")]).unwrap();
+            let listed = Listed::shareable(&[entry(key, value)]).unwrap();
             assert!(!plain(&d, &repo, &listed), "{key}");
         }
+        // What `git init` writes, and switches at their defaults, change nothing.
+        let init = [
+            entry("core.repositoryformatversion", "0"),
+            entry("core.filemode", "true"),
+            entry("core.bare", "false"),
+            entry("core.logallrefupdates", "true"),
+            entry("core.autocrlf", "false"),
+        ];
+        assert!(plain(&d, &repo, &Listed::shareable(&init).unwrap()));
         std::fs::create_dir_all(d.path().join(".git/info")).unwrap();
         std::fs::write(d.path().join(".git/info/attributes"), "* -text\n").unwrap();
         assert!(!plain(&d, &repo, &none), "info/attributes");
