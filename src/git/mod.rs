@@ -424,6 +424,10 @@ impl EarlyListing {
             .name("fanout-config".into())
             .spawn(move || list_config(&owned))
             .ok();
+        // A new thread starts on this CPU and waits there while this one runs on:
+        // giving the CPU up once lets it start git now (the other CPU takes one of
+        // the two).
+        std::thread::yield_now();
         EarlyListing {
             dir: dir.to_owned(),
             listing: std::sync::Arc::new(Pending(std::sync::Mutex::new(listing))),

@@ -306,6 +306,8 @@ fn snapshot_meanwhile(
             to.taken(taken.unwrap_or_else(|_| Err("taking it panicked".into())));
         })
         .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
+    // Let it start now rather than when this thread next blocks (see EarlyListing).
+    std::thread::yield_now();
     Ok((guard, thread))
 }
 
