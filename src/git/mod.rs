@@ -485,7 +485,7 @@ pub fn credentials_in(entries: &[Entry]) -> Vec<String> {
 /// the bare name. A path lets the standard library start it with `posix_spawn`, which
 /// does not copy fanout's address space as `fork` does: with a bare name and a `PATH`
 /// of the child's own, it has to fork.
-fn locate(env: &[(OsString, OsString)], dir: &Path) -> PathBuf {
+pub fn locate(env: &[(OsString, OsString)], dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v);
     let found = path

@@ -32,7 +32,7 @@
 //!   before (killed), each harvest executes fanout's binary instead ([`Harvester`]).
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -47,7 +47,7 @@ use nix::sys::socket::{
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::harvest_process::{Ended, Request, Talked};
+use super::harvest_process::{Ended, Request, Talked, detach};
 use crate::run::harvest::Harvest;
 
 /// How the run starts each harvest child.
@@ -223,13 +223,9 @@ fn split_ending(bytes: Vec<u8>) -> (Talked, Ended) {
     (Ok(reply), ended)
 }
 
-/// How many threads this process has (Linux: `/proc/self/status`).
+/// How many threads this process has.
 fn threads() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|n| n.trim().parse().ok())
+    crate::util::proc_status("Threads")?.parse().ok()
 }
 
 /// End this process now: no destructor, no exit handler, no flush of what the
@@ -239,22 +235,9 @@ fn exit_now(code: i32) -> ! {
     unsafe { nix::libc::_exit(code) }
 }
 
-/// Stop signals ignored, killed when `parent` dies, and `parent` still there.
-fn detach(parent: Pid) -> nix::Result<()> {
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: SIG_IGN installs no handler.
-        unsafe { signal(sig, SigHandler::SigIgn) }?;
-    }
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    if nix::unistd::getppid() != parent {
-        return Err(Errno::ESRCH);
-    }
-    Ok(())
-}
-
 /// The server: set up (see the module docs), then a waiter for each harvest asked for,
 /// until the run closes its socket.
-fn serve(control: &OwnedFd, parent: Pid) -> nix::Result<()> {
+fn serve(control: &OwnedFd, parent: Pid) -> std::io::Result<()> {
     nix::unistd::setsid()?;
     detach(parent)?;
     // Waiters end on their own: the kernel reaps them.
@@ -278,22 +261,21 @@ fn serve(control: &OwnedFd, parent: Pid) -> nix::Result<()> {
             // Not a harvest (only the run can send): what came is closed.
             Ok(Received::Other) | Err(Errno::EINTR) => {}
             Ok(Received::Closed) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
 /// `/dev/null` for stdin, stdout and stderr.
-fn quiet_stdio() -> nix::Result<()> {
+fn quiet_stdio() -> std::io::Result<()> {
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open("/dev/null")
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+        .open("/dev/null")?;
     for fd in 0..3 {
         // SAFETY: dup2 onto the standard descriptors, which nothing else holds here.
         if unsafe { nix::libc::dup2(null.as_raw_fd(), fd) } < 0 {
-            return Err(Errno::last());
+            return Err(std::io::Error::last_os_error());
         }
     }
     Ok(())
@@ -340,7 +322,7 @@ fn receive(control: &OwnedFd) -> nix::Result<Received> {
 }
 
 /// Fork the waiter of one harvest.
-fn start_waiter(control: &OwnedFd, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<()> {
+fn start_waiter(control: &OwnedFd, socket: OwnedFd, stderr: OwnedFd) -> std::io::Result<()> {
     let server = nix::unistd::getpid();
     // SAFETY: the server has one thread, so the child may run any code.
     match unsafe { fork() }? {
@@ -357,7 +339,7 @@ fn start_waiter(control: &OwnedFd, socket: OwnedFd, stderr: OwnedFd) -> nix::Res
 }
 
 /// The waiter: fork the child, wait for it, and say how it ended after its reply.
-fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<()> {
+fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> std::io::Result<()> {
     detach(server)?;
     // SAFETY: SIG_DFL installs no handler; the child must be waited for.
     unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) }?;
@@ -366,7 +348,7 @@ fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<
     let child = match unsafe { fork() }? {
         ForkResult::Child => {
             let served =
-                std::panic::catch_unwind(AssertUnwindSafe(|| child(waiter, &socket, stderr)));
+                std::panic::catch_unwind(AssertUnwindSafe(|| child(waiter, socket, stderr)));
             exit_now(served.unwrap_or(101))
         }
         ForkResult::Parent { child } => child,
@@ -383,14 +365,12 @@ fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> nix::Result<
         Ok(WaitStatus::Signaled(_, sig, _)) => format!("\nsignal {}", sig as i32),
         _ => "\nunknown".to_owned(),
     };
-    let mut out = std::fs::File::from(socket);
-    out.write_all(line.as_bytes())
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+    std::fs::File::from(socket).write_all(line.as_bytes())
 }
 
 /// The child: its stderr the run's unnamed file, then what an exec'd child does
 /// ([`super::harvest_process::child`]); its exit code.
-fn child(waiter: Pid, socket: &OwnedFd, stderr: OwnedFd) -> i32 {
+fn child(waiter: Pid, socket: OwnedFd, stderr: OwnedFd) -> i32 {
     if detach(waiter).is_err() {
         return 1;
     }
@@ -401,10 +381,7 @@ fn child(waiter: Pid, socket: &OwnedFd, stderr: OwnedFd) -> i32 {
     drop(stderr);
     // Nothing of the harvest is relative to it; no directory an agent can remove.
     let _ = std::env::set_current_dir("/");
-    let Ok(io) = socket.as_fd().try_clone_to_owned() else {
-        return 1;
-    };
-    let stream = UnixStream::from(io);
+    let stream = UnixStream::from(socket);
     match super::harvest_process::child(&stream, &stream) {
         Ok(()) => 0,
         Err(e) => {

@@ -407,12 +407,10 @@ fn system_shapes_checkout() -> bool {
     found
 }
 
-/// This process's umask (Linux: `/proc/self/status`): git creates files 0666 and
-/// directories 0777 less it, libgit2 0644/0755 — the same only for 022.
+/// This process's umask: git creates files 0666 and directories 0777 less it,
+/// libgit2 0644/0755 — the same only for 022.
 fn umask() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let value = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
-    u32::from_str_radix(value.trim(), 8).ok()
+    u32::from_str_radix(&crate::util::proc_status("Umask")?, 8).ok()
 }
 
 /// The attribute files git reads besides the tree's own and `core.attributesFile`:
@@ -428,13 +426,10 @@ fn attribute_files(admin: &Path) -> Vec<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")));
     // The system's: `<prefix>/etc/gitattributes` of the git on PATH (`/etc` for
     // `/usr`), and the usual places.
-    let prefix = std::env::var_os("PATH").and_then(|path| {
-        let git = std::env::split_paths(&path)
-            .map(|d| d.join("git"))
-            .find(|g| g.is_file())?;
-        let real = std::fs::canonicalize(git).ok()?;
-        Some(real.parent()?.parent()?.to_owned())
-    });
+    let env: Vec<_> = std::env::vars_os().collect();
+    let prefix = std::fs::canonicalize(crate::git::locate(&env, admin))
+        .ok()
+        .and_then(|git| Some(git.parent()?.parent()?.to_owned()));
     let system = prefix.map(|p| match p.as_path() {
         p if p == Path::new("/usr") => PathBuf::from("/etc/gitattributes"),
         p => p.join("etc").join("gitattributes"),
