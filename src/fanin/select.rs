@@ -33,13 +33,15 @@ pub fn task_key(r: &WorkerResult) -> String {
 
 /// The fan-in of a finished run's results, before they are reported: best-of-N
 /// selection, then the conflict map of the (selected) successes. One repository open
-/// serves both.
+/// serves both, made only when either has something to compare.
 pub fn fan_in(
     plan: &Plan,
     results: &mut [WorkerResult],
     repo_dir: &Path,
 ) -> Option<crate::model::fanin::ConflictMap> {
-    let repo = git2::Repository::open(repo_dir).ok();
+    let compares = plan.select.mode == SelectMode::Best
+        || crate::fanin::conflicts::candidates(results).len() >= 2;
+    let repo = compares.then(|| crate::repo::open(repo_dir).ok()).flatten();
     apply(plan, results, repo.as_ref());
     crate::fanin::conflicts::analyze(repo.as_ref()?, &plan.base.commit, results)
 }

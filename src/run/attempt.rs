@@ -369,8 +369,7 @@ pub fn execute(
         harvest_server,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
-    let git = |e: git2::Error| Failure::Fatal(format!("git: {}", e.message()));
-    let common_dir = repo.open().map_err(git)?.commondir().to_owned();
+    let common_dir = repo.common_dir.clone();
     let own_binary =
         super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?;
     let harvester = match harvest_server.clone() {

@@ -139,7 +139,7 @@ fn claimable(
     branch: &str,
     base: Oid,
 ) -> Result<PathBuf, WorktreeError> {
-    let repo = Repository::open(repo_dir)?;
+    let repo = crate::repo::open(repo_dir)?;
     if repo.find_branch(branch, BranchType::Local).is_ok() {
         return Err(WorktreeError::BranchExists(branch.to_owned()));
     }
@@ -272,7 +272,7 @@ const IN_PROCESS_BYTES: usize = 8 << 20;
 /// left to worktree setup.
 fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(), WorktreeError> {
     if let Some(listed) = config.listed
-        && let Ok(repo) = Repository::open(path)
+        && let Ok(repo) = crate::repo::open(path)
         && plain_tree(&repo, &attribute_files(admin), listed)
     {
         let mut how = git2::build::CheckoutBuilder::new();
