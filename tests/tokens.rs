@@ -203,6 +203,25 @@ fn a_credential_in_the_repository_config_is_refused_before_anything_runs() {
     assert_eq!(t.branches(), branches);
     assert!(!t.shared().join("loot.txt").exists(), "the agent ran");
 
+    // Started in a subdirectory of the checkout, fanout lists the configuration from
+    // there: git finds the same repository, and its credential.
+    let sub = t.repo.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let sub = sub.display().to_string();
+    let out = with_tokens(
+        &t,
+        &["-C", &sub, "--config", &cfg, "run", "-w", "1", "look"],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("http.https://github.com/.extraheader"),
+        "{err}"
+    );
+    assert!(t.runs().is_empty(), "a run was started");
+
     // A URL with a password is refused the same way; without either, the run goes on.
     t.git(&[
         "config",

@@ -71,9 +71,10 @@ pub struct RunArgs {
 pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, CliError> {
     // First, while this process has one thread: the server that forks each harvest.
     let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
+    // git lists the repository's configuration while fanout finds the repository and
+    // makes the plan (run where fanout was started, git finds the same repository).
+    let early_config = crate::git::EarlyListing::start(&ctx.cwd);
     let repo = ctx.repo()?;
-    // git lists the repository's configuration while the plan is made.
-    let early_config = crate::git::EarlyListing::start(&repo.workdir);
     let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
     if settings.tasks.is_empty() {
         errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
