@@ -188,16 +188,17 @@ fn a_credential_in_the_repository_config_is_refused_before_anything_runs() {
         "http.https://github.com/.extraheader",
         "AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3NlY3JldA==",
     ]);
+    // `fanout <before> --config <cfg> run -w 1 look` is refused (exit 2), naming `key`.
+    let refused = |before: &[&str], key: &str| {
+        let args = [before, &["--config", &cfg, "run", "-w", "1", "look"]].concat();
+        let out = with_tokens(&t, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(key), "{err}");
+        err
+    };
     let branches = t.branches();
-    let out = with_tokens(&t, &["--config", &cfg, "run", "-w", "1", "look"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("http.https://github.com/.extraheader"),
-        "{err}"
-    );
+    let err = refused(&[], "http.https://github.com/.extraheader");
     assert!(err.contains("persist-credentials: false"), "{err}");
     assert!(t.runs().is_empty(), "a run was started");
     assert_eq!(t.branches(), branches);
@@ -208,18 +209,7 @@ fn a_credential_in_the_repository_config_is_refused_before_anything_runs() {
     let sub = t.repo.join("sub");
     std::fs::create_dir(&sub).unwrap();
     let sub = sub.display().to_string();
-    let out = with_tokens(
-        &t,
-        &["-C", &sub, "--config", &cfg, "run", "-w", "1", "look"],
-    )
-    .output()
-    .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("http.https://github.com/.extraheader"),
-        "{err}"
-    );
+    refused(&["-C", &sub], "http.https://github.com/.extraheader");
     assert!(t.runs().is_empty(), "a run was started");
 
     // A URL with a password is refused the same way; without either, the run goes on.
@@ -233,12 +223,7 @@ fn a_credential_in_the_repository_config_is_refused_before_anything_runs() {
         "remote.mirror.url",
         "https://x-access-token:ghs_inurl@example.invalid/o/r.git",
     ]);
-    let out = with_tokens(&t, &["--config", &cfg, "run", "-w", "1", "look"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("remote.mirror.url"), "{err}");
+    refused(&[], "remote.mirror.url");
     t.git(&["remote", "remove", "mirror"]);
     let out = with_tokens(&t, &["--config", &cfg, "run", "-w", "1", "look"])
         .output()
