@@ -24,14 +24,25 @@ fn request(common: &Path) -> Request {
     }
 }
 
+/// This process's children, of every thread (exited and not reaped included).
+fn children() -> Vec<u32> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    let mut pids = Vec::new();
+    for task in tasks {
+        let children = std::fs::read_to_string(task.unwrap().path().join("children"));
+        pids.extend(
+            children
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| p.parse::<u32>().unwrap()),
+        );
+    }
+    pids
+}
+
 /// The server's pid: the one child of this process.
 fn server_pid() -> u32 {
-    let me = std::process::id().to_string();
-    let children = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).unwrap();
-    let pids: Vec<u32> = children
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let pids = children();
     assert_eq!(pids.len(), 1, "children: {pids:?}");
     pids[0]
 }
@@ -76,18 +87,44 @@ fn is_detached(server: u32) {
     }
 }
 
-/// Once closed, it is gone (reaped), and a harvest asked for then fails plainly.
+/// Closing waits for a harvest in progress: asked for before, answered after, it
+/// still gets its child's answer. The server outlives its waiters and children
+/// (whose answers are taken before they end), so none is re-parented to this
+/// process (a child subreaper, as a run is). Once closed, the server is gone
+/// (reaped), and a harvest asked for then fails plainly.
 fn closes(server: &HarvestServer, pid: u32) {
-    server.close();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "still there");
     let dir = tempfile::tempdir().unwrap();
+    let asked = server.ask().unwrap();
+    std::thread::scope(|s| {
+        let closing = s.spawn(|| server.close());
+        // Not a timing: a server that did not wait would be gone well before, and
+        // its harvest with it.
+        let deadline = Instant::now() + Duration::from_millis(300);
+        while !closing.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let err = asked.answer(&request(dir.path())).expect("an answer");
+        assert!(err.unwrap_err().contains("repository"));
+    });
+    assert_eq!(children(), Vec::<u32>::new(), "left behind");
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "still there");
     let err = server.harvest(&request(dir.path())).unwrap_err();
     assert!(err.starts_with("the harvest server:"), "{err}");
     server.close();
+}
+
+/// A server that does not end on its own (a harvest never answered) is killed, and
+/// its waiter and child go with it.
+fn a_server_that_does_not_end_is_killed() {
+    let server = HarvestServer::start(|| ()).expect("one thread here");
+    let pid = server_pid();
+    let asked = server.ask().unwrap();
+    server.close();
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "still there");
+    drop(asked);
+    // Killed with the server, they were re-parented here.
+    while nix::sys::wait::waitpid(None, None).is_ok() {}
+    assert_eq!(children(), Vec::<u32>::new(), "left behind");
 }
 
 /// With the server gone, the run's harvests execute fanout's binary instead.
@@ -102,6 +139,7 @@ fn a_gone_server_is_stood_in_for(server: Arc<HarvestServer>) {
 }
 
 fn main() {
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
     // What the server must forget runs in it (and only there) first thing.
     let dir = tempfile::tempdir().unwrap();
     let forgot = dir.path().join("forgot");
@@ -127,5 +165,6 @@ fn main() {
     });
     closes(&server, pid);
     a_gone_server_is_stood_in_for(Arc::new(server));
-    println!("harvest_server: 6 checks passed");
+    a_server_that_does_not_end_is_killed();
+    println!("harvest_server: 7 checks passed");
 }

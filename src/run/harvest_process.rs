@@ -168,23 +168,64 @@ impl Request {
             .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
         // Its end of the socket closes with it (the copies `cmd` held go with `cmd`).
         drop(cmd);
-        let talked = talk(&mut ours, self);
+        let heard = talk(&mut ours, self);
         drop(ours);
         let status = child.wait().map_err(io)?;
-        outcome(Ended::of(status), talked, &mut stderr)
+        outcome(Ended::of(status), heard, &mut stderr)
     }
 }
 
-/// What came back from a harvest child: all it wrote, or why it could not be read.
-pub type Talked = std::io::Result<Vec<u8>>;
+/// What came back from a harvest child.
+#[derive(Debug)]
+pub enum Heard {
+    /// Its reply, whole: the line it ends with its last write ([`child`]). Nothing
+    /// after it can change the harvest, so it is taken without waiting for the rest
+    /// (the child's exit, the server's line on how it ended).
+    Reply(Reply),
+    /// No whole reply came first: all it wrote, to the end, or why it could not be
+    /// read.
+    Rest(std::io::Result<Vec<u8>>),
+}
 
 /// Send `request` on `socket` (the child reads the whole request before it writes
-/// anything), then read all the child writes, capped.
-pub fn talk(socket: &mut UnixStream, request: &Request) -> Talked {
-    let bytes = serde_json::to_vec(request).map_err(std::io::Error::other)?;
-    socket.write_all(&bytes)?;
-    socket.shutdown(std::net::Shutdown::Write)?;
-    read_capped(socket, MAX_MESSAGE_BYTES)
+/// anything), then hear what the child writes ([`hear`]).
+pub fn talk(socket: &mut UnixStream, request: &Request) -> Heard {
+    let sent = serde_json::to_vec(request)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| socket.write_all(&bytes))
+        .and_then(|()| socket.shutdown(std::net::Shutdown::Write));
+    match sent {
+        Ok(()) => hear(socket, MAX_MESSAGE_BYTES),
+        Err(e) => Heard::Rest(Err(e)),
+    }
+}
+
+/// The child's reply as soon as its line is whole and reads as a reply; else all of
+/// `from`, up to `cap` bytes (more is an error). A reply is one line (JSON written
+/// compact escapes every newline), and a reply cut short never reads as one (an
+/// object whose end is missing), so a line that does not is read on to the end, for
+/// how the child ended.
+fn hear(from: impl Read, cap: u64) -> Heard {
+    use std::io::BufRead;
+    let mut from = std::io::BufReader::new(from.take(cap + 1));
+    let mut out = Vec::new();
+    if let Err(e) = from.read_until(b'\n', &mut out) {
+        return Heard::Rest(Err(e));
+    }
+    if let Some(line) = out.strip_suffix(b"\n")
+        && let Ok(reply) = serde_json::from_slice::<Reply>(line)
+    {
+        return Heard::Reply(reply);
+    }
+    let rest = from.read_to_end(&mut out).and_then(|_| {
+        if out.len() as u64 > cap {
+            return Err(std::io::Error::other(format!(
+                "its reply is over {cap} bytes"
+            )));
+        }
+        Ok(out)
+    });
+    Heard::Rest(rest)
 }
 
 /// How a harvest child ended.
@@ -219,15 +260,15 @@ impl std::fmt::Display for Ended {
     }
 }
 
-/// The harvest a child that `ended` so and `talked` so gave back, or why there is
-/// none (with the last lines of its `stderr`).
-pub fn outcome(
-    ended: Ended,
-    talked: Talked,
-    stderr: &mut std::fs::File,
-) -> Result<Harvest, String> {
+/// The harvest a child gave back, or why there is none (with the last lines of its
+/// `stderr`): its whole reply, else from all it wrote (`rest`) and how it `ended`.
+pub fn outcome(ended: Ended, heard: Heard, stderr: &mut std::fs::File) -> Result<Harvest, String> {
+    let rest = match heard {
+        Heard::Reply(reply) => return reply.and_then(Harvested::into_harvest),
+        Heard::Rest(rest) => rest,
+    };
     let why = match ended {
-        Ended::Exited(0) => match talked.map(|out| serde_json::from_slice::<Reply>(&out)) {
+        Ended::Exited(0) => match rest.map(|out| serde_json::from_slice::<Reply>(&out)) {
             Ok(Ok(reply)) => return reply.and_then(Harvested::into_harvest),
             Ok(Err(e)) => format!("the harvest process's reply: {e}"),
             Err(e) => format!("talking to the harvest process: {e}"),
@@ -253,18 +294,6 @@ pub fn scratch_file() -> std::io::Result<std::fs::File> {
     }
     #[cfg(not(target_os = "linux"))]
     tempfile::tempfile()
-}
-
-/// All `from` says, up to `cap` bytes (more is an error).
-fn read_capped(from: &mut impl Read, cap: u64) -> std::io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    from.take(cap + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > cap {
-        return Err(std::io::Error::other(format!(
-            "its reply is over {cap} bytes"
-        )));
-    }
-    Ok(out)
 }
 
 /// `exe harvest-worker <our pid>`, in `dir`, with this process's environment less
@@ -322,7 +351,8 @@ pub fn own_binary() -> std::io::Result<PathBuf> {
 }
 
 /// The child's side: read a [`Request`] on `input`, serve it, write the [`Reply`] on
-/// `output`. Err: why no reply was written.
+/// `output`, as one line in one write (the run takes the reply once its line ends:
+/// [`hear`]). Err: why no reply was written.
 pub fn child(input: impl Read, mut output: impl Write) -> Result<(), String> {
     let mut bytes = Vec::new();
     input
@@ -332,9 +362,12 @@ pub fn child(input: impl Read, mut output: impl Write) -> Result<(), String> {
     let request: Request =
         serde_json::from_slice(&bytes).map_err(|e| format!("the request: {e}"))?;
     drop(bytes);
-    let reply = request.serve();
-    serde_json::to_writer(&mut output, &reply).map_err(|e| format!("the reply: {e}"))?;
-    output.flush().map_err(|e| format!("the reply: {e}"))
+    let mut line = serde_json::to_vec(&request.serve()).map_err(|e| format!("the reply: {e}"))?;
+    line.push(b'\n');
+    output
+        .write_all(&line)
+        .and_then(|()| output.flush())
+        .map_err(|e| format!("the reply: {e}"))
 }
 
 impl Harvested {
@@ -451,12 +484,48 @@ mod tests {
         assert_eq!(err, "no such tree");
     }
 
+    fn rest(heard: Heard) -> std::io::Result<Vec<u8>> {
+        match heard {
+            Heard::Rest(rest) => rest,
+            Heard::Reply(reply) => panic!("a reply: {reply:?}"),
+        }
+    }
+
     #[test]
     fn a_reply_over_the_cap_is_refused() {
         let big = vec![b'x'; 11];
-        let err = read_capped(&mut &big[..], 10).unwrap_err();
+        let err = rest(hear(&big[..], 10)).unwrap_err();
         assert_eq!(err.to_string(), "its reply is over 10 bytes");
-        assert_eq!(read_capped(&mut &big[..], 11).unwrap(), big);
+        assert_eq!(rest(hear(&big[..], 11)).unwrap(), big);
+        // A reply's line is capped too.
+        let line = b"{\"Err\":\"0123456789\"}\n";
+        assert!(rest(hear(&line[..], 10)).is_err());
+    }
+
+    #[test]
+    fn a_whole_reply_is_taken_without_waiting_for_the_end() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        // Were the end awaited, the read would time out: `theirs` stays open.
+        ours.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        (&theirs)
+            .write_all(b"{\"Err\":\"no such tree\"}\nexit 0")
+            .unwrap();
+        match hear(&ours, MAX_MESSAGE_BYTES) {
+            Heard::Reply(reply) => assert_eq!(reply.unwrap_err(), "no such tree"),
+            Heard::Rest(rest) => panic!("no reply: {rest:?}"),
+        }
+        // A line that is no whole reply (cut short, or none at all before the
+        // ending) is read on to the end, for how the child ended.
+        for written in [
+            "{\"Ok\":\nsignal 9",
+            "\nexit 4",
+            "{\"Ok\": 7}\nexit 0",
+            "{}",
+        ] {
+            let got = rest(hear(written.as_bytes(), MAX_MESSAGE_BYTES)).unwrap();
+            assert_eq!(got, written.as_bytes());
+        }
     }
 
     #[test]
@@ -519,7 +588,10 @@ mod tests {
         // No repository there: the harvest fails, and the reply says why.
         let sent = serde_json::to_vec(&request(dir.path())).unwrap();
         child(&sent[..], &mut out).unwrap();
-        let reply: Reply = serde_json::from_slice(&out).unwrap();
+        // One line, ended.
+        let line = out.strip_suffix(b"\n").unwrap();
+        assert!(!line.contains(&b'\n'));
+        let reply: Reply = serde_json::from_slice(line).unwrap();
         assert!(reply.is_err(), "{reply:?}");
     }
 }

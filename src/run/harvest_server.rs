@@ -9,10 +9,13 @@
 //! child's stderr, and sends the server its ends (`SCM_RIGHTS`, on a `SOCK_SEQPACKET`
 //! pair: one message a harvest, however many are asked for at once). The server forks
 //! a *waiter*, which forks the *child*: the child reads the request, harvests, writes
-//! the reply and exits; the waiter then writes how it ended (`\nexit <code>` or
-//! `\nsignal <number>`; a reply is JSON on one line) on the same socket and exits. The
-//! run reads until both are gone: reply and ending, as `Command::output` would give
-//! them ([`super::harvest_process::Ended`]).
+//! the reply (JSON on one line) and exits; the waiter then writes how it ended
+//! (`\nexit <code>` or `\nsignal <number>`) on the same socket and exits. The run takes
+//! a whole reply as soon as its line ends, without waiting for either to be gone
+//! ([`Heard::Reply`]); otherwise it reads until both are, for how the child ended
+//! ([`super::harvest_process::Ended`]). The server outlives its waiters (they end on
+//! their own once their child has): when the run closes it, it waits for them before
+//! it ends ([`HarvestServer::close`]).
 //!
 //! What the server is trusted with, and how it is kept to it — as the exec'd child:
 //! - It is a fork of fanout made before anything else of the run (no thread, no agent,
@@ -28,8 +31,9 @@
 //!   decides when to stop, and waits for a harvest in progress); it, each waiter and
 //!   each child are killed when the process that forked them dies
 //!   (`PR_SET_PDEATHSIG`, and their parent's pid checked after asking): no harvest
-//!   outlives its run. It ends when the run closes its socket. Should it be gone
-//!   before (killed), each harvest executes fanout's binary instead ([`Harvester`]).
+//!   outlives its run. It ends when the run closes its socket, once its waiters
+//!   have. Should it be gone before (killed), each harvest executes fanout's binary
+//!   instead ([`Harvester`]).
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -37,6 +41,7 @@ use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{SigHandler, Signal, signal};
@@ -47,8 +52,11 @@ use nix::sys::socket::{
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::harvest_process::{Ended, Request, Talked, detach};
+use super::harvest_process::{Ended, Heard, Request, detach};
 use crate::run::harvest::Harvest;
+
+/// How long [`HarvestServer::close`] gives the server to end on its own.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// How the run starts each harvest child.
 #[derive(Debug, Clone)]
@@ -87,16 +95,20 @@ impl Asked {
     /// nothing at all came back (no child was made: the server could not fork, or
     /// died), for the caller to harvest otherwise.
     pub fn answer(mut self, request: &Request) -> Option<Result<Harvest, String>> {
-        let talked = super::harvest_process::talk(&mut self.socket, request);
-        let (reply, ended) = match talked {
-            Ok(bytes) if bytes.is_empty() => return None,
-            Ok(bytes) => split_ending(bytes),
-            Err(e) if nobody_there(&e) => return None,
-            Err(e) => (Err(e), Ended::Unknown),
+        let (heard, ended) = match super::harvest_process::talk(&mut self.socket, request) {
+            Heard::Rest(Ok(bytes)) if bytes.is_empty() => return None,
+            Heard::Rest(Ok(bytes)) => {
+                let (written, ended) = split_ending(bytes);
+                (Heard::Rest(Ok(written)), ended)
+            }
+            Heard::Rest(Err(e)) if nobody_there(&e) => return None,
+            // A whole reply (how the child ends after it changes nothing), or a
+            // socket that failed.
+            other => (other, Ended::Unknown),
         };
         Some(super::harvest_process::outcome(
             ended,
-            reply,
+            heard,
             &mut self.stderr,
         ))
     }
@@ -178,22 +190,27 @@ impl HarvestServer {
             None,
         )?;
         // Its end is the server's now: the child's and the waiter's copies close with
-        // them, and then the reply is whole.
+        // them, and then what came back is whole.
         drop(theirs);
         Ok(Asked { socket, stderr })
     }
 
-    /// End the server (SIGKILL: it holds nothing but what it is given) and reap it,
-    /// once no harvest is in progress; harvests asked for afterwards fail. Before the
-    /// run's reaper sweeps its children ([`super::reaper::sweep`]): the server is not
-    /// an agent's leftover. Again, it does nothing.
+    /// End the server and reap it, once no harvest is in progress; harvests asked for
+    /// afterwards fail. A harvest's reply is taken before its child and waiter are
+    /// gone ([`Heard::Reply`]): the server ends once they have ([`outlive_waiters`]),
+    /// and one that has not within [`CLOSE_WAIT`] (stopped) is killed (SIGKILL: it
+    /// holds nothing but what it is given). Before the run's reaper sweeps its
+    /// children ([`super::reaper::sweep`]): neither the server nor a waiter it left
+    /// behind is an agent's leftover. Again, it does nothing.
     pub fn close(&self) {
-        let _ =
-            nix::sys::socket::shutdown(self.control.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        use nix::sys::socket::{Shutdown, shutdown};
+        let _ = shutdown(self.control.as_raw_fd(), Shutdown::Write);
         let pid = self.pid.lock().map(|mut p| p.take()).unwrap_or(None);
         if let Some(pid) = pid {
-            // Not reaped yet, so still the server's (a zombie at worst).
-            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            if !hung_up_within(&self.control, CLOSE_WAIT) {
+                // Not reaped yet, so still the server's (a zombie at worst).
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            }
             let _ = waitpid(pid, None);
         }
     }
@@ -205,11 +222,11 @@ impl Drop for HarvestServer {
     }
 }
 
-/// The reply, and how the child ended, from what came back: the waiter's line follows
-/// the last newline (a reply has none).
-fn split_ending(bytes: Vec<u8>) -> (Talked, Ended) {
+/// What the child wrote, and how it ended, from what came back: the waiter's line
+/// follows the last newline (a reply has none inside).
+fn split_ending(bytes: Vec<u8>) -> (Vec<u8>, Ended) {
     let Some(at) = bytes.iter().rposition(|&b| b == b'\n') else {
-        return (Ok(bytes), Ended::Unknown);
+        return (bytes, Ended::Unknown);
     };
     let line = String::from_utf8_lossy(&bytes[at + 1..]).into_owned();
     let number = |s: &str| s.trim().parse::<i32>().ok();
@@ -218,9 +235,27 @@ fn split_ending(bytes: Vec<u8>) -> (Talked, Ended) {
         Some(("signal", sig)) => number(sig).map_or(Ended::Unknown, Ended::Signaled),
         _ => Ended::Unknown,
     };
-    let mut reply = bytes;
-    reply.truncate(at);
-    (Ok(reply), ended)
+    let mut written = bytes;
+    written.truncate(at);
+    (written, ended)
+}
+
+/// Whether the other end of `control` closed within `wait`: the server's, when it
+/// ends (it never writes on it).
+fn hung_up_within(control: &OwnedFd, wait: Duration) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(control.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Err(Errno::EINTR) => {}
+            Ok(ready) => return ready > 0,
+            Err(_) => return false,
+        }
+    }
 }
 
 /// How many threads this process has.
@@ -260,8 +295,24 @@ fn serve(control: &OwnedFd, parent: Pid) -> std::io::Result<()> {
             }
             // Not a harvest (only the run can send): what came is closed.
             Ok(Received::Other) | Err(Errno::EINTR) => {}
-            Ok(Received::Closed) => return Ok(()),
+            Ok(Received::Closed) => {
+                outlive_waiters();
+                return Ok(());
+            }
             Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Once the run is done asking: wait until every waiter is gone (with SIGCHLD
+/// ignored, waiting blocks until no child is left, then fails). Its child went
+/// before it, so the server leaves nothing behind that the run's reaper could take
+/// for an agent's.
+fn outlive_waiters() {
+    loop {
+        match waitpid(None, None) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return,
         }
     }
 }
@@ -398,8 +449,8 @@ mod tests {
     #[test]
     fn the_waiters_line_after_the_reply_says_how_the_child_ended() {
         let split = |b: &str| {
-            let (reply, ended) = split_ending(b.as_bytes().to_vec());
-            (String::from_utf8(reply.unwrap()).unwrap(), ended)
+            let (written, ended) = split_ending(b.as_bytes().to_vec());
+            (String::from_utf8(written).unwrap(), ended)
         };
         assert_eq!(
             split("{\"Err\":\"a\\nb\"}\nexit 0"),
