@@ -113,6 +113,30 @@ fn closes(server: &HarvestServer, pid: u32) {
     server.close();
 }
 
+/// Told that no more harvests will come, the server ends on its own, before it is
+/// closed; a harvest asked for after all is run by executing the binary instead.
+fn ends_once_no_more_harvests_come() {
+    let server = Arc::new(HarvestServer::start(|| ()).expect("one thread here"));
+    let pid = server_pid();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_fanout"));
+    let harvester = Harvester::Server(Arc::clone(&server), exe);
+    harvester.done_asking();
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state() != 'Z' && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(state(), 'Z', "ended, not reaped yet");
+    let dir = tempfile::tempdir().unwrap();
+    let err = harvester.harvest(&request(dir.path())).unwrap_err();
+    assert!(err.contains("repository"), "{err}");
+    server.close();
+    assert_eq!(children(), Vec::<u32>::new(), "left behind");
+}
+
 /// A server that does not end on its own (a harvest never answered) is killed, and
 /// its waiter and child go with it.
 fn a_server_that_does_not_end_is_killed() {
@@ -165,6 +189,7 @@ fn main() {
     });
     closes(&server, pid);
     a_gone_server_is_stood_in_for(Arc::new(server));
+    ends_once_no_more_harvests_come();
     a_server_that_does_not_end_is_killed();
-    println!("harvest_server: 7 checks passed");
+    println!("harvest_server: 8 checks passed");
 }

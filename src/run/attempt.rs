@@ -342,6 +342,15 @@ fn new_journal(
     }
 }
 
+/// How the attempt's harvests run: through the `server` when there is one.
+fn harvester(server: Option<Arc<HarvestServer>>) -> std::io::Result<Harvester> {
+    let own_binary = super::harvest_process::own_binary()?;
+    Ok(match server {
+        Some(server) => Harvester::Server(server, own_binary),
+        None => Harvester::Exec(own_binary),
+    })
+}
+
 /// Run every worker of `plan` not in `attempt.kept`, feeding `reporter` every event
 /// and recording each result as soon as it is final (`results/w<N>.json`, for
 /// `fanout resume`). The run's pid file is written first and left for the caller to
@@ -370,12 +379,10 @@ pub fn execute(
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let common_dir = repo.common_dir.clone();
-    let own_binary =
-        super::harvest_process::own_binary().map_err(|e| fatal("fanout's own binary", e))?;
-    let harvester = match harvest_server.clone() {
-        Some(server) => Harvester::Server(server, own_binary),
-        None => Harvester::Exec(own_binary),
-    };
+    let harvester =
+        harvester(harvest_server.clone()).map_err(|e| fatal("fanout's own binary", e))?;
+    let to_run = plan.workers.iter().filter(|w| !kept.contains_key(&w.id));
+    let to_run = to_run.count();
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
@@ -400,6 +407,7 @@ pub fn execute(
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
         harvester,
+        harvests_left: std::sync::atomic::AtomicUsize::new(to_run),
     });
 
     let (results, interrupted) = runtime

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -241,6 +242,10 @@ pub struct Executor {
     pub harvests: Arc<Semaphore>,
     /// How each harvest's child process is started ([`super::harvest_process`]).
     pub harvester: super::harvest_server::Harvester,
+    /// How many of this attempt's workers have not had their harvest come back: once
+    /// none has left, the harvest server is told no more will come, and ends while
+    /// the run finishes ([`super::harvest_server::Harvester::done_asking`]).
+    pub harvests_left: AtomicUsize,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -1122,6 +1127,7 @@ impl Executor {
             Ok::<_, String>((changed, harvest))
         })
         .await;
+        self.harvest_came_back();
         let (changed, h) =
             harvested.unwrap_or_else(|_| Err("harvest failed: task panicked".into()))?;
         let tampered = (!changed.is_empty()).then(|| {
@@ -1131,6 +1137,18 @@ impl Executor {
             )
         });
         Ok((h, tampered))
+    }
+
+    /// A worker's harvest came back (or failed): after the last, the harvest server
+    /// hears that no more will come. Should one come after all (one more than
+    /// counted), it runs as when the server is gone.
+    fn harvest_came_back(&self) {
+        let left = self
+            .harvests_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if left == Ok(1) {
+            self.harvester.done_asking();
+        }
     }
 
     /// Run the plan's checks on `w`'s committed result; a failed (or interrupted)

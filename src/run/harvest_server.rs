@@ -81,6 +81,14 @@ impl Harvester {
             Harvester::Exec(exe) => request.run_in_child(exe),
         }
     }
+
+    /// No more harvests will be asked for: the server may end (see
+    /// [`HarvestServer::done_asking`]).
+    pub fn done_asking(&self) {
+        if let Harvester::Server(server, _) = self {
+            server.done_asking();
+        }
+    }
 }
 
 /// A harvest the server took: the run's end of the child's socket, and its stderr.
@@ -195,16 +203,23 @@ impl HarvestServer {
         Ok(Asked { socket, stderr })
     }
 
-    /// End the server and reap it, once no harvest is in progress; harvests asked for
-    /// afterwards fail. A harvest's reply is taken before its child and waiter are
-    /// gone ([`Heard::Reply`]): the server ends once they have ([`outlive_waiters`]),
-    /// and one that has not within [`CLOSE_WAIT`] (stopped) is killed (SIGKILL: it
-    /// holds nothing but what it is given). Before the run's reaper sweeps its
-    /// children ([`super::reaper::sweep`]): neither the server nor a waiter it left
-    /// behind is an agent's leftover. Again, it does nothing.
-    pub fn close(&self) {
+    /// No more harvests will be asked for: the server ends once those asked for are
+    /// done and their waiters gone ([`outlive_waiters`]), while the run goes on.
+    /// Harvests asked for afterwards fail.
+    pub fn done_asking(&self) {
         use nix::sys::socket::{Shutdown, shutdown};
         let _ = shutdown(self.control.as_raw_fd(), Shutdown::Write);
+    }
+
+    /// End the server ([`HarvestServer::done_asking`]) and reap it, once no harvest is
+    /// in progress. A harvest's reply is taken before its child and waiter are gone
+    /// ([`Heard::Reply`]): the server ends once they have, and one that has not within
+    /// [`CLOSE_WAIT`] (stopped) is killed (SIGKILL: it holds nothing but what it is
+    /// given). Before the run's reaper sweeps its children ([`super::reaper::sweep`]):
+    /// neither the server nor a waiter it left behind is an agent's leftover. Again,
+    /// it does nothing.
+    pub fn close(&self) {
+        self.done_asking();
         let pid = self.pid.lock().map(|mut p| p.take()).unwrap_or(None);
         if let Some(pid) = pid {
             if !hung_up_within(&self.control, CLOSE_WAIT) {
