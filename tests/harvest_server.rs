@@ -55,8 +55,8 @@ fn status_field(pid: u32, field: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Harvests asked for at once each get their own answer, through the server's
-/// waiter and child, and the child's failure reads as it would from an exec'd one.
+/// Harvests asked for at once each get their own answer, each through a child of the
+/// server's, and the child's failure reads as it would from an exec'd one.
 fn answers_each_harvest_through_a_child_of_its_own(server: &HarvestServer) {
     let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     std::thread::scope(|s| {
@@ -76,6 +76,67 @@ fn answers_each_harvest_through_a_child_of_its_own(server: &HarvestServer) {
     });
 }
 
+/// The children of `pid`, oldest first.
+fn children_of(pid: u32) -> Vec<u32> {
+    let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
+    let mut pids: Vec<(u64, u32)> = list
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(") ")
+                .unwrap_or_default()
+                .1
+                .split(' ')
+                .collect();
+            (
+                fields.get(19).and_then(|t| t.parse().ok()).unwrap_or(0),
+                p.parse().unwrap(),
+            )
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.into_iter().map(|(_, p)| p).collect()
+}
+
+/// A child killed before it read its request: the run hears so at once (by which
+/// signal, or that the other end is gone, when the server said so before the
+/// request went: then the run harvests otherwise), for no other child of the
+/// server's (the spare forked meanwhile) holds its socket open. The next harvest is
+/// answered as ever.
+fn a_killed_child_is_told(server: &HarvestServer) {
+    let pid = server_pid();
+    let asked = server.ask().unwrap();
+    // Handed to the spare (it waits for the request), and the next spare forked.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while children_of(pid).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let children = children_of(pid);
+    assert_eq!(children.len(), 2, "the harvesting child and a spare");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(children[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sent = request(dir.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(asked.answer(&sent)));
+    let answer = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("an answer before the spare ends: it holds no copy of the socket");
+    if let Some(got) = answer {
+        assert_eq!(
+            got.unwrap_err(),
+            "the harvest process was killed by signal 9"
+        );
+    }
+    let err = server.harvest(&request(dir.path())).unwrap_err();
+    assert!(err.contains("repository"), "{err}");
+}
+
 /// The server leads a session of its own, deaf to stop signals.
 fn is_detached(server: u32) {
     let sid = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
@@ -88,8 +149,8 @@ fn is_detached(server: u32) {
 }
 
 /// Closing waits for a harvest in progress: asked for before, answered after, it
-/// still gets its child's answer. The server outlives its waiters and children
-/// (whose answers are taken before they end), so none is re-parented to this
+/// still gets its child's answer. The server outlives its children (whose answers
+/// are taken before they end), so none is re-parented to this
 /// process (a child subreaper, as a run is). Once closed, the server is gone
 /// (reaped), and a harvest asked for then fails plainly.
 fn closes(server: &HarvestServer, pid: u32) {
@@ -138,7 +199,7 @@ fn ends_once_no_more_harvests_come() {
 }
 
 /// A server that does not end on its own (a harvest never answered) is killed, and
-/// its waiter and child go with it.
+/// its child goes with it.
 fn a_server_that_does_not_end_is_killed() {
     let server = HarvestServer::start(|| ()).expect("one thread here");
     let pid = server_pid();
@@ -180,6 +241,7 @@ fn main() {
     assert_eq!(std::fs::read_to_string(&forgot).unwrap(), pid.to_string());
     answers_each_harvest_through_a_child_of_its_own(&server);
     is_detached(pid);
+    a_killed_child_is_told(&server);
     // With a second thread, no server is forked.
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
@@ -191,5 +253,5 @@ fn main() {
     a_gone_server_is_stood_in_for(Arc::new(server));
     ends_once_no_more_harvests_come();
     a_server_that_does_not_end_is_killed();
-    println!("harvest_server: 8 checks passed");
+    println!("harvest_server: 9 checks passed");
 }

@@ -313,7 +313,7 @@ fn child_command(exe: &Path, dir: &Path) -> Command {
 
 /// In the child, first thing: SIGINT, SIGTERM and SIGHUP ignored, killed when its
 /// parent dies, and its parent still `parent` (else it died before the death signal
-/// was asked for). The harvest server and its waiters detach alike.
+/// was asked for). The harvest server and its children detach alike.
 pub fn detach(parent: nix::unistd::Pid) -> std::io::Result<()> {
     use nix::sys::signal::{SigHandler, Signal, signal};
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {

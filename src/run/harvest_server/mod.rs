@@ -7,35 +7,34 @@
 //!
 //! How a harvest goes: the run makes a socket pair and an unnamed file for the
 //! child's stderr, and sends the server its ends (`SCM_RIGHTS`, on a `SOCK_SEQPACKET`
-//! pair: one message a harvest, however many are asked for at once). The server forks
-//! a *waiter*, which forks the *child*: the child reads the request, harvests, writes
-//! the reply (JSON on one line) and exits; the waiter then writes how it ended
-//! (`\nexit <code>` or `\nsignal <number>`) on the same socket and exits. The run takes
-//! a whole reply as soon as its line ends, without waiting for either to be gone
-//! ([`Heard::Reply`]); otherwise it reads until both are, for how the child ended
-//! ([`super::harvest_process::Ended`]). The server outlives its waiters (they end on
-//! their own once their child has): when the run closes it, it waits for them before
-//! it ends ([`HarvestServer::close`]).
+//! pair: one message a harvest, however many are asked for at once). The server hands
+//! them on to a *spare*, a child it forked ahead of need ([`serve`]): the child reads
+//! the request, harvests, writes the reply (JSON on one line) and exits; the server,
+//! which reaps it, then writes how it ended (`\nexit <code>` or `\nsignal <number>`) on
+//! the same socket and closes its copy. The run takes a whole reply as soon as its
+//! line ends, without waiting for the child to be gone ([`Heard::Reply`]); otherwise
+//! it reads to the end, for how the child ended
+//! ([`super::harvest_process::Ended`]). The server outlives its children: once the
+//! run is done asking, it waits for them before it ends ([`HarvestServer::close`]).
 //!
 //! What the server is trusted with, and how it is kept to it — as the exec'd child:
 //! - It is a fork of fanout made before anything else of the run (no thread, no agent,
 //!   no worktree yet), non-dumpable like fanout, so no agent can read or ptrace it,
-//!   nor its waiters and children (the flag is kept across fork: unlike an exec'd
-//!   child, there is no moment when they are open to ptrace). It forgets the run's
+//!   nor its children (the flag is kept across fork: unlike an exec'd child, there is
+//!   no moment when they are open to ptrace). It forgets the run's
 //!   credentials first thing (the caller says how) and takes every variable no child
 //!   gets out of its environment ([`crate::secret::is_scrubbed`]).
 //! - Its stdin, stdout and stderr are `/dev/null`; a child's stderr is the unnamed file
 //!   the run gave for it. It talks only over sockets, which no other process can open
 //!   again through `/proc/<pid>/fd`.
 //! - It leads a session of its own and ignores SIGINT, SIGTERM and SIGHUP (the run
-//!   decides when to stop, and waits for a harvest in progress); it, each waiter and
-//!   each child are killed when the process that forked them dies
+//!   decides when to stop, and waits for a harvest in progress); it and each child are
+//!   killed when the process that forked them dies
 //!   (`PR_SET_PDEATHSIG`, and their parent's pid checked after asking): no harvest
-//!   outlives its run. It ends when the run closes its socket, once its waiters
+//!   outlives its run. It ends when the run closes its socket, once its children
 //!   have. Should it be gone before (killed), each harvest executes fanout's binary
 //!   instead ([`Harvester`]).
 
-use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
@@ -44,16 +43,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::sys::signal::Signal;
 use nix::sys::socket::{
-    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
-    sendmsg, socketpair,
+    AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socketpair,
 };
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::harvest_process::{Ended, Heard, Request, detach};
+use super::harvest_process::{Ended, Heard, Request};
 use crate::run::harvest::Harvest;
+
+mod serve;
 
 /// How long [`HarvestServer::close`] gives the server to end on its own.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -99,7 +99,7 @@ pub struct Asked {
 }
 
 impl Asked {
-    /// Send `request`, and read what the child and its waiter answer; `None` when
+    /// Send `request`, and read what the child and the server answer; `None` when
     /// nothing at all came back (no child was made: the server could not fork, or
     /// died), for the caller to harvest otherwise.
     pub fn answer(mut self, request: &Request) -> Option<Result<Harvest, String>> {
@@ -167,10 +167,10 @@ impl HarvestServer {
                 drop(ours);
                 let served = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     forget();
-                    serve(&theirs, parent)
+                    serve::serve(&theirs, parent)
                 }));
                 // Never back into the caller's frames: they are the run's.
-                exit_now(i32::from(!matches!(served, Ok(Ok(())))))
+                serve::exit_now(i32::from(!matches!(served, Ok(Ok(())))))
             }
         }
     }
@@ -197,27 +197,27 @@ impl HarvestServer {
             MsgFlags::MSG_NOSIGNAL,
             None,
         )?;
-        // Its end is the server's now: the child's and the waiter's copies close with
-        // them, and then what came back is whole.
+        // Its end is the server's now: the child's and the server's copies close when
+        // the child has ended, and then what came back is whole.
         drop(theirs);
         Ok(Asked { socket, stderr })
     }
 
     /// No more harvests will be asked for: the server ends once those asked for are
-    /// done and their waiters gone ([`outlive_waiters`]), while the run goes on.
-    /// Harvests asked for afterwards fail.
+    /// done and their children gone, while the run goes on. Harvests asked for
+    /// afterwards fail.
     pub fn done_asking(&self) {
         use nix::sys::socket::{Shutdown, shutdown};
         let _ = shutdown(self.control.as_raw_fd(), Shutdown::Write);
     }
 
     /// End the server ([`HarvestServer::done_asking`]) and reap it, once no harvest is
-    /// in progress. A harvest's reply is taken before its child and waiter are gone
-    /// ([`Heard::Reply`]): the server ends once they have, and one that has not within
-    /// [`CLOSE_WAIT`] (stopped) is killed (SIGKILL: it holds nothing but what it is
-    /// given). Before the run's reaper sweeps its children ([`super::reaper::sweep`]):
-    /// neither the server nor a waiter it left behind is an agent's leftover. Again,
-    /// it does nothing.
+    /// in progress. A harvest's reply is taken before its child is gone
+    /// ([`Heard::Reply`]): the server ends once its children have, and one that has
+    /// not within [`CLOSE_WAIT`] (stopped) is killed (SIGKILL: it holds nothing but
+    /// what it is given). Before the run's reaper sweeps its children
+    /// ([`super::reaper::sweep`]): neither the server nor a child it left behind is an
+    /// agent's leftover. Again, it does nothing.
     pub fn close(&self) {
         self.done_asking();
         let pid = self.pid.lock().map(|mut p| p.take()).unwrap_or(None);
@@ -237,7 +237,7 @@ impl Drop for HarvestServer {
     }
 }
 
-/// What the child wrote, and how it ended, from what came back: the waiter's line
+/// What the child wrote, and how it ended, from what came back: the server's line
 /// follows the last newline (a reply has none inside).
 fn split_ending(bytes: Vec<u8>) -> (Vec<u8>, Ended) {
     let Some(at) = bytes.iter().rposition(|&b| b == b'\n') else {
@@ -278,191 +278,12 @@ fn threads() -> Option<usize> {
     crate::util::proc_status("Threads")?.parse().ok()
 }
 
-/// End this process now: no destructor, no exit handler, no flush of what the
-/// process it was forked from had buffered.
-fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit only ends the process.
-    unsafe { nix::libc::_exit(code) }
-}
-
-/// The server: set up (see the module docs), then a waiter for each harvest asked for,
-/// until the run closes its socket.
-fn serve(control: &OwnedFd, parent: Pid) -> std::io::Result<()> {
-    nix::unistd::setsid()?;
-    detach(parent)?;
-    // Waiters end on their own: the kernel reaps them.
-    // SAFETY: SIG_IGN installs no handler.
-    unsafe { signal(Signal::SIGCHLD, SigHandler::SigIgn) }?;
-    quiet_stdio()?;
-    for (name, _) in std::env::vars_os() {
-        if crate::secret::is_scrubbed(&name.to_string_lossy()) {
-            // SAFETY: the server has one thread.
-            unsafe { std::env::remove_var(&name) };
-        }
-    }
-    loop {
-        match receive(control) {
-            // Its copies of the two ends close when the waiter has its own — or at
-            // once when no waiter could be made: then the run hears nothing back,
-            // and harvests otherwise.
-            Ok(Received::Harvest(socket, stderr)) => {
-                let _ = start_waiter(control, socket, stderr);
-            }
-            // Not a harvest (only the run can send): what came is closed.
-            Ok(Received::Other) | Err(Errno::EINTR) => {}
-            Ok(Received::Closed) => {
-                outlive_waiters();
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Once the run is done asking: wait until every waiter is gone (with SIGCHLD
-/// ignored, waiting blocks until no child is left, then fails). Its child went
-/// before it, so the server leaves nothing behind that the run's reaper could take
-/// for an agent's.
-fn outlive_waiters() {
-    loop {
-        match waitpid(None, None) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(_) => return,
-        }
-    }
-}
-
-/// `/dev/null` for stdin, stdout and stderr.
-fn quiet_stdio() -> std::io::Result<()> {
-    let null = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")?;
-    for fd in 0..3 {
-        // SAFETY: dup2 onto the standard descriptors, which nothing else holds here.
-        if unsafe { nix::libc::dup2(null.as_raw_fd(), fd) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// What came on the server's socket.
-enum Received {
-    /// A harvest: its socket and its stderr file.
-    Harvest(OwnedFd, OwnedFd),
-    /// Something else (closed as it came).
-    Other,
-    /// The run closed the socket.
-    Closed,
-}
-
-/// The next message on the server's socket.
-fn receive(control: &OwnedFd) -> nix::Result<Received> {
-    let mut byte = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
-    let msg = recvmsg::<()>(
-        control.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    if msg.bytes == 0 {
-        return Ok(Received::Closed);
-    }
-    let mut fds = Vec::new();
-    for c in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(got) = c {
-            // SAFETY: descriptors just received are this process's own.
-            fds.extend(
-                got.into_iter()
-                    .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
-            );
-        }
-    }
-    Ok(match <[OwnedFd; 2]>::try_from(fds) {
-        Ok([socket, stderr]) => Received::Harvest(socket, stderr),
-        Err(_) => Received::Other,
-    })
-}
-
-/// Fork the waiter of one harvest.
-fn start_waiter(control: &OwnedFd, socket: OwnedFd, stderr: OwnedFd) -> std::io::Result<()> {
-    let server = nix::unistd::getpid();
-    // SAFETY: the server has one thread, so the child may run any code.
-    match unsafe { fork() }? {
-        ForkResult::Parent { .. } => Ok(()),
-        ForkResult::Child => {
-            // SAFETY: the waiter's copy of the server's socket, closed once.
-            unsafe { nix::libc::close(control.as_raw_fd()) };
-            let waited = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                wait_for_child(server, socket, stderr)
-            }));
-            exit_now(i32::from(!matches!(waited, Ok(Ok(())))))
-        }
-    }
-}
-
-/// The waiter: fork the child, wait for it, and say how it ended after its reply.
-fn wait_for_child(server: Pid, socket: OwnedFd, stderr: OwnedFd) -> std::io::Result<()> {
-    detach(server)?;
-    // SAFETY: SIG_DFL installs no handler; the child must be waited for.
-    unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) }?;
-    let waiter = nix::unistd::getpid();
-    // SAFETY: the waiter has one thread, so the child may run any code.
-    let child = match unsafe { fork() }? {
-        ForkResult::Child => {
-            let served =
-                std::panic::catch_unwind(AssertUnwindSafe(|| child(waiter, socket, stderr)));
-            exit_now(served.unwrap_or(101))
-        }
-        ForkResult::Parent { child } => child,
-    };
-    drop(stderr);
-    let status = loop {
-        match waitpid(child, None) {
-            Err(Errno::EINTR) => {}
-            other => break other,
-        }
-    };
-    let line = match status {
-        Ok(WaitStatus::Exited(_, code)) => format!("\nexit {code}"),
-        Ok(WaitStatus::Signaled(_, sig, _)) => format!("\nsignal {}", sig as i32),
-        _ => "\nunknown".to_owned(),
-    };
-    std::fs::File::from(socket).write_all(line.as_bytes())
-}
-
-/// The child: its stderr the run's unnamed file, then what an exec'd child does
-/// ([`super::harvest_process::child`]); its exit code.
-fn child(waiter: Pid, socket: OwnedFd, stderr: OwnedFd) -> i32 {
-    if detach(waiter).is_err() {
-        return 1;
-    }
-    // SAFETY: dup2 onto stderr, which nothing else holds in this process.
-    if unsafe { nix::libc::dup2(stderr.as_raw_fd(), 2) } < 0 {
-        return 1;
-    }
-    drop(stderr);
-    // Nothing of the harvest is relative to it; no directory an agent can remove.
-    let _ = std::env::set_current_dir("/");
-    let stream = UnixStream::from(socket);
-    match super::harvest_process::child(&stream, &stream) {
-        Ok(()) => 0,
-        Err(e) => {
-            crate::util::out::errln!("fanout: error: {e}");
-            crate::exit::FATAL
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_waiters_line_after_the_reply_says_how_the_child_ended() {
+    fn the_servers_line_after_the_reply_says_how_the_child_ended() {
         let split = |b: &str| {
             let (written, ended) = split_ending(b.as_bytes().to_vec());
             (String::from_utf8(written).unwrap(), ended)
@@ -477,7 +298,7 @@ mod tests {
             ("{\"Ok\":".to_owned(), Ended::Signaled(9))
         );
         assert_eq!(split("\nexit 4"), (String::new(), Ended::Exited(4)));
-        // No waiter's line (it was killed too), or one that is no ending.
+        // No line from the server (it was killed too), or one that is no ending.
         assert_eq!(split("{\"Ok\":"), ("{\"Ok\":".to_owned(), Ended::Unknown));
         assert_eq!(split("{}\nexit x"), ("{}".to_owned(), Ended::Unknown));
         assert_eq!(split("{}\nbye"), ("{}".to_owned(), Ended::Unknown));
