@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::time::Duration;
 
 use common::*;
@@ -191,6 +192,48 @@ fn agent_leftover_processes_are_reaped_after_a_clean_exit() {
         "{:?}",
         processes_with(&mark)
     );
+}
+
+/// A worker's private directory (its `TMPDIR` lies in it) holds what its agent put
+/// there, and is gone once the run is.
+#[test]
+fn a_workers_private_directory_is_gone_with_the_run() {
+    let t = TestEnv::new();
+    let tmp = t.root().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let seen = t.shared().join("seen");
+    let agent = t.root().join("agent.sh");
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\nf=$(mktemp) && echo kept > \"$f\" && echo \"$f\" > '{}'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, '{}']\n    result: {{format: exit-code}}\n    writable: ['{}']\n",
+        t.worktrees.display(),
+        agent.display(),
+        t.shared().display()
+    ));
+    let cfg_s = cfg.display().to_string();
+    let out = t
+        .fanout(&["--config", &cfg_s, "run", "-q", "-w", "1", "work"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made = std::fs::read_to_string(&seen).unwrap();
+    let private = Path::new(made.trim()).parent().unwrap().parent().unwrap();
+    assert_eq!(private.parent(), Some(tmp.as_path()), "{made}");
+    let name = private.file_name().unwrap().to_string_lossy();
+    assert!(name.starts_with("fanout-"), "{made}");
+    assert!(!private.exists(), "{} is left", private.display());
 }
 
 #[test]

@@ -687,7 +687,9 @@ impl Executor {
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
-        confined.remove();
+        // Off the worker's way: the runtime is let go only once this is done
+        // ([`crate::run::blocking`]).
+        crate::run::blocking::spawn(move || confined.remove());
         result
     }
 
