@@ -1,31 +1,62 @@
 //! The run's blocking work (worktree checkouts, port claims, file copies, harvests)
 //! on tokio's blocking threads, counted while it is in flight. Once the executor is
-//! done, the runtime is let go ([`let_go`]): with no such work in flight, without
-//! waiting for its threads to wind down (they exit beside the run's last checks);
-//! else dropped, which waits for that work — nothing a worker started may still be
-//! running when the run's last tamper check looks.
+//! done, the runtime is let go ([`let_go`]) as soon as no such work is in flight (it
+//! waits for the last to end: nothing a worker started may still be running when the
+//! run's last tamper check looks), without waiting for its threads to wind down (they
+//! exit beside the run's last checks, as dropping the runtime would wait for).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-/// Work in flight.
-struct Counter(AtomicUsize);
+/// Work in flight, and a wake-up for when none is left.
+struct Counter {
+    n: Mutex<usize>,
+    none_left: Condvar,
+}
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter {
+            n: Mutex::new(0),
+            none_left: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, usize> {
+        self.n.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Block until no work is in flight.
+    fn wait_for_none(&self) {
+        let mut n = self.lock();
+        while *n > 0 {
+            n = self
+                .none_left
+                .wait(n)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
 
 /// The run's.
-static RUN: Counter = Counter(AtomicUsize::new(0));
+static RUN: Counter = Counter::new();
 
 /// Counts one piece of work from its spawn until it ends (or is dropped unrun).
 struct InFlight(&'static Counter);
 
 impl InFlight {
     fn new(counter: &'static Counter) -> InFlight {
-        counter.0.fetch_add(1, Ordering::SeqCst);
+        *counter.lock() += 1;
         InFlight(counter)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::SeqCst);
+        let mut n = self.0.lock();
+        *n -= 1;
+        if *n == 0 {
+            self.0.none_left.notify_all();
+        }
     }
 }
 
@@ -56,21 +87,20 @@ pub fn let_go(runtime: tokio::runtime::Runtime) {
 }
 
 fn let_go_counted(counter: &Counter, runtime: tokio::runtime::Runtime) {
-    if counter.0.load(Ordering::SeqCst) == 0 {
-        runtime.shutdown_background();
-    } else {
-        drop(runtime);
-    }
+    counter.wait_for_none();
+    runtime.shutdown_background();
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
 
-    static TEST: Counter = Counter(AtomicUsize::new(0));
+    static TEST: Counter = Counter::new();
 
     fn count() -> usize {
-        TEST.0.load(Ordering::SeqCst)
+        *TEST.lock()
     }
 
     #[test]
