@@ -148,6 +148,9 @@ pub struct Attempted {
     pub pid_file: PidFile,
     /// Why workers ran unconfined (or less confined than they could), for the summary.
     pub sandbox_notice: Option<String>,
+    /// The tamper check after the last worker, in progress: finished before the pid
+    /// file is removed.
+    pub last_check: LastCheck,
 }
 
 /// Start a new run of `plan` in `repo`: its run directory, journal and `plan.json`
@@ -432,7 +435,7 @@ pub fn execute(
     if let Some(server) = &harvest_server {
         server.close();
     }
-    after_the_last_worker(&tamper);
+    let last_check = after_the_last_worker(&tamper);
     Ok(Attempted {
         plan: Arc::unwrap_or_clone(plan),
         results,
@@ -442,12 +445,13 @@ pub fn execute(
         run_dir,
         pid_file,
         sandbox_notice: sandbox.notice,
+        last_check,
     })
 }
 
-/// Once every worker is done: stop what the agents left running, then the tamper
-/// check after the last worker, each said on stderr when it found something.
-fn after_the_last_worker(tamper: &Guard) {
+/// Once every worker is done: stop what the agents left running (said on stderr
+/// when there was any), then start the tamper check after the last worker.
+fn after_the_last_worker(tamper: &Arc<Guard>) -> LastCheck {
     let left = super::reaper::sweep();
     if left > 0 {
         errln!(
@@ -455,11 +459,71 @@ fn after_the_last_worker(tamper: &Guard) {
             if left == 1 { "" } else { "es" }
         );
     }
-    let left = tamper.end();
-    if left.is_empty() {
-        return;
+    LastCheck::start(tamper)
+}
+
+/// The tamper check after the last worker, on a thread of its own: nothing of the
+/// agents runs any more, and it reads the repository while the caller fans the
+/// results in and writes the report (files of the run directory, which the check
+/// leaves be). [`LastCheck::finish`], or dropping it, waits for it and says on stderr
+/// what it found.
+#[derive(Debug)]
+pub struct LastCheck {
+    tamper: Arc<Guard>,
+    check: Option<Checking>,
+}
+
+/// Where the check after the last worker is.
+#[derive(Debug)]
+enum Checking {
+    /// On its thread.
+    Running(std::thread::JoinHandle<Vec<super::tamper::Change>>),
+    /// Done (here, when no thread could start): what it found.
+    Done(Vec<super::tamper::Change>),
+}
+
+impl LastCheck {
+    fn start(tamper: &Arc<Guard>) -> LastCheck {
+        let guard = Arc::clone(tamper);
+        let thread = std::thread::Builder::new()
+            .name("fanout-last-check".into())
+            .spawn(move || guard.end());
+        let check = match thread {
+            Ok(running) => Checking::Running(running),
+            Err(_) => Checking::Done(tamper.end()),
+        };
+        LastCheck {
+            tamper: Arc::clone(tamper),
+            check: Some(check),
+        }
     }
-    let changes = super::tamper::guard::describe(&left);
+
+    /// Wait for the check; say what it found.
+    pub fn finish(mut self) {
+        self.report();
+    }
+
+    fn report(&mut self) {
+        let left = match self.check.take() {
+            Some(Checking::Running(thread)) => thread.join().unwrap_or_default(),
+            Some(Checking::Done(left)) => left,
+            None => return,
+        };
+        if !left.is_empty() {
+            said_changed(&self.tamper, &left);
+        }
+    }
+}
+
+impl Drop for LastCheck {
+    fn drop(&mut self) {
+        self.report();
+    }
+}
+
+/// Say what the tamper check after the last worker found (`left`).
+fn said_changed(tamper: &Guard, left: &[super::tamper::Change]) {
+    let changes = super::tamper::guard::describe(left);
     if tamper.confined() {
         errln!(
             "fanout: warning: while the run went on, something outside its sandboxed workers changed your repository (left as it is: it may be your own work): {changes}"
