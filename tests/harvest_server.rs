@@ -103,8 +103,9 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// A child killed before it read its request: the run hears so at once (by which
 /// signal, or that the other end is gone, when the server said so before the
 /// request went: then the run harvests otherwise), for no other child of the
-/// server's (the spare forked meanwhile) holds its socket open. The next harvest is
-/// answered as ever.
+/// server's (the spare forked meanwhile) holds its socket open. With the spare
+/// killed as well, none is forked ahead again, and the next harvest is still
+/// answered (its child forked when it comes).
 fn a_killed_child_is_told(server: &HarvestServer) {
     let pid = server_pid();
     let asked = server.ask().unwrap();
@@ -133,6 +134,24 @@ fn a_killed_child_is_told(server: &HarvestServer) {
             "the harvest process was killed by signal 9"
         );
     }
+    // The spare killed too: the next harvest's child is forked when it comes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while children_of(pid).len() != 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let spare = children_of(pid);
+    assert_eq!(spare.len(), 1, "the spare alone: {spare:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(spare[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // Reaped, and no spare forked again after one ended unused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !children_of(pid).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(children_of(pid), Vec::<u32>::new());
     let err = server.harvest(&request(dir.path())).unwrap_err();
     assert!(err.contains("repository"), "{err}");
 }

@@ -50,6 +50,7 @@ pub(super) fn serve(control: &OwnedFd, parent: Pid) -> std::io::Result<()> {
     let mut children = Children {
         spare: None,
         busy: Vec::new(),
+        ahead: true,
     };
     loop {
         children.keep_a_spare(control, &endings);
@@ -99,6 +100,10 @@ fn wait_for_either(control: &OwnedFd, endings: &SignalFd) -> nix::Result<(bool, 
 struct Children {
     spare: Option<Spare>,
     busy: Vec<(Pid, OwnedFd)>,
+    /// Whether to fork the spare ahead of need: not after one ended unused (killed),
+    /// until a harvest has been handed again, so that spares that cannot live are
+    /// not forked over and over.
+    ahead: bool,
 }
 
 /// A child forked ahead of need, waiting on its own socket for a harvest.
@@ -108,10 +113,10 @@ struct Spare {
 }
 
 impl Children {
-    /// Fork a spare if there is none (there is none when the fork failed: a harvest
-    /// then forks its child when it comes).
+    /// Fork a spare if there is none, unless the last ended unused (there is none
+    /// either when the fork failed: a harvest then forks its child when it comes).
     fn keep_a_spare(&mut self, control: &OwnedFd, endings: &SignalFd) {
-        if self.spare.is_none() {
+        if self.ahead && self.spare.is_none() {
             self.spare = self.fork_spare(control, endings, &[]);
         }
     }
@@ -140,6 +145,7 @@ impl Children {
             // Its socket closes here either way: a spare takes one harvest.
             if handed.is_ok() {
                 self.busy.push((spare.pid, socket));
+                self.ahead = true;
                 return;
             }
         }
@@ -159,6 +165,7 @@ impl Children {
             };
             if self.spare.as_ref().is_some_and(|s| s.pid == pid) {
                 self.spare = None;
+                self.ahead = false;
             }
             if let Some(at) = self.busy.iter().position(|(p, _)| *p == pid) {
                 let (_, socket) = self.busy.swap_remove(at);
