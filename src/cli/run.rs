@@ -69,11 +69,12 @@ pub struct RunArgs {
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
 pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, CliError> {
-    // First, while this process has one thread: the server that forks each harvest.
-    let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
-    // git lists the repository's configuration while fanout finds the repository and
-    // makes the plan (run where fanout was started, git finds the same repository).
+    // git lists the repository's configuration while fanout starts, finds the
+    // repository and makes the plan (run where fanout was started, git finds the same
+    // repository); a process, no thread.
     let early_config = crate::git::EarlyListing::start(&ctx.cwd);
+    // While this process has one thread: the server that forks each harvest.
+    let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
     let repo = ctx.repo()?;
     let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
     if settings.tasks.is_empty() {

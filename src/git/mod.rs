@@ -324,9 +324,27 @@ impl Git {
 
     /// Everything git would read here, with scopes.
     fn list_config(&self, env: &[(OsString, OsString)]) -> Result<Vec<Entry>, GitError> {
+        let out = self
+            .list_config_command(env)
+            .stdin(Stdio::null())
+            .output()?;
+        self.listed_config(out)
+    }
+
+    /// The `git config --list` of [`Git::list_config`], to run.
+    fn list_config_command(&self, env: &[(OsString, OsString)]) -> Command {
         let mut args = self.base_args();
         args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
-        let out = run(&args, &self.dir, env, None)?;
+        let mut cmd = Command::new(locate(env, &self.dir));
+        cmd.args(&args)
+            .current_dir(&self.dir)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        cmd
+    }
+
+    /// The entries of a [`Git::list_config_command`] that ran to `out`.
+    fn listed_config(&self, out: std::process::Output) -> Result<Vec<Entry>, GitError> {
         if !out.status.success() {
             return Err(GitError::Failed {
                 what: format!("config --list (before {})", self.what()),
@@ -393,25 +411,25 @@ impl Git {
     }
 }
 
-/// A [`list_config`] started early, on a thread of its own, for a caller with other
-/// work to do until it needs the listing ([`EarlyListing::wait`]).
+/// A [`list_config`] started early, for a caller with other work to do until it
+/// needs the listing ([`EarlyListing::wait`]): git's process only, no thread (so the
+/// caller may still fork as a process with one thread).
 #[derive(Debug, Clone)]
 pub struct EarlyListing {
     dir: PathBuf,
     listing: std::sync::Arc<Pending>,
 }
 
-/// The listing thread, joined when the last [`EarlyListing`] goes unused (no git
-/// command outlives the run that started it).
+/// The listing's git, killed and reaped when the last [`EarlyListing`] goes unused
+/// (no git command outlives the run that started it).
 #[derive(Debug)]
-struct Pending(std::sync::Mutex<Option<ListingThread>>);
-
-type ListingThread = std::thread::JoinHandle<Result<Vec<Entry>, GitError>>;
+struct Pending(std::sync::Mutex<Option<std::process::Child>>);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if let Some(listing) = self.0.get_mut().ok().and_then(Option::take) {
-            let _ = listing.join();
+        if let Some(mut git) = self.0.get_mut().ok().and_then(Option::take) {
+            let _ = git.kill();
+            let _ = git.wait();
         }
     }
 }
@@ -419,27 +437,27 @@ impl Drop for Pending {
 impl EarlyListing {
     /// Start listing the configuration git sees in `dir`.
     pub fn start(dir: &Path) -> EarlyListing {
-        let owned = dir.to_owned();
-        let listing = std::thread::Builder::new()
-            .name("fanout-config".into())
-            .spawn(move || list_config(&owned))
+        let git = Git::new(dir);
+        let listing = git
+            .list_config_command(&git.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .ok();
-        // A new thread starts on this CPU and waits there while this one runs on:
-        // giving the CPU up once lets it start git now (the other CPU takes one of
-        // the two).
-        std::thread::yield_now();
         EarlyListing {
             dir: dir.to_owned(),
             listing: std::sync::Arc::new(Pending(std::sync::Mutex::new(listing))),
         }
     }
 
-    /// The listing started early, the first time; any later call (or when the thread
-    /// could not start) lists the configuration now.
+    /// The listing started early, the first time; any later call (or when git could
+    /// not start) lists the configuration now.
     pub fn wait(&self) -> Result<Vec<Entry>, GitError> {
         let started = self.listing.0.lock().ok().and_then(|mut l| l.take());
-        match started.map(|t| t.join()) {
-            Some(Ok(listed)) => listed,
+        // Its output and errors read together, as `Command::output` does.
+        match started.map(std::process::Child::wait_with_output) {
+            Some(Ok(out)) => Git::new(&self.dir).listed_config(out),
             _ => list_config(&self.dir),
         }
     }

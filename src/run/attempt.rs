@@ -309,7 +309,8 @@ fn snapshot_meanwhile(
             to.taken(taken.unwrap_or_else(|_| Err("taking it panicked".into())));
         })
         .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
-    // Let it start now rather than when this thread next blocks (see EarlyListing).
+    // A new thread starts on this CPU and waits there while this one runs on: giving
+    // the CPU up once lets it start now (the other CPU takes one of the two).
     std::thread::yield_now();
     Ok((guard, thread))
 }
