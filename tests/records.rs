@@ -201,10 +201,13 @@ fn resume_finds_an_agent_that_execd_another_program_by_its_process_group() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    assert!(wait_until(Duration::from_secs(60), || !processes_with(
-        &mark
-    )
-    .is_empty()));
+    // fanout is killed once the agent is python and fanout has signed its record of
+    // the agent's group (written right after the spawn: the agent may get there
+    // first on a busy machine).
+    let signed = t.run_dir("p").join("logs/w1.pgid.sig");
+    assert!(wait_until(Duration::from_secs(60), || {
+        !processes_with(&mark).is_empty() && signed.exists()
+    }));
     child.kill().unwrap();
     child.wait().unwrap();
 
