@@ -76,6 +76,21 @@ fn answers_each_harvest_through_a_child_of_its_own(server: &HarvestServer) {
     });
 }
 
+/// Wait until `done`, for at most `limit` (not a timing: the checks after it say
+/// what had to happen).
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGKILL to process `pid`.
+fn kill(pid: u32) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+}
+
 /// The children of `pid`, oldest first.
 fn children_of(pid: u32) -> Vec<u32> {
     let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"));
@@ -110,17 +125,10 @@ fn a_killed_child_is_told(server: &HarvestServer) {
     let pid = server_pid();
     let asked = server.ask().unwrap();
     // Handed to the spare (it waits for the request), and the next spare forked.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while children_of(pid).len() < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(10), || children_of(pid).len() >= 2);
     let children = children_of(pid);
     assert_eq!(children.len(), 2, "the harvesting child and a spare");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(children[0] as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    kill(children[0]);
     let dir = tempfile::tempdir().unwrap();
     let sent = request(dir.path());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -135,22 +143,12 @@ fn a_killed_child_is_told(server: &HarvestServer) {
         );
     }
     // The spare killed too: the next harvest's child is forked when it comes.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while children_of(pid).len() != 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(10), || children_of(pid).len() == 1);
     let spare = children_of(pid);
     assert_eq!(spare.len(), 1, "the spare alone: {spare:?}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(spare[0] as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    kill(spare[0]);
     // Reaped, and no spare forked again after one ended unused.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !children_of(pid).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(10), || children_of(pid).is_empty());
     assert_eq!(children_of(pid), Vec::<u32>::new());
     let err = server.harvest(&request(dir.path())).unwrap_err();
     assert!(err.contains("repository"), "{err}");
@@ -179,10 +177,7 @@ fn closes(server: &HarvestServer, pid: u32) {
         let closing = s.spawn(|| server.close());
         // Not a timing: a server that did not wait would be gone well before, and
         // its harvest with it.
-        let deadline = Instant::now() + Duration::from_millis(300);
-        while !closing.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(Duration::from_millis(300), || closing.is_finished());
         let err = asked.answer(&request(dir.path())).expect("an answer");
         assert!(err.unwrap_err().contains("repository"));
     });
@@ -205,10 +200,7 @@ fn ends_once_no_more_harvests_come() {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while state() != 'Z' && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(10), || state() == 'Z');
     assert_eq!(state(), 'Z', "ended, not reaped yet");
     let dir = tempfile::tempdir().unwrap();
     let err = harvester.harvest(&request(dir.path())).unwrap_err();
@@ -252,11 +244,9 @@ fn main() {
     })
     .expect("one thread here: the server starts");
     let pid = server_pid();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let written = || std::fs::read_to_string(&forgot).is_ok_and(|s| !s.is_empty());
-    while !written() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&forgot).is_ok_and(|s| !s.is_empty())
+    });
     assert_eq!(std::fs::read_to_string(&forgot).unwrap(), pid.to_string());
     answers_each_harvest_through_a_child_of_its_own(&server);
     is_detached(pid);

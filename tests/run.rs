@@ -218,15 +218,9 @@ fn a_workers_private_directory_is_gone_with_the_run() {
         t.shared().display()
     ));
     let cfg_s = cfg.display().to_string();
-    let out = t
-        .fanout(&["--config", &cfg_s, "run", "-q", "-w", "1", "work"])
-        .env("TMPDIR", &tmp)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        t.fanout(&["--config", &cfg_s, "run", "-q", "-w", "1", "work"])
+            .env("TMPDIR", &tmp),
     );
     let made = std::fs::read_to_string(&seen).unwrap();
     let private = Path::new(made.trim()).parent().unwrap().parent().unwrap();

@@ -169,12 +169,8 @@ pub struct Invocation {
 impl Invocation {
     /// A `std::process::Command` for it (stdin closed).
     pub fn command(&self) -> Command {
-        let mut c = Command::new(locate(&self.env, &self.dir));
-        c.args(&self.args)
-            .current_dir(&self.dir)
-            .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null());
+        let mut c = git_command(&self.args, &self.dir, &self.env);
+        c.stdin(Stdio::null());
         c
     }
 }
@@ -335,12 +331,7 @@ impl Git {
     fn list_config_command(&self, env: &[(OsString, OsString)]) -> Command {
         let mut args = self.base_args();
         args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
-        let mut cmd = Command::new(locate(env, &self.dir));
-        cmd.args(&args)
-            .current_dir(&self.dir)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)));
-        cmd
+        git_command(&args, &self.dir, env)
     }
 
     /// The entries of a [`Git::list_config_command`] that ran to `out`.
@@ -518,17 +509,23 @@ pub fn locate(env: &[(OsString, OsString)], dir: &Path) -> PathBuf {
     found.unwrap_or_else(|| PathBuf::from("git"))
 }
 
+/// git (found on `env`'s `PATH`) with `args`, in `dir`, with exactly `env`.
+fn git_command(args: &[OsString], dir: &Path, env: &[(OsString, OsString)]) -> Command {
+    let mut cmd = Command::new(locate(env, dir));
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
 fn run(
     args: &[OsString],
     dir: &Path,
     env: &[(OsString, OsString)],
     input: Option<&[u8]>,
 ) -> std::io::Result<std::process::Output> {
-    let mut cmd = Command::new(locate(env, dir));
-    cmd.args(args)
-        .current_dir(dir)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)));
+    let mut cmd = git_command(args, dir, env);
     let Some(input) = input else {
         return cmd.stdin(Stdio::null()).output();
     };

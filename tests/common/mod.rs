@@ -144,15 +144,7 @@ impl TestEnv {
     }
 
     pub fn run_ok(&self, args: &[&str]) -> Output {
-        let out = self.fanout(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "fanout {args:?} failed ({:?}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        succeeded(&mut self.fanout(args))
     }
 
     /// The command line that runs the bundled fake agent, as YAML flow items.
@@ -236,6 +228,21 @@ impl TestEnv {
 
 /// Live processes whose command line contains `marker` (via `ps`, so it works on
 /// Linux and macOS). Zombies are left out: they are dead, only not yet reaped.
+/// Run `cmd` (fanout, as [`TestEnv::fanout`] makes it); its output, asserting it
+/// succeeded.
+pub fn succeeded(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    let args: Vec<_> = cmd.get_args().collect();
+    assert!(
+        out.status.success(),
+        "fanout {args:?} failed ({:?}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn processes_with(marker: &str) -> Vec<(u32, String)> {
     let out = Command::new("ps")
         .args(["-axo", "pid=,stat=,args="])

@@ -44,9 +44,6 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::socket::{
-    AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socketpair,
-};
 use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid, fork};
 
@@ -146,13 +143,7 @@ impl HarvestServer {
         if threads() != Some(1) {
             return None;
         }
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .ok()?;
+        let (ours, theirs) = serve::pair().ok()?;
         let parent = nix::unistd::getpid();
         // SAFETY: this process has one thread, so the child may run any code.
         match unsafe { fork() }.ok()? {
@@ -189,14 +180,7 @@ impl HarvestServer {
     pub fn ask(&self) -> std::io::Result<Asked> {
         let stderr = super::harvest_process::scratch_file()?;
         let (socket, theirs) = UnixStream::pair()?;
-        let fds = [theirs.as_raw_fd(), stderr.as_raw_fd()];
-        sendmsg::<()>(
-            self.control.as_raw_fd(),
-            &[std::io::IoSlice::new(b"h")],
-            &[ControlMessage::ScmRights(&fds)],
-            MsgFlags::MSG_NOSIGNAL,
-            None,
-        )?;
+        serve::send_harvest(&self.control, [theirs.as_raw_fd(), stderr.as_raw_fd()])?;
         // Its end is the server's now: the child's and the server's copies close when
         // the child has ended, and then what came back is whole.
         drop(theirs);

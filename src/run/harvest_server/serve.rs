@@ -135,13 +135,7 @@ impl Children {
             let Some(spare) = spare else {
                 return;
             };
-            let handed = sendmsg::<()>(
-                spare.socket.as_raw_fd(),
-                &[std::io::IoSlice::new(b"h")],
-                &[ControlMessage::ScmRights(&fds)],
-                MsgFlags::MSG_NOSIGNAL,
-                None,
-            );
+            let handed = send_harvest(&spare.socket, fds);
             // Its socket closes here either way: a spare takes one harvest.
             if handed.is_ok() {
                 self.busy.push((spare.pid, socket));
@@ -178,13 +172,7 @@ impl Children {
     /// Fork a spare (which closes `also`, the server's too); `None` when it cannot be
     /// made.
     fn fork_spare(&self, control: &OwnedFd, endings: &SignalFd, also: &[RawFd]) -> Option<Spare> {
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .ok()?;
+        let (ours, theirs) = pair().ok()?;
         let server = nix::unistd::getpid();
         let mut inherited: Vec<RawFd> = vec![control.as_raw_fd(), endings.as_raw_fd()];
         inherited.extend(self.busy.iter().map(|(_, s)| s.as_raw_fd()));
@@ -279,6 +267,29 @@ enum Received {
     Other,
     /// The other end closed the socket.
     Closed,
+}
+
+/// A socket pair the server's messages go over: one message a harvest
+/// (`SOCK_SEQPACKET`), however many are sent at once.
+pub(super) fn pair() -> nix::Result<(OwnedFd, OwnedFd)> {
+    socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+}
+
+/// Send a harvest's socket and stderr file (`fds`, in that order) on `to`, as
+/// [`receive`] reads them.
+pub(super) fn send_harvest(to: &OwnedFd, fds: [RawFd; 2]) -> nix::Result<usize> {
+    sendmsg::<()>(
+        to.as_raw_fd(),
+        &[std::io::IoSlice::new(b"h")],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
 }
 
 /// The next message on `socket`.
