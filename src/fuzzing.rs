@@ -2,7 +2,7 @@
 //! an agent or a job can write — agent output, live output streams, `results.json`,
 //! the journal, bundle headers, `fanout.yml`, plan files, matrix artifacts and the
 //! run directory's records. The cargo-fuzz targets under `fuzz/` call them, and so
-//! does `tests/fuzz_corpus.rs`, which replays the kept corpus on the stable toolchain.
+//! does `tests/it/fuzz_corpus.rs`, which replays the kept corpus on the stable toolchain.
 //!
 //! Each entry takes arbitrary bytes and drives the same public code fanout runs on
 //! such input. It must not panic, hang or allocate without bound, and it asserts the

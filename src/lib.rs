@@ -2,7 +2,7 @@
 //! results back in.
 //!
 //! Data flows one way, one folder per stage; each imports only the stages before it
-//! and the shared leaves (`tests/architecture.rs` checks it):
+//! and the shared leaves (`tests/it/architecture.rs` checks it):
 //!
 //! | stage | owns | hands on |
 //! |---|---|---|
@@ -26,7 +26,7 @@
 //! patterns).
 //!
 //! After them all, hidden from these docs: `fuzzing`, every parser of input an agent
-//! or a job can write as one fuzz entry point (`fuzz/`, `tests/fuzz_corpus.rs`).
+//! or a job can write as one fuzz entry point (`fuzz/`, `tests/it/fuzz_corpus.rs`).
 
 #![warn(missing_docs)]
 #![warn(clippy::too_many_lines)]

@@ -2,10 +2,8 @@
 //! project's loopback fake GitHub API, which checks every request against GitHub's
 //! OpenAPI description.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::path::PathBuf;
 use std::time::Instant;

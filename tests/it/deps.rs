@@ -2,7 +2,7 @@
 //! starts after its dependencies succeed, from a base that merges their branches; a
 //! failed dependency skips its dependents; cycles and unknown ids are config errors.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,10 +4,8 @@
 //! setup command, check, its own git — gets one. A repository whose git config holds a
 //! credential every agent could read is refused before anything runs.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::path::Path;
 

@@ -17,13 +17,9 @@
 //! Without act the tests fail, telling how to install it; set `FANOUT_SKIP_ACT=1`
 //! to skip them explicitly.
 
-#[path = "support/act.rs"]
-#[allow(dead_code)]
-mod act_support;
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::act_support;
+use crate::common;
+use crate::fake_github;
 
 use std::path::{Path, PathBuf};
 

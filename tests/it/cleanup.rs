@@ -1,6 +1,6 @@
 //! `fanout cleanup --keep N` and `--older-than AGE` sweep old runs and only those.
 
-mod common;
+use crate::common;
 
 use common::*;
 

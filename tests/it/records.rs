@@ -3,7 +3,7 @@
 //! leaves no empty folder behind; `resume` finds an earlier attempt's agents by the
 //! process groups fanout recorded, whatever program they run now.
 
-mod common;
+use crate::common;
 
 use std::process::{Output, Stdio};
 use std::time::Duration;

@@ -22,10 +22,8 @@
 //! the reason printed (`cargo test` shows `ignored, needs issue #11 …`), never
 //! weakened: see [`both_modes`].
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;

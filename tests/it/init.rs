@@ -1,7 +1,7 @@
 //! `fanout init`: writes a workflow template, reports drift with `--check`, and never
 //! overwrites a file that differs without `--force`.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -10,10 +10,8 @@
 //! found in `$FANOUT_FINDINGS_DIR`) in `$REC`, then either prints findings (tasks
 //! saying SCAN or REVIEW) or writes a file.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::path::{Path, PathBuf};
 

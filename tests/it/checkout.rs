@@ -7,7 +7,7 @@
 //! cleans back to lower case, so a file shows in which form it was written. The
 //! checkout-counting driver records how many checkouts are in flight.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

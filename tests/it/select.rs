@@ -1,10 +1,8 @@
 //! Checks as the gate, best-of-N selection, the conflict map and the integration
 //! branch, end to end with real git, real processes and the loopback fake GitHub.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use common::*;
 use fake_github::FakeGitHub;

@@ -4,7 +4,7 @@
 //! flag; every agent checked before anything is made; and a two-agent plan run as
 //! matrix jobs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

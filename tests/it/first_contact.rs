@@ -1,7 +1,7 @@
 //! A new user's first hour (issue #13): durations in one syntax, a closed pipe, YAML
 //! scalars in tasks, slugs of non-ASCII tasks — all through the real binary.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -13,7 +13,7 @@
 //! Every fake response reports 1000 input and 100 output tokens; the expected cost of
 //! a worker is (its responses in the fake's log) × (the price per response of its model).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

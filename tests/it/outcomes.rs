@@ -3,7 +3,7 @@
 //! that quote the log, unknown costs, hard budgets, per-task overrides. Real git
 //! repositories, the real binary, the bundled fake agent as a real process.
 
-mod common;
+use crate::common;
 
 use common::*;
 

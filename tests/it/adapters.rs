@@ -3,7 +3,7 @@
 //! environment, write a file, and replay output recorded from the real CLI
 //! (`tests/fixtures/agents`) line by line. The real CLIs are `tests/agents_real.rs`'s.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

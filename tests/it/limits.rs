@@ -3,7 +3,7 @@
 //! agent runs, the run-wide `budget_total`, and GitHub tokens kept from agents
 //! unless a definition allows them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

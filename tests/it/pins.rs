@@ -6,7 +6,7 @@
 //! commit cannot. Local actions (`./…`) and the project's own action
 //! (`fanout-dev/fanout@…`, which users pin at a release tag) are not third-party.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! commands, submodules and port blocks, with real git repositories and real processes,
 //! in local mode and in matrix mode (`fanout worker`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;

@@ -19,13 +19,9 @@
 //! The builds are stand-ins (a wrapper of the binary under test per target): the
 //! flow is about what happens to the archives, not about compiling.
 
-#[path = "support/act.rs"]
-#[allow(dead_code)]
-mod act_support;
-mod common;
-#[path = "support/fake_release.rs"]
-#[allow(dead_code)]
-mod fake_release;
+use crate::act_support;
+use crate::common;
+use crate::fake_release;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -44,7 +40,7 @@ fn tag() -> String {
 
 /// The targets of the committed manifest.
 fn targets() -> Vec<String> {
-    let m: Value = serde_json::from_str(include_str!("../dist/manifest.json")).unwrap();
+    let m: Value = serde_json::from_str(include_str!("../../dist/manifest.json")).unwrap();
     m["targets"].as_object().unwrap().keys().cloned().collect()
 }
 

@@ -2,7 +2,7 @@
 //! written, the exit code is 130, and no agent process survives. And the harvest
 //! child: deaf to stop signals (the run decides), gone with the run that started it.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `fanout run` end to end: real git repositories, real processes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

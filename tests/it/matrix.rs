@@ -2,10 +2,8 @@
 //! clones (as separate jobs would), and `fanout aggregate` verifying and importing
 //! their bundles.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! running only the workers that did not finish; the final report has every worker
 //! once.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};

@@ -4,7 +4,7 @@
 //! (Runs of the real architect CLI against a fake model server come with the
 //! agent-adapters work.)
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -1,8 +1,6 @@
 //! Tests of the loopback fake GitHub REST API itself (tests/common/fake_github.rs).
 
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::fake_github;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

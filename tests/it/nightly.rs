@@ -5,10 +5,8 @@
 //! closes its pull request; a pull request a human closed stays closed; a branch
 //! fanout did not push is never overwritten.
 
-mod common;
-#[path = "common/fake_github.rs"]
-#[allow(dead_code)]
-mod fake_github;
+use crate::common;
+use crate::fake_github;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,48 @@
+//! fanout's integration tests, in one binary (each test file of its own would link
+//! the whole crate again): one module per area, sharing the hermetic environment of
+//! `tests/common` and the peers of `tests/support`.
+
+#[path = "../support/act.rs"]
+#[allow(dead_code)] // a shared test library: each area uses part of it
+mod act_support;
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/fake_github.rs"]
+#[allow(dead_code)] // a shared test library: each area uses part of it
+mod fake_github;
+#[path = "../support/fake_release.rs"]
+#[allow(dead_code)] // a shared test library: each area uses part of it
+mod fake_release;
+
+mod act;
+mod adapters;
+mod agents_real;
+mod architect;
+mod architecture;
+mod checkout;
+mod cleanup;
+mod deps;
+mod docs;
+mod fake_github_api;
+mod findings;
+mod first_contact;
+mod fuzz_corpus;
+mod hostile;
+mod init;
+mod install;
+mod limits;
+mod matrix;
+mod nightly;
+mod outcomes;
+mod overrides;
+mod pins;
+mod publish;
+mod records;
+mod release;
+mod resume;
+mod run;
+mod sandbox;
+mod select;
+mod setup;
+mod signals;
+mod tokens;
