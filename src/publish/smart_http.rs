@@ -26,21 +26,30 @@
 //! `SSL_CERT_FILE` / `SSL_CERT_DIR` name; read when the first https connection is
 //! made, never at start.
 //!
+//! libgit2 drives a transport from a plain thread with blocking reads and writes; the
+//! requests run on a runtime of one thread of this module's own ([`on_runtime`]),
+//! whose connections are pooled for the process, and an answer's body comes to libgit2
+//! a few parts ahead of its reads ([`Body`]).
+//!
 //! **Credentials**: [`with_token`] hands the token to this thread's transport for the
 //! length of one push, bound to the exact URL pushed to: only requests to that URL's
 //! endpoints carry it (`Authorization: Basic`, user `x-access-token`, as GitHub wants),
 //! sent with the first request. libgit2 gives a custom transport no access to the
 //! credential callback, so the token does not go through libgit2 at all. It is never
-//! logged nor put in an error (ureq's trace-level dump of the bytes it sends is not
-//! compiled in: see `log` in Cargo.toml).
+//! logged nor put in an error (its header value is marked sensitive, and no client's
+//! trace-level record is compiled in: see `log` in Cargo.toml).
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use git2::transport::{Service, SmartSubtransport, SmartSubtransportStream, Transport};
+use http_body_util::Full;
 use secrecy::{ExposeSecret, SecretString};
+
+use crate::util::http as client;
 
 /// The user git servers see (GitHub answers smart HTTP to any, but logs it).
 const USER_AGENT: &str = concat!("git/2.0 (fanout ", env!("CARGO_PKG_VERSION"), ")");
@@ -283,17 +292,11 @@ impl Write for Exchange {
 impl Exchange {
     /// Send the request; the answer's body when [`check`] accepts it.
     fn send(&mut self) -> Result<Box<dyn Read + Send>, String> {
-        let url = &self.endpoint.url;
-        let agent = agent_for(url)?;
+        let url = self.endpoint.url.clone();
+        let client = client_for(&url)?;
         let request = self.request()?;
-        let response = if self.endpoint.post {
-            let body = std::mem::take(&mut self.body);
-            request.body(body).map(|r| agent.run(r))
-        } else {
-            request.body(()).map(|r| agent.run(r))
-        }
-        .map_err(|e| format!("{url}: {e}"))?
-        .map_err(|e| failed(url, &e))?;
+        let sent = on_runtime(async move { client.request(request).await })?;
+        let response = sent.map_err(|e| failed(&url, &e))?;
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
         let answer = Answer {
             status: response.status().as_u16(),
@@ -301,142 +304,163 @@ impl Exchange {
             location: header("location"),
         };
         check(&self.endpoint, &answer, self.authorization.is_some())?;
-        Ok(Box::new(Body {
-            url: url.clone(),
-            reader: response.into_body().into_reader(),
-        }))
+        Ok(Box::new(Body::pump(url, response.into_body())))
     }
 
-    /// The request's method, URL and headers ([`Endpoint`]), with the token when
-    /// this thread was given one for this URL.
-    fn request(&self) -> Result<ureq::http::request::Builder, String> {
+    /// The request: method, URL and headers ([`Endpoint`]), the token when this thread
+    /// was given one for this URL, and what libgit2 wrote as the body (`POST`).
+    fn request(&mut self) -> Result<http::Request<Full<Bytes>>, String> {
         let e = &self.endpoint;
-        let mut request = ureq::http::Request::builder().uri(&e.url);
+        let mut request = http::Request::builder()
+            .uri(&e.url)
+            .header(http::header::USER_AGENT, USER_AGENT);
         request = if e.post {
             request
                 .method("POST")
-                .header("Content-Type", e.request_type())
-                .header("Accept", e.answer_type())
+                .header(http::header::CONTENT_TYPE, e.request_type())
+                .header(http::header::ACCEPT, e.answer_type())
         } else {
             request
                 .method("GET")
-                .header("Accept", "*/*")
-                .header("Pragma", "no-cache")
+                .header(http::header::ACCEPT, "*/*")
+                .header(http::header::PRAGMA, "no-cache")
         };
         if let Some(auth) = &self.authorization {
-            let mut value = ureq::http::HeaderValue::from_str(auth.expose_secret())
+            let mut value = http::HeaderValue::from_str(auth.expose_secret())
                 .map_err(|_| format!("{}: the token is not a valid header value", e.url))?;
             value.set_sensitive(true);
-            request = request.header("Authorization", value);
+            request = request.header(http::header::AUTHORIZATION, value);
         }
-        Ok(request)
+        let body = Bytes::from(std::mem::take(&mut self.body));
+        request
+            .body(Full::new(body))
+            .map_err(|err| format!("{}: {err}", e.url))
     }
 }
 
-/// An answer's body, whose read errors name the URL.
-struct Body<R> {
+/// An answer's body, read by a task on the transport's runtime that hands each part
+/// on as it comes, at most [`PARTS_AHEAD`] parts ahead of libgit2 (so memory stays
+/// bounded); read errors name the URL.
+struct Body {
     url: String,
-    reader: R,
+    parts: tokio::sync::mpsc::Receiver<Result<Bytes, String>>,
+    current: Bytes,
 }
 
-impl<R: Read> Read for Body<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.reader
-            .read(buf)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.url)))
+/// Parts of an answer read ahead of libgit2.
+const PARTS_AHEAD: usize = 4;
+
+impl Body {
+    /// Start reading `incoming` on the transport's runtime.
+    fn pump(url: String, mut incoming: hyper::body::Incoming) -> Body {
+        use http_body_util::BodyExt;
+        let (tx, parts) = tokio::sync::mpsc::channel(PARTS_AHEAD);
+        runtime().spawn(async move {
+            while let Some(frame) = incoming.frame().await {
+                let part = match frame {
+                    Err(e) => Err(describe_failure(&e)),
+                    Ok(frame) => match frame.into_data() {
+                        Ok(data) if !data.is_empty() => Ok(data),
+                        _ => continue, // empty, or trailers
+                    },
+                };
+                let failed = part.is_err();
+                if tx.send(part).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        Body {
+            url,
+            parts,
+            current: Bytes::new(),
+        }
     }
+}
+
+impl Read for Body {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            // libgit2 reads on a thread of its own (a blocking task), never on one
+            // driving a runtime, where waiting so would panic.
+            match self.parts.blocking_recv() {
+                Some(Ok(part)) => self.current = part,
+                Some(Err(e)) => return Err(io::Error::other(format!("{}: {e}", self.url))),
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
+}
+
+/// The runtime the transport's requests run on: one thread, made at the first push
+/// over http(s), for the process (its connections are pooled across pushes).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("fanout-http")
+            .enable_all()
+            .build()
+            .expect("a runtime of one thread can be built")
+    })
+}
+
+/// Run `task` on the transport's runtime and wait for its outcome: libgit2 calls the
+/// transport from a plain thread, or from one already driving another runtime (where
+/// `block_on` would panic).
+fn on_runtime<T: Send + 'static>(
+    task: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime().spawn(async move {
+        let _ = tx.send(task.await);
+    });
+    rx.recv()
+        .map_err(|_| "the HTTP transport's task ended without an answer".to_owned())
 }
 
 /// What went wrong sending a request to `url` or reading its answer's head.
-fn failed(url: &str, e: &ureq::Error) -> String {
-    if let Some(why) = untrusted(e) {
+fn failed(url: &str, e: &hyper_util::client::legacy::Error) -> String {
+    if let Some(why) = client::untrusted_certificate(e) {
         return format!(
             "{url}: the server's certificate is not trusted ({why}); fanout checks it against the system's CA certificates, or those SSL_CERT_FILE / SSL_CERT_DIR name"
         );
     }
-    match e {
-        ureq::Error::Io(io) => format!("{url}: {io}"),
-        ureq::Error::Timeout(t) => format!("{url}: no answer in time ({t})"),
-        other => format!("{url}: {other}"),
-    }
+    format!("{url}: {}", describe_failure(e))
 }
 
-/// Why rustls refused the server's certificate, when it did (as an error of its own,
-/// or inside the I/O error of the TLS stream).
-fn untrusted(e: &ureq::Error) -> Option<&rustls::CertificateError> {
-    let tls = match e {
-        ureq::Error::Rustls(tls) => tls,
-        ureq::Error::Io(io) => io.get_ref()?.downcast_ref::<rustls::Error>()?,
-        _ => return None,
-    };
-    match tls {
-        rustls::Error::InvalidCertificate(why) => Some(why),
-        _ => None,
+/// What an error of the client says, a timeout as such.
+fn describe_failure(e: &(dyn std::error::Error + 'static)) -> String {
+    if client::is_timeout(e) {
+        return format!("no answer in time ({})", client::describe(e));
     }
+    client::describe(e)
 }
 
 /// The HTTP client for `url`: one for plain http, one with TLS (built, and the CA
-/// certificates read, at the first https request), kept for the process.
-fn agent_for(url: &str) -> Result<&'static ureq::Agent, String> {
-    static PLAIN: OnceLock<ureq::Agent> = OnceLock::new();
-    static TLS: OnceLock<Result<ureq::Agent, String>> = OnceLock::new();
+/// certificates read, at the first https request), kept for the process: no proxy, no
+/// redirect followed, the timeouts of the module docs.
+fn client_for(url: &str) -> Result<client::HttpClient<Full<Bytes>>, String> {
+    static PLAIN: OnceLock<client::HttpClient<Full<Bytes>>> = OnceLock::new();
+    static TLS: OnceLock<Result<client::HttpClient<Full<Bytes>>, String>> = OnceLock::new();
+    let timeouts = client::Timeouts {
+        connect: CONNECT_TIMEOUT,
+        read: Some(IO_TIMEOUT),
+        write: Some(IO_TIMEOUT),
+    };
     let https = url::Url::parse(url)
         .map_err(|e| format!("{url}: not a URL ({e})"))?
         .scheme()
         == "https";
     if !https {
-        return Ok(PLAIN.get_or_init(|| agent(Vec::new())));
+        return Ok(PLAIN.get_or_init(|| client::client(None, timeouts)).clone());
     }
-    TLS.get_or_init(|| ca_certificates().map(agent))
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// A client with `roots` as the CA certificates it trusts: no proxy, no redirect
-/// followed, every status returned as an answer (see [`check`]), the timeouts of the
-/// module docs.
-fn agent(roots: Vec<ureq::tls::Certificate<'static>>) -> ureq::Agent {
-    use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
-    let tls = TlsConfig::builder()
-        .provider(TlsProvider::Rustls)
-        .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .root_certs(RootCerts::Specific(Arc::new(roots)))
-        .build();
-    ureq::Agent::config_builder()
-        .tls_config(tls)
-        .proxy(None)
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .user_agent(USER_AGENT)
-        .timeout_resolve(Some(CONNECT_TIMEOUT))
-        .timeout_connect(Some(CONNECT_TIMEOUT))
-        .timeout_per_read(Some(IO_TIMEOUT))
-        .timeout_per_write(Some(IO_TIMEOUT))
-        .build()
-        .new_agent()
-}
-
-/// The CA certificates https servers are checked against: `SSL_CERT_FILE` /
-/// `SSL_CERT_DIR` when set, else the system's.
-fn ca_certificates() -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
-    let found = rustls_native_certs::load_native_certs();
-    if found.certs.is_empty() {
-        let why = found
-            .errors
-            .first()
-            .map_or("none found".to_owned(), |e| e.to_string());
-        return Err(format!(
-            "no CA certificates to check an https server with ({why}); set SSL_CERT_FILE to a PEM file of them"
-        ));
-    }
-    for e in &found.errors {
-        tracing::debug!("some CA certificates were not read: {e}");
-    }
-    Ok(found
-        .certs
-        .iter()
-        .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-        .collect())
+    TLS.get_or_init(|| client::tls_config().map(|tls| client::client(Some(tls), timeouts)))
+        .clone()
 }
 
 #[cfg(test)]

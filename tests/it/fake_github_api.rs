@@ -22,14 +22,6 @@ struct Reply {
     body: Value,
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .proxy(None)
-        .build()
-        .new_agent()
-}
-
 /// Sends one request; `Err` when the connection failed or got no response.
 fn try_call(
     fake: &FakeGitHub,
@@ -37,39 +29,28 @@ fn try_call(
     path: &str,
     auth: Option<&str>,
     body: Option<&Value>,
-) -> Result<Reply, ureq::Error> {
-    let mut builder = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}{path}", fake.url()))
-        .header("accept", "application/vnd.github+json")
-        .header("user-agent", "fanout-fake-github-test");
+) -> Result<Reply, String> {
+    let mut headers = vec![
+        ("accept", "application/vnd.github+json"),
+        ("user-agent", "fanout-fake-github-test"),
+    ];
     if let Some(auth) = auth {
-        builder = builder.header("authorization", auth);
+        headers.push(("authorization", auth));
     }
-    let response = match body {
-        Some(body) => agent().run(
-            builder
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(body).unwrap())
-                .unwrap(),
-        )?,
-        None => agent().run(builder.body(()).unwrap())?,
-    };
-    let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap().to_string()))
-        .collect();
-    let text = response.into_body().read_to_string()?;
-    let body = if text.is_empty() {
+    if body.is_some() {
+        headers.push(("content-type", "application/json"));
+    }
+    let url = format!("{}{path}", fake.url());
+    let body = body.map(|b| serde_json::to_vec(b).unwrap());
+    let reply = crate::common::http::request(method, &url, &headers, body)?;
+    let body = if reply.body.is_empty() {
         Value::Null
     } else {
-        serde_json::from_str(&text).unwrap()
+        serde_json::from_slice(&reply.body).unwrap()
     };
     Ok(Reply {
-        status,
-        headers,
+        status: reply.status,
+        headers: reply.headers,
         body,
     })
 }

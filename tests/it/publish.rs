@@ -1197,7 +1197,11 @@ fn pushes_over_https_checking_the_certificate_against_ssl_cert_file() {
     );
     // Even FANOUT_LOG=trace shows no request as sent (a hex dump of its bytes starts
     // with "GET " or "POST"), so never its Authorization header.
-    assert!(stderr.contains("ureq"), "the HTTP client logged nothing");
+    assert!(
+        stderr.contains("hyper_util::client::legacy::connect::http")
+            && stderr.contains("connecting to 127.0.0.1"),
+        "the HTTP client logged nothing"
+    );
     for dumped in ["4745 5420", "504f 5354", TOKEN] {
         assert!(!stderr.contains(dumped), "{dumped} in the log:\n{stderr}");
     }
