@@ -141,12 +141,23 @@ fn permits_you(meta: &std::fs::Metadata) -> Option<String> {
         return (mode & 0o200 != 0).then(|| "owner".into());
     }
     let gid = nix::unistd::Gid::from_raw(meta.gid());
-    let in_group =
-        nix::unistd::getegid() == gid || nix::unistd::getgroups().is_ok_and(|g| g.contains(&gid));
-    if in_group {
+    if nix::unistd::getegid() == gid || in_group(gid) {
         return (mode & 0o020 != 0).then(|| format!("group {}", group_name(meta.gid())));
     }
     (mode & 0o002 != 0).then(|| "everyone".into())
+}
+
+/// Whether this process has `gid` among its supplementary groups.
+#[cfg(not(target_vendor = "apple"))]
+fn in_group(gid: nix::unistd::Gid) -> bool {
+    nix::unistd::getgroups().is_ok_and(|g| g.contains(&gid))
+}
+
+/// Whether this user is a member of `gid` (macOS has no `getgroups` in nix).
+#[cfg(target_vendor = "apple")]
+fn in_group(gid: nix::unistd::Gid) -> bool {
+    let me = user_name(nix::unistd::geteuid().as_raw());
+    matches!(nix::unistd::Group::from_gid(gid), Ok(Some(g)) if g.mem.contains(&me))
 }
 
 fn user_name(uid: u32) -> String {
@@ -196,12 +207,9 @@ fn connect_path(path: &Path) -> Result<(), Errno> {
 /// it connected or the listener's queue is full (`EAGAIN`: something listens). System
 /// calls only (safe in a forked child).
 pub(super) fn connect(addr: &UnixAddr) -> Result<(), Errno> {
-    let fd = nix::sys::socket::socket(
-        AddressFamily::Unix,
-        SockType::Stream,
-        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let fd = nix::sys::socket::socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None)?;
+    fcntl(&fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     match nix::sys::socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), addr) {
         Ok(()) | Err(Errno::EAGAIN) => Ok(()),
         Err(e) => Err(e),
