@@ -23,7 +23,7 @@ use crate::model::{Operation, PublishOutcome};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
-use crate::util::out::{errln, outln};
+use crate::util::out::{command, errln};
 use crate::util::{CONFIG_LIMIT, read_capped_string};
 
 /// The publishing flags (`--label`, `--token`, …) as given on the command line, all
@@ -417,7 +417,7 @@ impl Api<'_> {
             .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
             .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
         if self.in_actions {
-            outln!("::add-mask::{}", push_token.expose_secret());
+            command!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
         Ok((gh, push_token))
@@ -610,14 +610,14 @@ fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
 /// `::add-mask::` every secret, so Actions never shows it in logs.
 fn mask(c: &Credentials) {
     match c {
-        Credentials::Token(t) => outln!("::add-mask::{}", t.expose_secret()),
+        Credentials::Token(t) => command!("::add-mask::{}", t.expose_secret()),
         Credentials::App {
             private_key_pem, ..
         } => {
             for line in private_key_pem.expose_secret().lines() {
                 let line = line.trim();
                 if !line.is_empty() && !line.starts_with("-----") {
-                    outln!("::add-mask::{line}");
+                    command!("::add-mask::{line}");
                 }
             }
         }
