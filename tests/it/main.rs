@@ -13,6 +13,8 @@ mod fake_github;
 #[path = "../support/fake_release.rs"]
 #[allow(dead_code)] // a shared test library: each area uses part of it
 mod fake_release;
+#[path = "../support/runner_commands.rs"]
+mod runner_commands;
 
 mod act;
 mod adapters;
@@ -28,6 +30,7 @@ mod findings;
 mod first_contact;
 mod fuzz_corpus;
 mod hostile;
+mod hostile_ci;
 mod init;
 mod install;
 mod limits;
