@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use secrecy::ExposeSecret;
+
 use super::run::{AfterRun, after_run, execute_plan_keeping, write_report};
 use crate::config::ConfigFile;
 use crate::exit::Failure;
@@ -87,7 +89,9 @@ pub fn worker(
         report.interrupted,
         plan.fail_on,
     );
-    crate::fanin::artifact::write(&repo.workdir, plan, &w.branch, result, &dir)
+    let mut secrets = crate::fanin::artifact::secret_values_in_env();
+    secrets.extend(job.agent_tokens.iter().map(|(_, t)| t.expose_secret().to_owned()));
+    crate::fanin::artifact::write(&repo.workdir, plan, &w.branch, result, &dir, &secrets)
         .map_err(Failure::Fatal)?;
     Ok((dir, code))
 }
