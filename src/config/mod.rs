@@ -338,6 +338,11 @@ pub struct PublishConfig {
     pub title: Option<String>,
     /// Body template file (minijinja), relative to the repository root.
     pub body_template: Option<PathBuf>,
+    /// The body template's text, when it came with a plan rather than from a file
+    /// (`crate::plan::FaninSettings`); never read from fanout.yml.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub body_template_text: Option<String>,
     /// Least time between two API mutations (default 1 s).
     pub pace: Option<Seconds>,
     /// Least wait after a rate-limit answer without timing headers (default 60 s).

@@ -267,9 +267,16 @@ pub fn secret_values_in_env() -> Vec<String> {
 
 fn names_a_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS"]
-        .iter()
-        .any(|w| upper.ends_with(w))
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIALS",
+    ]
+    .iter()
+    .any(|w| upper.ends_with(w))
         || crate::secret::is_credential(name)
 }
 

@@ -324,6 +324,7 @@ fn pacing(file: &ConfigFile, args: &PublishFlags) -> (RetryPolicy, Duration) {
 fn templates(repo: &UserRepo, file: &ConfigFile) -> Result<Templates, Failure> {
     let cfg = &file.publish;
     let body_template = match &cfg.body_template {
+        _ if cfg.body_template_text.is_some() => cfg.body_template_text.clone(),
         Some(p) => {
             let path = repo.workdir.join(p);
             Some(read_capped_string(&path, CONFIG_LIMIT).map_err(|e| {

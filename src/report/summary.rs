@@ -587,6 +587,7 @@ mod snapshot_tests {
                 setup: Default::default(),
                 sandbox: Default::default(),
                 fail_on: Default::default(),
+                fanin: None,
             },
             totals: Totals::of(&results),
             results,

@@ -286,7 +286,13 @@ mod tests {
         ] {
             assert!(holds_command(text), "{text:?}");
         }
-        for text in ["", "fanout: #1 fix it [gpt] success", "## [x]", "a: b :c", "#[x]"] {
+        for text in [
+            "",
+            "fanout: #1 fix it [gpt] success",
+            "## [x]",
+            "a: b :c",
+            "#[x]",
+        ] {
             assert!(!holds_command(text), "{text:?}");
         }
     }
@@ -319,10 +325,16 @@ mod tests {
         json_to(&mut NoHash(&mut safe), &value).unwrap();
         let text = String::from_utf8(safe.clone()).unwrap();
         assert!(!text.contains('#'), "{text}");
-        assert!(text.lines().all(|l| !l.trim_start().starts_with("::")), "{text}");
+        assert!(
+            text.lines().all(|l| !l.trim_start().starts_with("::")),
+            "{text}"
+        );
         let back: serde_json::Value = serde_json::from_slice(&safe).unwrap();
         assert_eq!(back, value);
-        assert_eq!(serde_json::from_slice::<serde_json::Value>(&plain).unwrap(), value);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&plain).unwrap(),
+            value
+        );
     }
 
     #[test]

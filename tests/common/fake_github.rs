@@ -32,7 +32,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 #[path = "openapi.rs"]
-mod openapi;
+pub(crate) mod openapi;
 use openapi::{Operation, Spec, parse_query};
 
 /// The trimmed OpenAPI description (see `tests/openapi/regenerate.sh`).

@@ -276,14 +276,14 @@ impl UserState {
 
 /// `tests/support/git_http.py`: git's smart HTTP behind Basic auth on 127.0.0.1. Here it
 /// stands for the attacker's server: it logs every `user:password` it is sent.
-struct GitHttp {
+pub(crate) struct GitHttp {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
     log: PathBuf,
 }
 
 impl GitHttp {
-    fn start(t: &TestEnv, root: &Path) -> GitHttp {
+    pub(crate) fn start(t: &TestEnv, root: &Path) -> GitHttp {
         let log = root.join("credentials.log");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/git_http.py");
         let mut child = t
@@ -300,7 +300,7 @@ impl GitHttp {
         GitHttp { child, port, log }
     }
 
-    fn credentials(&self) -> String {
+    pub(crate) fn credentials(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -749,7 +749,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
     }
 }
 
-fn run_id(report: &Value) -> String {
+pub(crate) fn run_id(report: &Value) -> String {
     report["run_id"].as_str().unwrap().to_owned()
 }
 

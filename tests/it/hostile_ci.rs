@@ -15,7 +15,8 @@
 //! The same items under act (the generated workflows run end to end) are in
 //! `tests/it/act.rs`.
 
-use crate::hostile::{Arena, Sandbox, json, text};
+use crate::fake_github::FakeGitHub;
+use crate::hostile::{Arena, GitHttp, Sandbox, json, text};
 use crate::runner_commands::Runner;
 
 /// The lines the agent prints, on stdout and on stderr: each would be a workflow
@@ -81,7 +82,11 @@ fn agent_text_issues_no_workflow_command(mode: Sandbox) {
     assert_eq!(error.props["title"], "fanout worker 2", "{acted:#?}");
     assert!(!err.stopped(), "stderr leaves commands stopped:\n{stderr}");
     // The agent's text was shown, not dropped.
-    for shown in ["##[error]PWNED-legacy", "::add-mask::work", "PWNED-after-cr"] {
+    for shown in [
+        "##[error]PWNED-legacy",
+        "::add-mask::work",
+        "PWNED-after-cr",
+    ] {
         assert!(stderr.contains(shown), "{shown:?} not shown:\n{stderr}");
     }
     let mut std_out = Runner::default();
@@ -119,4 +124,192 @@ fn agent_text_issues_no_workflow_command_sandbox_off() {
 #[test]
 fn agent_text_issues_no_workflow_command_sandbox_required() {
     agent_text_issues_no_workflow_command(Sandbox::Required);
+}
+
+/// A matrix run as its jobs run it, in one checkout: the plan job writes the plan
+/// (with `cfg`) and its digest, worker 1's job runs and leaves its artifact.
+struct Matrix {
+    plan: std::path::PathBuf,
+    sha: String,
+    results: std::path::PathBuf,
+}
+
+impl Matrix {
+    fn run(a: &Arena, cfg: &str) -> Matrix {
+        let dir = a.root().join("runner-temp");
+        std::fs::create_dir_all(&dir).unwrap();
+        let plan = dir.join("fanout-plan.json");
+        let out = a.output(
+            cfg,
+            &[
+                "plan",
+                "-w",
+                "1",
+                "-t",
+                "Improve the docs",
+                "--plan-file",
+                plan.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let sha = sha256_hex(&std::fs::read(&plan).unwrap());
+        let results = dir.join("fanout-results");
+        let out = a.output(
+            cfg,
+            &[
+                "worker",
+                "--plan",
+                plan.to_str().unwrap(),
+                "--plan-sha256",
+                &sha,
+                "--id",
+                "1",
+                "--out",
+                results.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        Matrix { plan, sha, results }
+    }
+
+    /// `fanout aggregate` of this run as the action runs it in Actions (no `--config`),
+    /// against the fake GitHub `gh`; with `--plan-sha256` when `digest`.
+    fn aggregate(&self, a: &Arena, gh: &FakeGitHub, digest: bool) -> std::process::Output {
+        let mut args = vec![
+            "aggregate",
+            "--plan",
+            self.plan.to_str().unwrap(),
+            "--from",
+            self.results.to_str().unwrap(),
+            "--publish",
+            "--pace-ms",
+            "0",
+        ];
+        if digest {
+            args.extend(["--plan-sha256", &self.sha]);
+        }
+        let mut c = a.t.fanout(&args);
+        c.env("GITHUB_TOKEN", &a.token)
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_REPOSITORY", "octo/demo")
+            .env("GITHUB_API_URL", gh.url())
+            .env("GITHUB_SERVER_URL", "https://github.com");
+        c.output().unwrap()
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Item 1: the aggregate job's checkout holds a `fanout.yml` that came with a
+/// replaced `fanout-plan` artifact (the old templates downloaded it into the
+/// checkout's root), naming the attacker's server as the remote and its own labels.
+/// The aggregate publishes with the settings the plan job put in the digested plan:
+/// the pull request has the plan's label, the branch goes to `origin`, and nothing
+/// reaches the attacker's server. Without `--plan-sha256`, `aggregate --publish` in
+/// Actions refuses to start (exit 2), and a config naming another host for the token
+/// is refused in Actions by `run --publish` too.
+fn artifacts_carry_data_never_settings(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let trap_root = a.root().join("trap");
+    std::fs::create_dir_all(&trap_root).unwrap();
+    a.t.git_in(&trap_root, &["init", "-q", "--bare", "-b", "main", "x.git"]);
+    let trap = GitHttp::start(&a.t, &trap_root);
+    let evil = format!("http://127.0.0.1:{}/x.git", trap.port);
+    let cfg = a.setup("", "", "publish:\n  labels: [from-plan]\n");
+    let m = Matrix::run(&a, &cfg);
+    a.t.write(
+        "fanout.yml",
+        &format!("publish:\n  remote: '{evil}'\n  labels: [attacker]\n"),
+    );
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(&a.token);
+    let remote_before = a.remote_refs();
+
+    let refused = m.aggregate(&a, &gh, false);
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("--plan-sha256"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(a.remote_refs(), remote_before);
+    assert!(gh.requests().is_empty());
+
+    let out = m.aggregate(&a, &gh, true);
+    let said = format!("{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        trap.credentials(),
+        "",
+        "the token went to the artifact's remote:\n{said}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 1, "{said}");
+    assert!(
+        pulls[0].labels.contains(&"from-plan".to_owned()),
+        "{:?}",
+        pulls[0]
+    );
+    assert!(
+        !pulls[0].labels.contains(&"attacker".to_owned()),
+        "{:?}",
+        pulls[0]
+    );
+    let pushed = a.remote_refs();
+    assert!(
+        pushed.contains_key(&format!("refs/heads/{}", pulls[0].head_ref)),
+        "not pushed to origin: {pushed:?}"
+    );
+    gh.assert_no_violations();
+
+    // A config (here the run's own) naming another host: refused before anything runs.
+    std::fs::remove_file(a.t.repo.join("fanout.yml")).unwrap();
+    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        cfg_text.replace("publish:\n", &format!("publish:\n  remote: '{evil}'\n")),
+    )
+    .unwrap();
+    let runs = a.t.runs();
+    let mut c = a.fanout(
+        &cfg,
+        &[
+            "run",
+            "-w",
+            "1",
+            "--publish",
+            "--pace-ms",
+            "0",
+            "Improve the docs",
+        ],
+    );
+    c.env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_REPOSITORY", "octo/demo")
+        .env("GITHUB_API_URL", gh.url());
+    let out = c.output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("publish.remote") && err.contains("--remote URL"),
+        "{err}"
+    );
+    assert_eq!(a.t.runs(), runs, "a run started: {err}");
+    assert_eq!(trap.credentials(), "");
+}
+
+#[test]
+fn artifacts_carry_data_never_settings_sandbox_off() {
+    artifacts_carry_data_never_settings(Sandbox::Off);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn artifacts_carry_data_never_settings_sandbox_required() {
+    artifacts_carry_data_never_settings(Sandbox::Required);
 }

@@ -282,7 +282,10 @@ fn the_workflows_install_the_agent_clis_at_the_versions_the_tests_drive() {
         ),
         (
             "codex",
-            vec![format!("npm install -g @openai/codex@{}", pin("CODEX_VERSION"))],
+            vec![format!(
+                "npm install -g @openai/codex@{}",
+                pin("CODEX_VERSION")
+            )],
         ),
         (
             "aider",
@@ -308,9 +311,15 @@ fn the_workflows_install_the_agent_clis_at_the_versions_the_tests_drive() {
                 .filter_map(|l| l.trim().strip_prefix("run: "))
                 .filter(|r| r.contains("install"))
                 .collect();
-            assert!(!installs.is_empty(), "{agent} {kind}: no install step:\n{text}");
+            assert!(
+                !installs.is_empty(),
+                "{agent} {kind}: no install step:\n{text}"
+            );
             for i in installs {
-                assert!(lines.iter().any(|l| l == i), "{agent} {kind}: `{i}`, want {lines:?}");
+                assert!(
+                    lines.iter().any(|l| l == i),
+                    "{agent} {kind}: `{i}`, want {lines:?}"
+                );
             }
         }
     }

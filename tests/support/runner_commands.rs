@@ -199,7 +199,11 @@ fn the_model_reads_commands_as_the_runner_does() {
         .collect();
     assert_eq!(
         acted,
-        [("add-mask", "s3cret"), ("set-output", "y"), ("error", "shown %")]
+        [
+            ("add-mask", "s3cret"),
+            ("set-output", "y"),
+            ("error", "shown %")
+        ]
     );
     assert_eq!(r.acted()[1].props["name"], "x");
     assert_eq!(r.acted()[2].props["title"], "t");
