@@ -370,6 +370,12 @@ pub struct PublishConfig {
     /// the run is over; `as-ready` publishes each worker as soon as it has finished and
     /// been harvested, while the others still run.
     pub when: Option<PublishWhen>,
+    /// Publish branches that change `.github/workflows/`, `.github/actions/`, a root
+    /// `action.yml`/`action.yaml` or a `CODEOWNERS` file (default `false`: such a
+    /// branch is not pushed, and its reason says why). A push made with a GitHub App's
+    /// token runs the repository's CI, with its secrets, on what the agent wrote.
+    #[serde(default)]
+    pub allow_workflow_changes: bool,
 }
 
 /// When `run --publish` publishes the workers.

@@ -313,3 +313,149 @@ fn artifacts_carry_data_never_settings_sandbox_off() {
 fn artifacts_carry_data_never_settings_sandbox_required() {
     artifacts_carry_data_never_settings(Sandbox::Required);
 }
+
+/// A GitHub App (id 31337) the fake GitHub knows: its private key's file.
+fn app_key(a: &Arena, gh: &FakeGitHub) -> std::path::PathBuf {
+    use rsa::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
+    let key = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).unwrap();
+    let public = key
+        .to_public_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    gh.set_app(31337, &public);
+    let file = a.root().join("app.pem");
+    std::fs::write(&file, key.to_pkcs8_pem(LineEnding::LF).unwrap().as_bytes()).unwrap();
+    file
+}
+
+/// Item 9: worker 1's agent adds a workflow, worker 3's edits CODEOWNERS, worker 2
+/// only does its work. Published as a GitHub App, the installation token is asked for
+/// the one repository with contents and pull-requests write (the body checked against
+/// GitHub's OpenAPI description; the fake refuses what the token was not asked for),
+/// and the two branches that change the repository's CI are not pushed, their reasons
+/// saying why and how to allow it. With `publish.allow_workflow_changes: true` they
+/// are; with the digest, the token also gets issues write, which the digest needs.
+fn app_tokens_ask_for_little_and_ci_changes_wait(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let cfg = a.setup(
+        r#"case "$FANOUT_WORKER_ID" in
+  1) mkdir -p .github/workflows && echo 'on: push' > .github/workflows/pwn.yml ;;
+  3) echo '* @mallory' > CODEOWNERS ;;
+esac
+"#,
+        "",
+        "",
+    );
+    let (out, report) = a.run(&cfg, &["-w", "3", "-t", "one", "-t", "two", "-t", "three"]);
+    assert_eq!(out.status.code(), Some(0), "{}", a.logs(&report));
+    let run = crate::hostile::run_id(&report);
+    let gh = FakeGitHub::start("octo", "demo");
+    let key = app_key(&a, &gh);
+    let url = gh.url();
+    let publish = |extra: &[&str]| {
+        let mut args = vec![
+            "publish",
+            "--json",
+            "--run",
+            &run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--pace-ms",
+            "0",
+            "--app-id",
+            "31337",
+            "--app-private-key",
+            key.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = a.output(&cfg, &args);
+        (json(&out), text(&out.stderr))
+    };
+    let token_requests = || -> Vec<serde_json::Value> {
+        gh.requests()
+            .into_iter()
+            .filter(|r| r.operation_id.as_deref() == Some("apps/create-installation-access-token"))
+            .map(|r| r.body)
+            .collect()
+    };
+    let remote_before = a.remote_refs();
+
+    let (published, err) = publish(&[]);
+    let ops = |p: &serde_json::Value| -> Vec<(String, String)> {
+        p["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["publish"]["operation"].as_str().unwrap_or("-").to_owned(),
+                    r["publish"]["reason"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let got = ops(&published);
+    assert_eq!(
+        got.iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
+        ["failed", "created", "failed"],
+        "{got:#?}\n{err}"
+    );
+    assert!(
+        got[0].1.contains(".github/workflows/pwn.yml"),
+        "{}",
+        got[0].1
+    );
+    assert!(got[2].1.contains("CODEOWNERS"), "{}", got[2].1);
+    for (_, why) in [&got[0], &got[2]] {
+        assert!(
+            why.contains("publish.allow_workflow_changes: true"),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        token_requests(),
+        [serde_json::json!({"repositories": ["demo"],
+            "permissions": {"contents": "write", "pull_requests": "write"}})]
+    );
+    let pushed: Vec<String> = a
+        .remote_refs()
+        .into_keys()
+        .filter(|r| !remote_before.contains_key(r))
+        .collect();
+    let w2 = published["results"][1]["branch"].as_str().unwrap();
+    assert_eq!(pushed, [format!("refs/heads/{w2}")]);
+
+    // Allowed, and with the digest: the token may write issues, and the digest is kept.
+    let cfg_text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{cfg_text}publish:\n  allow_workflow_changes: true\n"),
+    )
+    .unwrap();
+    let (published, err) = publish(&["--digest", "issue"]);
+    let got = ops(&published);
+    assert_eq!(
+        got.iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
+        ["created", "unchanged", "created"],
+        "{got:#?}\n{err}"
+    );
+    assert_eq!(
+        token_requests()[1]["permissions"],
+        serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write"})
+    );
+    assert_eq!(gh.issues().len(), 1, "no digest issue:\n{err}");
+    gh.assert_no_violations();
+}
+
+#[test]
+fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_off() {
+    app_tokens_ask_for_little_and_ci_changes_wait(Sandbox::Off);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_required() {
+    app_tokens_ask_for_little_and_ci_changes_wait(Sandbox::Required);
+}
