@@ -142,15 +142,23 @@ impl Fixture {
         let root = t.root().to_path_buf();
         // Each run its own artifacts, as on GitHub; the cache outlives runs.
         let artifacts = (1..)
-            .map(|n| root.join(format!("artifacts-{n}")))
+            .map(|n| root.join("artifacts").join(n.to_string()))
             .find(|p| !p.exists())
             .unwrap();
         std::fs::create_dir_all(&artifacts).unwrap();
         let event = root.join("event.json");
         std::fs::write(&event, serde_json::json!({ "inputs": inputs }).to_string()).unwrap();
+        let tools = root.join("host-tools");
+        act_support::stand_in_host_tools(&tools, &root.join("sudo.log"));
+        let path = format!(
+            "{}:{}",
+            tools.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
 
         let out = t
             .command(self.act.to_str().unwrap(), &t.repo)
+            .env("PATH", path)
             .env("ACT_DISABLE_VERSION_CHECK", "1")
             .args([
                 "workflow_dispatch",
@@ -377,6 +385,7 @@ fn empty_plan_under_act_skips_the_worker_and_aggregate_jobs() {
     let names: Vec<String> = std::fs::read_dir(&artifacts)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".ids")
         .collect();
     assert_eq!(names, ["fanout-plan"]);
     assert!(gh.requests().is_empty());
@@ -773,5 +782,81 @@ fn nightly_template_keeps_one_pull_request_per_task_and_a_digest_under_act() {
             "night {night}: {body}"
         );
     }
+    gh.assert_no_violations();
+}
+
+/// An executable shell script `body` in `dir` (outside the repository), for an agent.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    path
+}
+
+/// Item 8 of issue #28 under act: in the `local` workflow (`mode: run`), each agent
+/// prints lines that would be workflow commands — `::add-mask::`, `::error::`,
+/// `##[error]`, `::set-output`, `##[set-output]` — on stdout and stderr, and writes to
+/// `$GITHUB_OUTPUT`. fanout shows its log in the worker's group, and act takes no
+/// command from it: no annotation, no mask, no output of the step, and the publish
+/// step (gated on the step's outputs) publishes as it would have. (act parses only
+/// lines that start with `::` or `##[`; how the GitHub runner parses them, leading
+/// whitespace trimmed and `##[` anywhere, is tested in tests/it/hostile_ci.rs.)
+#[test]
+fn agent_output_sets_no_annotation_mask_or_output_under_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = script(
+        dir.path(),
+        "forger.sh",
+        r#"for line in '::add-mask::PWNED-mask' '::error::PWNED-error' '##[error]PWNED-legacy-error' \
+    '::warning::PWNED-warning' '::set-output name=pwned::PWNED-output' \
+    '##[set-output name=pwned2;]PWNED-output' '::set-output name=run-id::PWNED-run'; do
+  echo "$line"; echo "$line" >&2
+done
+echo "pwned3=PWNED-file" >> "$GITHUB_OUTPUT" 2>/dev/null
+echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
+"#,
+    );
+    let Some(f) = Fixture::local(agent.to_str().unwrap()) else {
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let (out, log, _) = f.act(
+        &gh,
+        serde_json::json!({"tasks": "first task\nsecond task\n", "models": "", "workers": "2"}),
+    );
+    let fail = |what: &str| -> ! {
+        panic!(
+            "{what}\n--- act stdout ---\n{}\n--- act stderr ---\n{}",
+            log.raw,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    if !out.status.success() {
+        fail("the workflow failed");
+    }
+    // The agents' lines were shown (in their groups), and act acted on none of them.
+    let shown = log
+        .messages("fanout")
+        .filter(|m| m.contains("PWNED-legacy-error"))
+        .count();
+    if shown < 2 {
+        fail("the agents' log lines were not shown");
+    }
+    let forged: Vec<(String, String)> = log
+        .commands("fanout")
+        .into_iter()
+        .filter(|(c, raw)| c != "ignored" && raw.contains("PWNED"))
+        .collect();
+    if !forged.is_empty() {
+        fail(&format!("act took commands from agent output: {forged:#?}"));
+    }
+    for name in ["pwned", "pwned2", "pwned3"] {
+        if let Some(v) = log.output("fanout", name) {
+            fail(&format!("the agent set the step output {name}={v}"));
+        }
+    }
+    let run_id = log.output("fanout", "run-id").unwrap_or_default();
+    assert!(!run_id.contains("PWNED"), "{run_id}");
+    assert_eq!(gh.pulls().len(), 2);
     gh.assert_no_violations();
 }

@@ -459,3 +459,89 @@ fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_off() {
 fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_required() {
     app_tokens_ask_for_little_and_ci_changes_wait(Sandbox::Required);
 }
+
+/// Item 10, the workflows `fanout init` writes (for Claude Code, so that they install
+/// an agent CLI): no job or step that starts agents or publishes runs after the run
+/// was cancelled (`!cancelled()`, never `always()`; a report upload may); every job
+/// that installs or runs an agent stops Docker and locks its socket first (unless the
+/// repository variable FANOUT_KEEP_DOCKER says `true`); agents run with
+/// `sandbox: required`; artifacts are downloaded under `runner.temp`, the plan by the
+/// id its job recorded; every upload is kept 7 days unless configured. (The same
+/// workflows run under act in tests/it/act.rs.)
+#[test]
+fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
+    let t = crate::common::TestEnv::new();
+    for kind in ["matrix", "local", "nightly"] {
+        let out = format!(".github/workflows/{kind}.yml");
+        t.run_ok(&["init", "--kind", kind, "--agent", "claude", "--output", &out]);
+        let text = std::fs::read_to_string(t.repo.join(&out)).unwrap();
+        let wf: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        for (name, job) in wf["jobs"].as_object().unwrap() {
+            let at = format!("{kind}: job {name}");
+            let steps = job["steps"].as_array().unwrap();
+            let runs_agents = steps.iter().any(|s| {
+                let mode = s["with"]["mode"].as_str().unwrap_or_default();
+                mode == "run" || mode == "worker"
+            });
+            let cond = job["if"].as_str().unwrap_or_default();
+            assert!(!cond.contains("always()"), "{at}: if: {cond}");
+            if job["needs"].is_array() {
+                assert!(cond.contains("!cancelled()"), "{at} runs after a cancel: {cond}");
+            }
+            for s in steps {
+                let step_if = s["if"].as_str().unwrap_or_default();
+                let uploads_report = s["with"]["name"] == "fanout-report";
+                assert!(
+                    uploads_report || !step_if.contains("always()"),
+                    "{at}: step {s}"
+                );
+                if s["uses"].as_str().unwrap_or_default().starts_with("actions/upload-artifact@") {
+                    assert_eq!(
+                        s["with"]["retention-days"], "${{ vars.FANOUT_RETENTION_DAYS || 7 }}",
+                        "{at}: {s}"
+                    );
+                }
+                if s["uses"].as_str().unwrap_or_default().starts_with("actions/download-artifact@") {
+                    let path = s["with"]["path"].as_str().unwrap_or_default();
+                    assert!(path.starts_with("${{ runner.temp }}/"), "{at}: {s}");
+                    if s["with"]["pattern"].is_null() {
+                        assert_eq!(
+                            s["with"]["artifact-ids"], "${{ needs.plan.outputs.plan-artifact-id }}",
+                            "{at}: {s}"
+                        );
+                    }
+                }
+                let mode = s["with"]["mode"].as_str().unwrap_or_default();
+                if mode == "run" || mode == "plan" {
+                    assert_eq!(s["with"]["sandbox"], "required", "{at}: {s}");
+                }
+            }
+            if !runs_agents {
+                continue;
+            }
+            let first_agent_step = steps
+                .iter()
+                .position(|s| {
+                    s["name"].as_str().is_some_and(|n| n.starts_with("Install "))
+                        || s["with"]["mode"].is_string()
+                })
+                .unwrap();
+            let lock = steps.iter().position(|s| {
+                s["run"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("systemctl stop docker.socket docker.service"))
+            });
+            let lock = lock.unwrap_or_else(|| panic!("{at}: Docker is never stopped"));
+            assert!(lock < first_agent_step, "{at}: Docker stopped after an agent step");
+            assert_eq!(
+                steps[lock]["if"], "runner.os == 'Linux' && vars.FANOUT_KEEP_DOCKER != 'true'",
+                "{at}"
+            );
+            let script = steps[lock]["run"].as_str().unwrap();
+            assert!(
+                script.contains("chmod 0600") && script.contains("docker version"),
+                "{at}: {script}"
+            );
+        }
+    }
+}
