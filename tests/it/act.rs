@@ -78,9 +78,17 @@ impl Fixture {
 
     /// `fanout init --kind KIND`'s workflow, with `config` as the repository's fanout.yml.
     fn setup_kind(kind: &str, config: &str, build: bool) -> Option<Fixture> {
+        Self::setup_in(kind, |_| config.to_owned(), build)
+    }
+
+    /// [`Fixture::setup_kind`] with the config made from the test's root directory
+    /// (for paths under it).
+    fn setup_in(kind: &str, config: impl FnOnce(&Path) -> String, build: bool) -> Option<Fixture> {
         let act = act_support::binary()?;
         let t = TestEnv::new();
         let root = t.root().to_path_buf();
+        let config = config(&root);
+        let config = config.as_str();
         let remote = root.join("remote.git");
         t.git_in(
             &root,
@@ -858,5 +866,109 @@ echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
     let run_id = log.output("fanout", "run-id").unwrap_or_default();
     assert!(!run_id.contains("PWNED"), "{run_id}");
     assert_eq!(gh.pulls().len(), 2);
+    gh.assert_no_violations();
+}
+
+/// Item 1 of issue #28 under act: in the matrix workflow, worker 1's agent does what
+/// a worker job's token allows: it deletes the `fanout-plan` artifact and uploads one
+/// of the same name holding the very plan (its digest still matches) and a
+/// `fanout.yml` that names its own server as the remote. The aggregate job downloads
+/// the plan by the id the plan job recorded, which the new artifact does not have: it
+/// refuses to go on, and nothing reaches the server. In a second run the agent adds
+/// an artifact of its own (`fanout-result-99`, with that `fanout.yml`) instead: it is
+/// downloaded under `runner.temp`, never into the checkout, the aggregate publishes
+/// where the plan says, and nothing reaches the server either. (The stand-in artifact
+/// store stands for the artifact API, which the agent reaches here as a directory its
+/// definition may write.)
+#[test]
+fn a_replaced_plan_artifact_carrying_a_fanout_yml_sends_nothing_elsewhere_under_act() {
+    // The agent's server listens before the repository (whose config names the
+    // agent) is made; the agent reads its URL from the test's directory.
+    let trap_dir = tempfile::tempdir().unwrap();
+    let trap_root = trap_dir.path().canonicalize().unwrap();
+    let scratch = TestEnv::new();
+    scratch.git_in(&trap_root, &["init", "-q", "--bare", "-b", "main", "x.git"]);
+    let trap = crate::hostile::GitHttp::start(&scratch, &trap_root);
+    let port = trap.port;
+    let Some(f) = Fixture::setup_in(
+        "matrix",
+        |root| {
+            let store = root.join("artifacts");
+            std::fs::create_dir_all(&store).unwrap();
+            let agent = script(
+                root,
+                "replacer.sh",
+                &format!(
+                    r#"set -e
+echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
+[ "$FANOUT_WORKER_ID" = 1 ] || exit 0
+art="$FANOUT_TEST_ARTIFACTS"
+keep=$(mktemp -d)
+cp "$art/fanout-plan/fanout-plan.json" "$keep/"
+printf 'publish:\n  remote: http://127.0.0.1:{port}/x.git\n' > "$keep/fanout.yml"
+if [ "$(cat '{root}/mode')" = replace ]; then
+  rm -rf "$art/fanout-plan"
+  for f in "$art"/.ids/*; do [ "$(cat "$f")" != fanout-plan ] || rm -f "$f"; done
+  mkdir "$art/fanout-plan" && cp "$keep"/* "$art/fanout-plan/"
+  echo fanout-plan > "$art/.ids/4242"
+else
+  mkdir "$art/fanout-result-99" && cp "$keep/fanout.yml" "$art/fanout-result-99/"
+  echo fanout-result-99 > "$art/.ids/4343"
+fi
+"#,
+                    root = root.display()
+                ),
+            );
+            format!(
+                "parallel_runs:\n  agent: replacer\n  workers: 2\nagents:\n  replacer:\n    command: [sh, '{}']\n    writable: ['{}']\n",
+                agent.display(),
+                store.display()
+            )
+        },
+        false,
+    ) else {
+        return;
+    };
+    let t = &f.t;
+    let root = t.root().to_path_buf();
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let inputs = serde_json::json!({"tasks": "one\ntwo\n", "models": "", "publish": "true"});
+
+    std::fs::write(root.join("mode"), "replace").unwrap();
+    let (out, log, artifacts) = f.act(&gh, inputs.clone());
+    let said = || format!("{}\n{}", log.raw, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        artifacts.join("fanout-plan/fanout.yml").is_file(),
+        "the agent did not replace the plan artifact:\n{}",
+        said()
+    );
+    assert_eq!(trap.credentials(), "", "the token reached the agent's server");
+    assert!(!out.status.success(), "{}", said());
+    assert!(
+        log.messages("aggregate")
+            .any(|m| m.contains("None of the provided artifact IDs were found")),
+        "the aggregate job did not refuse the replaced plan:\n{}",
+        said()
+    );
+    assert!(
+        log.messages("aggregate").all(|m| !m.contains("fanout: aggregate")),
+        "fanout aggregate ran:\n{}",
+        said()
+    );
+    assert!(gh.pulls().is_empty());
+
+    std::fs::write(root.join("mode"), "add").unwrap();
+    let (out, log, artifacts) = f.act(&gh, inputs);
+    let said = || format!("{}\n{}", log.raw, String::from_utf8_lossy(&out.stderr));
+    assert!(artifacts.join("fanout-result-99/fanout.yml").is_file(), "{}", said());
+    assert_eq!(trap.credentials(), "", "the token reached the agent's server");
+    assert!(out.status.success(), "{}", said());
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 2, "{}", said());
+    for pr in pulls {
+        let on_remote = t.git_in(&f.remote, &["branch", "--list", &pr.head_ref]);
+        assert!(!on_remote.trim().is_empty(), "{} not on origin", pr.head_ref);
+    }
     gh.assert_no_violations();
 }
