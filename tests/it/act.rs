@@ -22,6 +22,7 @@ use crate::common;
 use crate::fake_github;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use act_support::{ActLog, copy_dir};
 use common::*;
@@ -971,4 +972,98 @@ fi
         assert!(!on_remote.trim().is_empty(), "{} not on origin", pr.head_ref);
     }
     gh.assert_no_violations();
+}
+
+/// Item 10 of issue #28 under act: a run cancelled while a worker's agent runs starts
+/// no later wave and no aggregate. act cannot show that with the jobs themselves: it
+/// does not apply a cancellation to the `if:` of jobs that start after it (its
+/// `cancelled()` there reads only the new job's own state, so with `always()` and
+/// with `!cancelled()` alike it starts them, then skips their plain steps). What act
+/// does model is `cancelled()` inside a job that is cancelled while it runs: so the
+/// generated matrix workflow's conditions — of `work-2`..`work-4`, of the aggregate,
+/// and of the worker jobs' result upload — are evaluated here as the conditions of
+/// steps that come after a step interrupted by the cancellation (SIGINT to act, as a
+/// user's cancel), with the plan's outputs they read. None runs; a control step with
+/// `always()` does (the conditions were evaluated after the cancel).
+#[test]
+fn after_a_cancel_no_later_wave_and_no_aggregate_starts_under_act() {
+    let Some(act) = act_support::binary() else {
+        return;
+    };
+    let t = TestEnv::new();
+    let wf_out = ".github/workflows/fanout.yml";
+    t.run_ok(&["init", "--kind", "matrix", "--output", wf_out]);
+    let generated = std::fs::read_to_string(t.repo.join(wf_out)).unwrap();
+    let wf: Value = serde_saphyr::from_str(&generated).unwrap();
+    let cond = |job: &str| wf["jobs"][job]["if"].as_str().unwrap().to_owned();
+    let upload_if = wf["jobs"]["work-1"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["with"]["name"] == "fanout-result-${{ matrix.id }}")
+        .and_then(|s| s["if"].as_str())
+        .unwrap()
+        .to_owned();
+    let markers = t.root().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let mut probe = String::from(
+        "name: cancel-probe\non: workflow_dispatch\njobs:\n  plan:\n    runs-on: ubuntu-latest\n    outputs:\n",
+    );
+    for o in ["count", "count-1", "count-2", "count-3", "count-4"] {
+        probe.push_str(&format!("      {o}: ${{{{ steps.plan.outputs.{o} }}}}\n"));
+    }
+    probe.push_str(
+        "    steps:\n      - id: plan\n        run: for o in count count-1 count-2 count-3 count-4; do echo \"$o=1\" >> \"$GITHUB_OUTPUT\"; done\n  work-1:\n    needs: plan\n    runs-on: ubuntu-latest\n    steps:\n      - name: an agent, running when the run is cancelled\n        run: touch \"$MARKERS/started\"; sleep 120\n",
+    );
+    let steps = [
+        ("work-2", cond("work-2")),
+        ("work-3", cond("work-3")),
+        ("work-4", cond("work-4")),
+        ("aggregate", cond("aggregate")),
+        ("upload", upload_if),
+        ("control", "always()".to_owned()),
+    ];
+    for (name, c) in &steps {
+        probe.push_str(&format!(
+            "      - name: {name}\n        if: \"{}\"\n        run: touch \"$MARKERS/{name}\"\n",
+            c.replace('"', "\\\"")
+        ));
+    }
+    std::fs::write(t.repo.join(".github/workflows/cancel-probe.yml"), &probe).unwrap();
+
+    let mut child = t
+        .command(act.to_str().unwrap(), &t.repo)
+        .env("ACT_DISABLE_VERSION_CHECK", "1")
+        .args(["workflow_dispatch", "-W", ".github/workflows/cancel-probe.yml"])
+        .args(["-P", "ubuntu-latest=-self-hosted", "--no-cache-server"])
+        .arg("--action-cache-path")
+        .arg(t.root().join("act-cache"))
+        .arg("--env")
+        .arg(format!("MARKERS={}", markers.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(t.root().join("act.log")).unwrap())
+        .stderr(std::fs::File::create(t.root().join("act.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let started = wait_until(Duration::from_secs(120), || markers.join("started").exists());
+    // The user cancels the run.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let status = wait_child(&mut child, Duration::from_secs(120));
+    let log = ["act.log", "act.err"]
+        .map(|f| std::fs::read_to_string(t.root().join(f)).unwrap_or_default())
+        .join("\n");
+    assert!(started, "the probe's agent step never started:\n{log}");
+    assert!(
+        markers.join("control").exists(),
+        "the steps after the cancel were not evaluated (status {status:?}):\n{probe}\n{log}"
+    );
+    for (name, c) in &steps[..5] {
+        assert!(
+            !markers.join(name).exists(),
+            "`{name}` would run after a cancel (if: {c}):\n{log}"
+        );
+    }
 }
