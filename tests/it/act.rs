@@ -868,6 +868,27 @@ echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
     assert!(!run_id.contains("PWNED"), "{run_id}");
     assert_eq!(gh.pulls().len(), 2);
     gh.assert_no_violations();
+
+    // Item 10 in the same run: Docker was stopped (through the sudo stand-in) before
+    // any agent step, and the agents ran sandboxed (`sandbox: required`).
+    let sudo = std::fs::read_to_string(f.t.root().join("sudo.log")).unwrap_or_default();
+    assert!(
+        sudo.contains("sudo systemctl stop docker.socket docker.service containerd.service"),
+        "{sudo}"
+    );
+    let messages: Vec<String> = log.messages("fanout").collect();
+    let locked = messages
+        .iter()
+        .position(|m| m.contains("Success - Main Stop Docker before any agent runs"));
+    let ran = messages.iter().position(|m| m.contains("fanout: run"));
+    if !matches!((locked, ran), (Some(l), Some(r)) if l < r) {
+        fail("Docker was not stopped before the agents ran");
+    }
+    let results: Value =
+        serde_json::from_str(log.output("fanout", "results").unwrap_or("{}")).unwrap();
+    for r in results["results"].as_array().unwrap() {
+        assert_eq!(r["sandboxed"], true, "{r:#}");
+    }
 }
 
 /// Item 1 of issue #28 under act: in the matrix workflow, worker 1's agent does what
@@ -944,7 +965,11 @@ fi
         "the agent did not replace the plan artifact:\n{}",
         said()
     );
-    assert_eq!(trap.credentials(), "", "the token reached the agent's server");
+    assert_eq!(
+        trap.credentials(),
+        "",
+        "the token reached the agent's server"
+    );
     assert!(!out.status.success(), "{}", said());
     assert!(
         log.messages("aggregate")
@@ -953,7 +978,8 @@ fi
         said()
     );
     assert!(
-        log.messages("aggregate").all(|m| !m.contains("fanout: aggregate")),
+        log.messages("aggregate")
+            .all(|m| !m.contains("fanout: aggregate")),
         "fanout aggregate ran:\n{}",
         said()
     );
@@ -962,14 +988,26 @@ fi
     std::fs::write(root.join("mode"), "add").unwrap();
     let (out, log, artifacts) = f.act(&gh, inputs);
     let said = || format!("{}\n{}", log.raw, String::from_utf8_lossy(&out.stderr));
-    assert!(artifacts.join("fanout-result-99/fanout.yml").is_file(), "{}", said());
-    assert_eq!(trap.credentials(), "", "the token reached the agent's server");
+    assert!(
+        artifacts.join("fanout-result-99/fanout.yml").is_file(),
+        "{}",
+        said()
+    );
+    assert_eq!(
+        trap.credentials(),
+        "",
+        "the token reached the agent's server"
+    );
     assert!(out.status.success(), "{}", said());
     let pulls = gh.pulls();
     assert_eq!(pulls.len(), 2, "{}", said());
     for pr in pulls {
         let on_remote = t.git_in(&f.remote, &["branch", "--list", &pr.head_ref]);
-        assert!(!on_remote.trim().is_empty(), "{} not on origin", pr.head_ref);
+        assert!(
+            !on_remote.trim().is_empty(),
+            "{} not on origin",
+            pr.head_ref
+        );
     }
     gh.assert_no_violations();
 }
@@ -1034,7 +1072,11 @@ fn after_a_cancel_no_later_wave_and_no_aggregate_starts_under_act() {
     let mut child = t
         .command(act.to_str().unwrap(), &t.repo)
         .env("ACT_DISABLE_VERSION_CHECK", "1")
-        .args(["workflow_dispatch", "-W", ".github/workflows/cancel-probe.yml"])
+        .args([
+            "workflow_dispatch",
+            "-W",
+            ".github/workflows/cancel-probe.yml",
+        ])
         .args(["-P", "ubuntu-latest=-self-hosted", "--no-cache-server"])
         .arg("--action-cache-path")
         .arg(t.root().join("act-cache"))
@@ -1045,7 +1087,9 @@ fn after_a_cancel_no_later_wave_and_no_aggregate_starts_under_act() {
         .stderr(std::fs::File::create(t.root().join("act.err")).unwrap())
         .spawn()
         .unwrap();
-    let started = wait_until(Duration::from_secs(120), || markers.join("started").exists());
+    let started = wait_until(Duration::from_secs(120), || {
+        markers.join("started").exists()
+    });
     // The user cancels the run.
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

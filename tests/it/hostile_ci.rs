@@ -473,7 +473,9 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
     let t = crate::common::TestEnv::new();
     for kind in ["matrix", "local", "nightly"] {
         let out = format!(".github/workflows/{kind}.yml");
-        t.run_ok(&["init", "--kind", kind, "--agent", "claude", "--output", &out]);
+        t.run_ok(&[
+            "init", "--kind", kind, "--agent", "claude", "--output", &out,
+        ]);
         let text = std::fs::read_to_string(t.repo.join(&out)).unwrap();
         let wf: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
         for (name, job) in wf["jobs"].as_object().unwrap() {
@@ -486,7 +488,10 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
             let cond = job["if"].as_str().unwrap_or_default();
             assert!(!cond.contains("always()"), "{at}: if: {cond}");
             if job["needs"].is_array() {
-                assert!(cond.contains("!cancelled()"), "{at} runs after a cancel: {cond}");
+                assert!(
+                    cond.contains("!cancelled()"),
+                    "{at} runs after a cancel: {cond}"
+                );
             }
             for s in steps {
                 let step_if = s["if"].as_str().unwrap_or_default();
@@ -495,13 +500,21 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
                     uploads_report || !step_if.contains("always()"),
                     "{at}: step {s}"
                 );
-                if s["uses"].as_str().unwrap_or_default().starts_with("actions/upload-artifact@") {
+                if s["uses"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("actions/upload-artifact@")
+                {
                     assert_eq!(
                         s["with"]["retention-days"], "${{ vars.FANOUT_RETENTION_DAYS || 7 }}",
                         "{at}: {s}"
                     );
                 }
-                if s["uses"].as_str().unwrap_or_default().starts_with("actions/download-artifact@") {
+                if s["uses"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("actions/download-artifact@")
+                {
                     let path = s["with"]["path"].as_str().unwrap_or_default();
                     assert!(path.starts_with("${{ runner.temp }}/"), "{at}: {s}");
                     if s["with"]["pattern"].is_null() {
@@ -522,7 +535,9 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
             let first_agent_step = steps
                 .iter()
                 .position(|s| {
-                    s["name"].as_str().is_some_and(|n| n.starts_with("Install "))
+                    s["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("Install "))
                         || s["with"]["mode"].is_string()
                 })
                 .unwrap();
@@ -532,7 +547,10 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
                     .is_some_and(|r| r.contains("systemctl stop docker.socket docker.service"))
             });
             let lock = lock.unwrap_or_else(|| panic!("{at}: Docker is never stopped"));
-            assert!(lock < first_agent_step, "{at}: Docker stopped after an agent step");
+            assert!(
+                lock < first_agent_step,
+                "{at}: Docker stopped after an agent step"
+            );
             assert_eq!(
                 steps[lock]["if"], "runner.os == 'Linux' && vars.FANOUT_KEEP_DOCKER != 'true'",
                 "{at}"
@@ -544,4 +562,65 @@ fn the_workflow_templates_stop_on_cancel_lock_docker_and_confine_agents() {
             );
         }
     }
+}
+
+/// Item 8, artifacts: a worker job's artifact carries its agent's log (kept for days,
+/// and the runner masks nothing in an artifact). The agent prints the model key it was
+/// given and a GitHub token it found: the log in the artifact has neither.
+fn worker_artifacts_carry_the_log_with_secrets_masked(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let key = "correct-horse-battery-staple-42";
+    let found = "ghs_0123456789abcdefghijABCDEFGHIJ";
+    let cfg = a.setup(
+        &format!("echo \"my key is $ANTHROPIC_API_KEY\"\necho 'found {found} lying around' >&2\n"),
+        "",
+        "",
+    );
+    let dir = a.root().join("runner-temp");
+    let plan = dir.join("plan.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan_arg = plan.to_str().unwrap();
+    let out = a.output(
+        &cfg,
+        &[
+            "plan",
+            "-w",
+            "1",
+            "-t",
+            "Improve the docs",
+            "--plan-file",
+            plan_arg,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let results = dir.join("results");
+    let mut c = a.fanout(
+        &cfg,
+        &[
+            "worker",
+            "--plan",
+            plan_arg,
+            "--id",
+            "1",
+            "--out",
+            results.to_str().unwrap(),
+        ],
+    );
+    let out = c.env("ANTHROPIC_API_KEY", key).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(results.join("fanout-result-1/log.txt")).unwrap();
+    assert!(log.contains("my key is ***"), "{log}");
+    assert!(log.contains("found *** lying around"), "{log}");
+    assert!(!log.contains(key) && !log.contains(found), "{log}");
+}
+
+#[test]
+fn worker_artifacts_carry_the_log_with_secrets_masked_sandbox_off() {
+    worker_artifacts_carry_the_log_with_secrets_masked(Sandbox::Off);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn worker_artifacts_carry_the_log_with_secrets_masked_sandbox_required() {
+    worker_artifacts_carry_the_log_with_secrets_masked(Sandbox::Required);
 }
