@@ -441,11 +441,12 @@ esac
         ["created", "unchanged", "created"],
         "{got:#?}\n{err}"
     );
+    // (The fake refuses an issue to a token not asked for `issues: write`.)
+    assert_eq!(gh.issues().len(), 1, "no digest issue:\n{err}");
     assert_eq!(
         token_requests()[1]["permissions"],
         serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write"})
     );
-    assert_eq!(gh.issues().len(), 1, "no digest issue:\n{err}");
     gh.assert_no_violations();
 }
 
