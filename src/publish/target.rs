@@ -328,6 +328,21 @@ mod tests {
         );
     }
 
+    /// Where `octo/demo` on github.com is pushed, given `flag`, `rec` and `in_actions`.
+    fn at(
+        flag: Option<&str>,
+        rec: Option<&PushRecord>,
+        in_actions: bool,
+    ) -> Result<PushTo, String> {
+        push_to(PushInputs {
+            flag,
+            record: rec,
+            slug: &RepoSlug::parse("octo/demo").unwrap(),
+            server_url: "https://github.com",
+            in_actions,
+        })
+    }
+
     fn record(remotes: &[(&str, &str)], publish_remote: Option<&str>) -> PushRecord {
         PushRecord {
             remotes: remotes
@@ -340,17 +355,7 @@ mod tests {
 
     #[test]
     fn the_push_url_never_comes_from_config_read_after_the_start() {
-        let slug = RepoSlug::parse("octo/demo").unwrap();
         let gh = PushTo::Https("https://github.com/octo/demo.git".into());
-        let at = |flag: Option<&str>, rec: Option<&PushRecord>, in_actions: bool| {
-            push_to(PushInputs {
-                flag,
-                record: rec,
-                slug: &slug,
-                server_url: "https://github.com",
-                in_actions,
-            })
-        };
         let https = record(&[("origin", "https://github.com/octo/demo")], None);
         assert_eq!(at(None, Some(&https), false).unwrap(), gh);
         let ssh = record(&[("origin", "git@github.com:octo/demo.git")], None);
@@ -404,16 +409,6 @@ mod tests {
 
     #[test]
     fn in_actions_a_config_names_no_other_host_for_the_token() {
-        let slug = RepoSlug::parse("octo/demo").unwrap();
-        let at = |flag: Option<&str>, rec: Option<&PushRecord>, in_actions: bool| {
-            push_to(PushInputs {
-                flag,
-                record: rec,
-                slug: &slug,
-                server_url: "https://github.com",
-                in_actions,
-            })
-        };
         let url = record(&[], Some("https://github.com/octo/demo.git"));
         // In Actions, a config names no other host for the token; a flag may.
         assert!(matches!(

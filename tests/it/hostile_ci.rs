@@ -19,6 +19,26 @@ use crate::fake_github::FakeGitHub;
 use crate::hostile::{Arena, GitHttp, Sandbox, json, text};
 use crate::runner_commands::Runner;
 
+// Each scenario with the sandbox off and required, as in tests/it/hostile.rs.
+both_modes!(
+    agent_text_issues_no_workflow_command {
+        off: ready,
+        required: ready,
+    },
+    artifacts_carry_data_never_settings {
+        off: ready,
+        required: ready,
+    },
+    app_tokens_ask_for_little_and_ci_changes_wait {
+        off: ready,
+        required: ready,
+    },
+    worker_artifacts_carry_the_log_with_secrets_masked {
+        off: ready,
+        required: ready,
+    },
+);
+
 /// The lines the agent prints, on stdout and on stderr: each would be a workflow
 /// command to the runner if fanout echoed it as it is.
 const FORGED: &str = r#"for line in '::add-mask::work' '   ::error::PWNED-indented' '##[error]PWNED-legacy' \
@@ -113,17 +133,6 @@ fn agent_text_issues_no_workflow_command(mode: Sandbox) {
     r.feed(&text(&out.stdout));
     r.feed(&text(&out.stderr));
     assert_eq!(r.processed, [], "{}", text(&out.stdout));
-}
-
-#[test]
-fn agent_text_issues_no_workflow_command_sandbox_off() {
-    agent_text_issues_no_workflow_command(Sandbox::Off);
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn agent_text_issues_no_workflow_command_sandbox_required() {
-    agent_text_issues_no_workflow_command(Sandbox::Required);
 }
 
 /// A matrix run as its jobs run it, in one checkout: the plan job writes the plan
@@ -303,17 +312,6 @@ fn artifacts_carry_data_never_settings(mode: Sandbox) {
     assert_eq!(trap.credentials(), "");
 }
 
-#[test]
-fn artifacts_carry_data_never_settings_sandbox_off() {
-    artifacts_carry_data_never_settings(Sandbox::Off);
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn artifacts_carry_data_never_settings_sandbox_required() {
-    artifacts_carry_data_never_settings(Sandbox::Required);
-}
-
 /// A GitHub App (id 31337) the fake GitHub knows: its private key's file.
 fn app_key(a: &Arena, gh: &FakeGitHub) -> std::path::PathBuf {
     use rsa::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
@@ -448,17 +446,6 @@ esac
         serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write"})
     );
     gh.assert_no_violations();
-}
-
-#[test]
-fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_off() {
-    app_tokens_ask_for_little_and_ci_changes_wait(Sandbox::Off);
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn app_tokens_ask_for_little_and_ci_changes_wait_sandbox_required() {
-    app_tokens_ask_for_little_and_ci_changes_wait(Sandbox::Required);
 }
 
 /// Item 10, the workflows `fanout init` writes (for Claude Code, so that they install
@@ -613,15 +600,4 @@ fn worker_artifacts_carry_the_log_with_secrets_masked(mode: Sandbox) {
     assert!(log.contains("my key is ***"), "{log}");
     assert!(log.contains("found *** lying around"), "{log}");
     assert!(!log.contains(key) && !log.contains(found), "{log}");
-}
-
-#[test]
-fn worker_artifacts_carry_the_log_with_secrets_masked_sandbox_off() {
-    worker_artifacts_carry_the_log_with_secrets_masked(Sandbox::Off);
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn worker_artifacts_carry_the_log_with_secrets_masked_sandbox_required() {
-    worker_artifacts_carry_the_log_with_secrets_masked(Sandbox::Required);
 }

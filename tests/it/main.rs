@@ -29,6 +29,7 @@ mod fake_github_api;
 mod findings;
 mod first_contact;
 mod fuzz_corpus;
+#[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
 mod hostile_ci;
 mod init;

@@ -109,15 +109,7 @@ pub async fn connect(
                 encode(&repo.owner),
                 encode(&repo.name)
             );
-            let response = app
-                ._get(path)
-                .await
-                .map_err(|e| ApiError::Transport(first_line(&e)))?;
-            let status = response.status().as_u16();
-            let text = app
-                .body_to_string(response)
-                .await
-                .map_err(|e| ApiError::Transport(first_line(&e)))?;
+            let (status, text) = app_call(&app, path, None).await?;
             if status != 200 {
                 return Err(ApiError::Auth(format!(
                     "GitHub App {app_id}: no installation on {repo} (HTTP {status}: {})",
@@ -138,6 +130,25 @@ pub async fn connect(
     }
 }
 
+/// GET `path` as the App (POST `body` when given): the answer's status and text.
+async fn app_call(
+    app: &Octocrab,
+    path: String,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, String), ApiError> {
+    let sent = match body {
+        None => app._get(path).await,
+        Some(body) => app._post(path, Some(body)).await,
+    };
+    let response = sent.map_err(|e| ApiError::Transport(first_line(&e)))?;
+    let status = response.status().as_u16();
+    let text = app
+        .body_to_string(response)
+        .await
+        .map_err(|e| ApiError::Transport(first_line(&e)))?;
+    Ok((status, text))
+}
+
 /// An installation token for `repo` alone, with what [`token_request`] asks for.
 async fn installation_token(
     app: &Octocrab,
@@ -147,15 +158,7 @@ async fn installation_token(
     issues: bool,
 ) -> Result<SecretString, ApiError> {
     let path = format!("/app/installations/{installation}/access_tokens");
-    let response = app
-        ._post(path, Some(&token_request(repo, issues)))
-        .await
-        .map_err(|e| ApiError::Transport(first_line(&e)))?;
-    let status = response.status().as_u16();
-    let text = app
-        .body_to_string(response)
-        .await
-        .map_err(|e| ApiError::Transport(first_line(&e)))?;
+    let (status, text) = app_call(app, path, Some(&token_request(repo, issues))).await?;
     if status != 201 {
         return Err(ApiError::Auth(format!(
             "GitHub App {app_id}: installation token for {repo} (contents and pull requests write{}): HTTP {status}: {}",
