@@ -144,7 +144,8 @@ struct Matrix {
 }
 
 impl Matrix {
-    fn run(a: &Arena, cfg: &str) -> Matrix {
+    /// The plan job, then worker 1's job (with `env` added to its environment).
+    fn run(a: &Arena, cfg: &str, env: &[(&str, &str)]) -> Matrix {
         let dir = a.root().join("runner-temp");
         std::fs::create_dir_all(&dir).unwrap();
         let plan = dir.join("fanout-plan.json");
@@ -163,7 +164,7 @@ impl Matrix {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let sha = sha256_hex(&std::fs::read(&plan).unwrap());
         let results = dir.join("fanout-results");
-        let out = a.output(
+        let mut c = a.fanout(
             cfg,
             &[
                 "worker",
@@ -177,6 +178,7 @@ impl Matrix {
                 results.to_str().unwrap(),
             ],
         );
+        let out = c.envs(env.iter().copied()).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         Matrix { plan, sha, results }
     }
@@ -231,7 +233,7 @@ fn artifacts_carry_data_never_settings(mode: Sandbox) {
     let trap = GitHttp::start(&a.t, &trap_root);
     let evil = format!("http://127.0.0.1:{}/x.git", trap.port);
     let cfg = a.setup("", "", "publish:\n  labels: [from-plan]\n");
-    let m = Matrix::run(&a, &cfg);
+    let m = Matrix::run(&a, &cfg, &[]);
     a.t.write(
         "fanout.yml",
         &format!("publish:\n  remote: '{evil}'\n  labels: [attacker]\n"),
@@ -564,39 +566,8 @@ fn worker_artifacts_carry_the_log_with_secrets_masked(mode: Sandbox) {
         "",
         "",
     );
-    let dir = a.root().join("runner-temp");
-    let plan = dir.join("plan.json");
-    std::fs::create_dir_all(&dir).unwrap();
-    let plan_arg = plan.to_str().unwrap();
-    let out = a.output(
-        &cfg,
-        &[
-            "plan",
-            "-w",
-            "1",
-            "-t",
-            "Improve the docs",
-            "--plan-file",
-            plan_arg,
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let results = dir.join("results");
-    let mut c = a.fanout(
-        &cfg,
-        &[
-            "worker",
-            "--plan",
-            plan_arg,
-            "--id",
-            "1",
-            "--out",
-            results.to_str().unwrap(),
-        ],
-    );
-    let out = c.env("ANTHROPIC_API_KEY", key).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let log = std::fs::read_to_string(results.join("fanout-result-1/log.txt")).unwrap();
+    let m = Matrix::run(&a, &cfg, &[("ANTHROPIC_API_KEY", key)]);
+    let log = std::fs::read_to_string(m.results.join("fanout-result-1/log.txt")).unwrap();
     assert!(log.contains("my key is ***"), "{log}");
     assert!(log.contains("found *** lying around"), "{log}");
     assert!(!log.contains(key) && !log.contains(found), "{log}");
