@@ -37,7 +37,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 #[path = "openapi.rs"]
-pub(crate) mod openapi;
+pub mod openapi;
 use openapi::{Operation, Spec, parse_query};
 
 /// The trimmed OpenAPI description (see `tests/openapi/regenerate.sh`).

@@ -37,7 +37,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-// The one copy of the OpenAPI checker in the test binary is fake_github's.
+// The fake GitHub's copy of the module (loaded once in the test binary).
 use crate::fake_github::openapi::{Spec, parse_query};
 
 const SPEC_JSON: &str = include_str!("../openapi/github-releases.json");
