@@ -427,6 +427,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_aggregates_settings_travel_in_the_plan_with_the_body_templates_text() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".github")).unwrap();
+        std::fs::write(dir.path().join(".github/pr.md.j2"), "Task: {{ task }}\n").unwrap();
+        let file = crate::config::parse(
+            "publish:\n  labels: [ci]\n  remote: upstream\n  body_template: .github/pr.md.j2\ncommit: {name: Bot, email: bot@example.invalid}\n",
+            std::path::Path::new("fanout.yml"),
+        )
+        .unwrap();
+        let carried = FaninSettings::read(&file, dir.path()).unwrap();
+        assert_eq!(carried.body_template.as_deref(), Some("Task: {{ task }}\n"));
+        assert_eq!(carried.publish.body_template, None);
+        let json = serde_json::to_value(&carried).unwrap();
+        let back: FaninSettings = serde_json::from_value(json).unwrap();
+        assert_eq!(back, carried);
+        let cfg = back.config_file();
+        assert_eq!(cfg.publish.labels, ["ci"]);
+        assert_eq!(cfg.publish.remote.as_deref(), Some("upstream"));
+        assert_eq!(
+            cfg.publish.body_template_text.as_deref(),
+            Some("Task: {{ task }}\n")
+        );
+        assert_eq!(cfg.commit_identity().0, "Bot");
+        assert!(cfg.agents.is_empty() && cfg.tasks.is_empty());
+        // A missing template is an error naming the key.
+        std::fs::remove_file(dir.path().join(".github/pr.md.j2")).unwrap();
+        let e = FaninSettings::read(&file, dir.path()).unwrap_err();
+        assert!(e.starts_with("publish.body_template "), "{e}");
+    }
+
+    #[test]
     fn run_ids_are_valid_and_distinct() {
         let a = new_run_id();
         let b = new_run_id();
