@@ -78,6 +78,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         sandbox: settings.sandbox,
         hidden: settings.hidden.clone(),
         fail_on: settings.fail_on,
+        fanin: None,
     };
     plan.schema_version = plan.version_needed();
     plan
