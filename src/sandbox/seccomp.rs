@@ -6,7 +6,9 @@
 //! - `socket()` of any family but IPv4 and IPv6: no Unix socket (Landlock does not
 //!   mediate connecting to a socket file, so a Unix socket could reach the Docker
 //!   daemon, the user's ssh-agent or D-Bus), no netlink, packet, vsock… socket.
-//!   `socketpair()` stays allowed: a connected pair reaches nothing outside.
+//!   `socketpair()` stays allowed (programs talk to their children through one): a
+//!   stream pair reaches nothing outside; a datagram pair can still `sendto` a Unix
+//!   datagram socket by path (the system log) until Landlock ABI 9 mediates that.
 //! - `socket()` of any type but `SOCK_STREAM` and `SOCK_DGRAM` (no raw socket); with a
 //!   closed network ([`NetPolicy::deny_udp`]) `SOCK_DGRAM` too, and, under any
 //!   [`NetPolicy`], a stream socket of another protocol than TCP (MPTCP, SCTP: not
