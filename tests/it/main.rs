@@ -28,6 +28,7 @@ mod docs;
 mod fake_github_api;
 mod findings;
 mod first_contact;
+mod forged_records;
 mod fuzz_corpus;
 #[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
