@@ -457,7 +457,8 @@ impl Api<'_> {
             .await
             .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
             .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
-        if self.in_actions {
+        // A personal token was masked when it was read; an App's installation token is new.
+        if self.in_actions && matches!(t.credentials, Credentials::App { .. }) {
             command!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
