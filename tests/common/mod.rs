@@ -347,3 +347,15 @@ pub fn sign_like_fanout(t: &TestEnv, path: &Path) {
     sig_path.push(".sig");
     std::fs::write(sig_path, format!("{sig}\n")).unwrap();
 }
+
+/// The JSON a fanout command printed on stdout (a panic showing both streams when it
+/// is not JSON).
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
