@@ -625,7 +625,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
     }
 
     /// `fanout publish --run RUN` against `gh`, with the token.
-    fn publish(&self, cfg: &str, gh: &FakeGitHub, run: &str, extra: &[&str]) -> Output {
+    pub(crate) fn publish(&self, cfg: &str, gh: &FakeGitHub, run: &str, extra: &[&str]) -> Output {
         let url = gh.url();
         let mut args = vec![
             "publish",
@@ -1195,8 +1195,10 @@ fn cleanup_keeps_uncommitted_work_unless_forced(mode: Sandbox) {
 }
 
 /// The agent moves `main`, plants config, then kills fanout (SIGKILL to its parent): no
-/// after-worker check ran. `fanout resume` must find and undo the damage before it
-/// runs anything.
+/// after-worker check ran. `fanout resume` must find the damage before it runs
+/// anything: it undoes the planted config, and says `main` moved — it leaves refs as
+/// they are, since after a crash it cannot tell the agent's change from the user's
+/// (issue #28, item 7; `forged_records::resume_leaves_what_changed_after_a_crash_as_it_is`).
 fn kills_fanout_then_resume_finds_the_damage(mode: Sandbox) {
     let a = Arena::new(mode);
     let cfg = a.setup(
@@ -1236,7 +1238,11 @@ fi
         }
     }
     let after = UserState::capture(&a.t);
-    assert_eq!(after.changes_since(&before), Vec::<String>::new(), "{said}");
+    let left = match mode {
+        Sandbox::Required => vec![],
+        Sandbox::Off => vec!["ref refs/heads/main: changed".to_owned()],
+    };
+    assert_eq!(after.changes_since(&before), left, "{said}");
 }
 
 /// Not an attack: an agent that commits by itself, uses its temporary directory,
