@@ -208,7 +208,12 @@ fn connect_path(path: &Path) -> Result<(), Errno> {
 /// calls only (safe in a forked child).
 pub(super) fn connect(addr: &UnixAddr) -> Result<(), Errno> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let fd = nix::sys::socket::socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None)?;
+    let fd = nix::sys::socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )?;
     fcntl(&fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     match nix::sys::socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), addr) {
         Ok(()) | Err(Errno::EAGAIN) => Ok(()),
