@@ -34,7 +34,7 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
     let required = sandbox::decide(Mode::Required, &probe);
     let network = sandbox::network_support(&probe);
     let found = sockets::find();
-    let agents = sockets::agents_refused(&found, auto.abi);
+    let agents = sandbox::agents_refused(&found, auto.abi);
     if args.json {
         let sockets: Vec<serde_json::Value> = (found.iter().zip(&agents))
             .map(|(f, a)| {

@@ -16,7 +16,7 @@ use landlock::{
 use nix::libc;
 use seccompiler::BpfProgram;
 
-use super::policy::Policy;
+use super::policy::{NET_ABI, Policy};
 
 /// The kernel's Landlock ABI version, or why there is none.
 pub(super) fn kernel_abi() -> Result<u8, String> {
@@ -61,11 +61,10 @@ pub struct Prepared {
 /// Build `policy`'s ruleset (every rule added, every right required) and socket
 /// filter, and find out whether capabilities must go.
 pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
-    if policy.network.is_some() && policy.abi < super::NET_ABI {
+    if policy.network.is_some() && policy.abi < NET_ABI {
         return Err(format!(
             "a closed network needs Landlock ABI {} (Linux 6.7) or later; fanout uses ABI {} here",
-            super::NET_ABI,
-            policy.abi
+            NET_ABI, policy.abi
         ));
     }
     let (ruleset, filter) = if policy.abi > 0 {

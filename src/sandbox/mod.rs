@@ -24,7 +24,8 @@
 //!   executes the program. Without the sandbox (policy ABI 0) it only drops a root
 //!   fanout's capabilities: root could otherwise read fanout's memory, token included.
 //! - [`sockets`]: the Unix sockets that hand out root or the user's session (Docker,
-//!   containerd, podman, D-Bus, systemd, ssh-agent), for `fanout sandbox`.
+//!   containerd, podman, D-Bus, systemd, ssh-agent), for `fanout sandbox`;
+//!   [`agents_refused`]: whether a process confined as an agent connects to them.
 //!
 //! **The network API** (for the per-run gateway, issue #31): set
 //! [`Policy::network`] to `Some(NetPolicy { connect_ports, bind_ports, deny_udp })` —
@@ -55,7 +56,7 @@ mod policy;
 mod seccomp;
 pub mod sockets;
 
-pub use policy::{NetPolicy, Policy};
+pub use policy::{NET_ABI, NetPolicy, Policy};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,8 +64,6 @@ use serde::{Deserialize, Serialize};
 pub const MIN_ABI: u8 = 2;
 /// The lowest Landlock ABI `sandbox: required` accepts.
 pub const REQUIRED_ABI: u8 = 3;
-/// The lowest Landlock ABI with network rules (Linux 6.7), which a [`NetPolicy`] needs.
-pub const NET_ABI: u8 = 4;
 /// The environment variable that lowers the ABI fanout uses (testing knob; it never
 /// raises it).
 pub const MAX_ABI_VAR: &str = "FANOUT_LANDLOCK_MAX_ABI";
@@ -307,6 +306,30 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
             0 => Ok(Prepared),
             _ => Err("Landlock is a Linux feature".into()),
         }
+    }
+}
+
+/// For each of `found`, why a process confined as an agent would be at Landlock ABI
+/// `abi` (`None`: agents run unconfined) could not connect to it (`None`: it
+/// connects). Confined, each is tried from a child that applies an agent's sandbox
+/// (the hidden paths included) first.
+pub fn agents_refused(found: &[sockets::Found], abi: Option<u8>) -> Vec<Option<String>> {
+    let Some(abi) = abi else {
+        return found.iter().map(|f| f.you_refused.clone()).collect();
+    };
+    let policy = Policy {
+        abi,
+        write_files: vec!["/dev/null".into()],
+        hide: (hidden::credentials().into_iter())
+            .filter(|h| hidden::exists(h))
+            .collect(),
+        ..Default::default()
+    };
+    match prepare(&policy) {
+        Err(e) => vec![Some(format!("no sandbox could be made: {e}")); found.len()],
+        Ok(p) => (found.iter())
+            .map(|f| p.connect_unix(&f.path).err().map(|e| e.to_string()))
+            .collect(),
     }
 }
 

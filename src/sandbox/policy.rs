@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+/// The lowest Landlock ABI with network rules (Linux 6.7), which a [`NetPolicy`] needs.
+pub const NET_ABI: u8 = 4;
+
 /// What one confined process may do besides reading and executing anything outside
 /// [`Policy::hide`]: write (create, remove, rename, truncate…) beneath
 /// [`Policy::write`], open for writing the files in [`Policy::write_files`], and —

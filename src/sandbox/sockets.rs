@@ -2,7 +2,7 @@
 //! Docker, containerd or podman daemon, the user's session through D-Bus or systemd,
 //! the user's keys through ssh-agent — as `fanout sandbox` reports them: where each
 //! is, who may open it (mode, owner, group and this user's groups), whether this user
-//! connects, and whether a confined agent does ([`super::Prepared::connect_unix`]).
+//! connects; whether a confined agent does is [`super::agents_refused`]'s.
 //!
 //! Looked for: `$DOCKER_HOST` and `$CONTAINER_HOST` (`unix://` ones),
 //! `/var/run/docker.sock`, `/run/docker.sock`, `~/.docker/run/docker.sock`,
@@ -171,30 +171,6 @@ fn group_name(gid: u32) -> String {
     match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
         Ok(Some(g)) => g.name,
         _ => gid.to_string(),
-    }
-}
-
-/// For each of `found`, why a process confined as an agent would be at Landlock ABI
-/// `abi` (`None`: agents run unconfined) could not connect to it (`None`: it
-/// connects). Confined, each is tried from a child that applies an agent's sandbox
-/// (the hidden paths included) first.
-pub fn agents_refused(found: &[Found], abi: Option<u8>) -> Vec<Option<String>> {
-    let Some(abi) = abi else {
-        return found.iter().map(|f| f.you_refused.clone()).collect();
-    };
-    let policy = super::Policy {
-        abi,
-        write_files: vec!["/dev/null".into()],
-        hide: (super::hidden::credentials().into_iter())
-            .filter(|h| super::hidden::exists(h))
-            .collect(),
-        ..Default::default()
-    };
-    match super::prepare(&policy) {
-        Err(e) => vec![Some(format!("no sandbox could be made: {e}")); found.len()],
-        Ok(p) => (found.iter())
-            .map(|f| p.connect_unix(&f.path).err().map(|e| e.to_string()))
-            .collect(),
     }
 }
 
