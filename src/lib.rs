@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`config`] | `fanout.yml`: its raw shape, units, schema, located errors | a `ConfigFile` |
 //! | [`agent`] | adapters (claude, codex, aider, architect, command), templates, prices, the checks of agent definitions | an `AgentSpec`, adapters |
+//! | [`gateway`] | the run's one door out on loopback: model keys, usage and budgets measured from the wire, the network allow-list, rate limits waited out | a `Gateway`, per-worker credentials and usage |
 //! | [`plan`] | settings (file + flags, validated), task dependencies, assignment, worktree setup plan, matrix chunks | a `Plan` |
 //! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records; runs on disk (status, cleanup, resume) | one result per worker, a `RunReport` |
 //! | [`fanin`] | best-of-N selection, conflict map, integration branch, matrix artifacts and bundles | the amended `RunReport` |
@@ -47,6 +48,8 @@ pub mod util;
 pub mod config;
 
 pub mod agent;
+
+pub mod gateway;
 
 pub mod plan;
 

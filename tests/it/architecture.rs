@@ -28,16 +28,18 @@ const ORDER: &[(&str, u32)] = &[
     ("util", 0),
     ("config", 1),
     ("agent", 2),
-    ("plan", 3),
-    ("run", 4),
-    ("fanin", 5),
-    ("report", 6),
-    ("publish", 7),
-    ("actions", 8),
-    ("ops", 9),
-    ("cli", 10),
+    // Prices calls with agent's price table; run starts it for its workers.
+    ("gateway", 3),
+    ("plan", 4),
+    ("run", 5),
+    ("fanin", 6),
+    ("report", 7),
+    ("publish", 8),
+    ("actions", 9),
+    ("ops", 10),
+    ("cli", 11),
     // Not a stage: the fuzz entry points call every stage's parsers.
-    ("fuzzing", 11),
+    ("fuzzing", 12),
 ];
 
 /// The one `cli/` file every subcommand may import.
@@ -107,7 +109,7 @@ fn the_checker_names_a_stage_importing_a_later_one() {
     ]);
     assert_eq!(
         check(&files),
-        ["src/plan/assign.rs imports crate::run::go: plan (rank 3) may not import run (rank 4)"]
+        ["src/plan/assign.rs imports crate::run::go: plan (rank 4) may not import run (rank 5)"]
     );
 }
 
