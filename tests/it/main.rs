@@ -9,6 +9,8 @@ mod common;
 #[path = "../common/fake_github.rs"]
 #[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_github;
+#[path = "../support/fake_provider.rs"]
+mod fake_provider;
 #[path = "../support/fake_release.rs"]
 #[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_release;
@@ -29,6 +31,7 @@ mod findings;
 mod first_contact;
 mod forged_records;
 mod fuzz_corpus;
+mod gateway;
 #[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
 mod hostile_ci;

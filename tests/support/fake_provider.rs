@@ -1,0 +1,231 @@
+//! A fake model provider on loopback for the gateway's tests and bench: it answers
+//! Anthropic Messages (`POST /v1/messages`), OpenAI Chat Completions
+//! (`POST /v1/chat/completions`) and Responses (`POST /v1/responses`), streamed (SSE)
+//! or not, each reporting the same usage ([`INPUT`] uncached input tokens, [`CACHED`]
+//! read from a cache, [`OUTPUT`] output tokens) in that API's own shape. Like OpenAI,
+//! a streamed Chat Completions answer carries usage only when the request asked for
+//! it (`stream_options.include_usage`). With `refuse_every: Some(k)`, every k-th
+//! request is refused with 429 and `retry-after: 1`, whoever sends it. It records
+//! every request it gets.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+
+/// Input tokens no cache touched, per answer.
+pub const INPUT: u64 = 1000;
+/// Input tokens read from a cache, per answer.
+pub const CACHED: u64 = 200;
+/// Output tokens, per answer.
+pub const OUTPUT: u64 = 500;
+
+/// A request the fake got.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// A running fake provider.
+pub struct FakeProvider {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl FakeProvider {
+    /// Start one on `handle`'s runtime.
+    pub fn start(handle: &tokio::runtime::Handle, refuse_every: Option<u64>) -> FakeProvider {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let count = Arc::new(AtomicU64::new(0));
+        let log = seen.clone();
+        handle.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let (log, count) = (log.clone(), count.clone());
+                let service = hyper::service::service_fn(move |req| {
+                    let (log, count) = (log.clone(), count.clone());
+                    async move { Ok::<_, Infallible>(serve(req, &log, &count, refuse_every).await) }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        FakeProvider { addr, seen }
+    }
+
+    /// Its base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The requests it got so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve(
+    req: Request<hyper::body::Incoming>,
+    log: &Mutex<Vec<Seen>>,
+    count: &AtomicU64,
+    refuse_every: Option<u64>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_owned();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let asked: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    log.lock().unwrap().push(Seen {
+        path: path.clone(),
+        headers,
+        body,
+    });
+    let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+    if refuse_every.is_some_and(|k| n % k == 0) {
+        let mut r = reply(
+            429,
+            "application/json",
+            json!({"type":"error","error":{"type":"rate_limit_error","message":"slow down"}})
+                .to_string(),
+        );
+        r.headers_mut()
+            .insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+        return r;
+    }
+    let model = asked["model"].as_str().unwrap_or("unnamed").to_owned();
+    let stream = asked["stream"] == true;
+    let include_usage = asked["stream_options"]["include_usage"] == true;
+    match (path.as_str(), stream) {
+        ("/v1/messages", false) => reply(200, "application/json", messages(&model)),
+        ("/v1/messages", true) => reply(200, "text/event-stream", messages_sse(&model)),
+        ("/v1/chat/completions", false) => reply(200, "application/json", chat(&model)),
+        ("/v1/chat/completions", true) => {
+            reply(200, "text/event-stream", chat_sse(&model, include_usage))
+        }
+        ("/v1/responses", false) => reply(200, "application/json", responses(&model)),
+        ("/v1/responses", true) => reply(200, "text/event-stream", responses_sse(&model)),
+        _ => reply(
+            404,
+            "application/json",
+            r#"{"error":"no such path"}"#.into(),
+        ),
+    }
+}
+
+fn reply(status: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap()
+}
+
+fn messages(model: &str) -> String {
+    json!({"id":"msg_1","type":"message","role":"assistant","model":model,
+        "content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn",
+        "usage":{"input_tokens":INPUT,"cache_read_input_tokens":CACHED,
+                 "cache_creation_input_tokens":0,"output_tokens":OUTPUT}})
+    .to_string()
+}
+
+fn event(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+fn messages_sse(model: &str) -> String {
+    let start = json!({"type":"message_start","message":{"id":"msg_1","type":"message",
+        "role":"assistant","model":model,"content":[],
+        "usage":{"input_tokens":INPUT,"cache_read_input_tokens":CACHED,
+                 "cache_creation_input_tokens":0,"output_tokens":1}}});
+    let delta = json!({"type":"content_block_delta","index":0,
+        "delta":{"type":"text_delta","text":"hello"}});
+    let end = json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},
+        "usage":{"output_tokens":OUTPUT}});
+    [
+        event("message_start", &start),
+        event("content_block_delta", &delta),
+        event("message_delta", &end),
+        event("message_stop", &json!({"type":"message_stop"})),
+    ]
+    .concat()
+}
+
+fn chat_usage() -> Value {
+    json!({"prompt_tokens":INPUT + CACHED,"completion_tokens":OUTPUT,
+        "prompt_tokens_details":{"cached_tokens":CACHED}})
+}
+
+fn chat(model: &str) -> String {
+    json!({"id":"c1","object":"chat.completion","model":model,
+        "choices":[{"index":0,"message":{"role":"assistant","content":"hello"}}],
+        "usage":chat_usage()})
+    .to_string()
+}
+
+fn chat_sse(model: &str, include_usage: bool) -> String {
+    let mut chunk = json!({"id":"c1","object":"chat.completion.chunk","model":model,
+        "choices":[{"index":0,"delta":{"content":"hello"}}]});
+    if include_usage {
+        // As OpenAI does: every chunk names usage, null until the last.
+        chunk["usage"] = Value::Null;
+    }
+    let mut out = format!("data: {chunk}\n\n");
+    if include_usage {
+        let last = json!({"id":"c1","object":"chat.completion.chunk","model":model,
+            "choices":[],"usage":chat_usage()});
+        out.push_str(&format!("data: {last}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+fn responses_usage() -> Value {
+    json!({"input_tokens":INPUT + CACHED,"input_tokens_details":{"cached_tokens":CACHED},
+        "output_tokens":OUTPUT})
+}
+
+fn responses(model: &str) -> String {
+    json!({"id":"r1","object":"response","model":model,"status":"completed",
+        "output":[{"type":"message","content":[{"type":"output_text","text":"hello"}]}],
+        "usage":responses_usage()})
+    .to_string()
+}
+
+fn responses_sse(model: &str) -> String {
+    let created = json!({"type":"response.created","response":{"id":"r1","model":model,
+        "status":"in_progress","usage":null}});
+    let delta = json!({"type":"response.output_text.delta","delta":"hello"});
+    let done = json!({"type":"response.completed","response":{"id":"r1","model":model,
+        "status":"completed","usage":responses_usage()}});
+    [
+        event("response.created", &created),
+        event("response.output_text.delta", &delta),
+        event("response.completed", &done),
+    ]
+    .concat()
+}
