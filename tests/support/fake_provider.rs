@@ -106,7 +106,7 @@ async fn serve(
         body,
     });
     let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-    if refuse_every.is_some_and(|k| n % k == 0) {
+    if refuse_every.is_some_and(|k| n.is_multiple_of(k)) {
         let mut r = reply(
             429,
             "application/json",
