@@ -1047,7 +1047,7 @@ mod tests {
         insta::assert_snapshot!(
             shown("tasks:\n  - id: fix\n    prompt: fix it\n    timeout: 10 minutes later\n"),
             @r#"
-        fanout.yml:4:14: key `tasks[0].timeout`: expected a duration like 90s, 10m, 1h30m or 2d, found "10 minutes later" (expected number at 11)
+        fanout.yml:4:14: key `tasks[0].timeout`: expected a duration like 90s, 10m, 1h30m or 2d, found "10 minutes later": a number was expected at character 12
           |
         4 |     timeout: 10 minutes later
           |              ^

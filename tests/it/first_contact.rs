@@ -396,3 +396,21 @@ fn the_nightly_run_with_no_tasks_or_no_fanout_yml_succeeds_doing_nothing() {
         assert_eq!(t.runs(), Vec::<String>::new());
     }
 }
+
+/// `10M` is months to humantime: refused, saying what to write (issue #29 item 5).
+#[test]
+fn a_capital_m_duration_is_refused_saying_minutes_are_m() {
+    let t = TestEnv::new();
+    let out = t
+        .fanout(&["cleanup", "--older-than", "10M"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "\"10M\" is ambiguous: `M` means months, not minutes; write \"10m\" for minutes or \"10months\" for months"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
