@@ -414,3 +414,14 @@ fn a_capital_m_duration_is_refused_saying_minutes_are_m() {
         stderr(&out)
     );
 }
+
+/// `run --help` names the built-in agents (issue #29 item 5).
+#[test]
+fn run_help_names_the_built_in_agents() {
+    let t = TestEnv::new();
+    let help = String::from_utf8(t.run_ok(&["run", "--help"]).stdout).unwrap();
+    assert!(
+        help.contains("Agent: a built-in CLI (`claude`, `codex`, `aider`), a name under `agents:` in the config"),
+        "{help}"
+    );
+}
