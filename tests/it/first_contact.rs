@@ -425,3 +425,16 @@ fn run_help_names_the_built_in_agents() {
         "{help}"
     );
 }
+
+/// Bare `cleanup` says every way to pick runs, not only `--run` (issue #29 item 5).
+#[test]
+fn bare_cleanup_shows_every_way_to_pick_runs() {
+    let t = TestEnv::new();
+    let out = t.fanout(&["cleanup"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Usage: fanout cleanup <--run <ID>|--all|--older-than <AGE>|--keep <N>>"),
+        "{err}"
+    );
+}
