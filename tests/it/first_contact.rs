@@ -438,3 +438,19 @@ fn bare_cleanup_shows_every_way_to_pick_runs() {
         "{err}"
     );
 }
+
+/// clap's errors open like fanout's own; help and version do not (issue #29 item 5).
+#[test]
+fn argument_errors_carry_the_fanout_prefix() {
+    let t = TestEnv::new();
+    let out = t.fanout(&["run", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("fanout: error: unexpected argument '--no-such-flag'"),
+        "{}",
+        stderr(&out)
+    );
+    let version = t.run_ok(&["--version"]);
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("fanout "));
+    assert!(version.stderr.is_empty());
+}
