@@ -454,3 +454,25 @@ fn argument_errors_carry_the_fanout_prefix() {
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("fanout "));
     assert!(version.stderr.is_empty());
 }
+
+/// A typo in `parallel_runs.agent` is refused at preflight with its line and column
+/// (issue #29 item 5).
+#[test]
+fn a_parallel_runs_agent_typo_names_its_line_and_column() {
+    let t = TestEnv::new();
+    let path = path_with(&t, &["claude"]);
+    let cfg = t.config("parallel_runs:\n  workers: 2\n  agent: claud\n");
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "run", "fix the bug"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let want = format!(
+        "fanout: error: {}:3:10: parallel_runs.agent claud: no agent of that name is defined under `agents:` or built in",
+        cfg.display()
+    );
+    assert!(stderr(&out).starts_with(&want), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean `claude`?"));
+    nothing_created(&t);
+}
