@@ -476,3 +476,52 @@ fn a_parallel_runs_agent_typo_names_its_line_and_column() {
     assert!(stderr(&out).contains("did you mean `claude`?"));
     nothing_created(&t);
 }
+
+/// `plan` and `status` print a header row over their tables (issue #29 item 5).
+#[test]
+fn plan_and_status_tables_have_a_header_row() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let plan = t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "plan",
+        "-w",
+        "2",
+        "-t",
+        "fix it",
+    ]);
+    let plan = String::from_utf8(plan.stdout).unwrap();
+    let lines: Vec<&str> = plan.lines().collect();
+    let branch = lines[2].split_whitespace().nth(2).unwrap();
+    assert_eq!(
+        lines[1],
+        format!(
+            "  #    MODEL            {:<w$}  TASK",
+            "BRANCH",
+            w = branch.len()
+        ),
+        "{plan}"
+    );
+    assert!(lines[2].ends_with(&format!("{branch}  fix it")), "{plan}");
+    t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "-q",
+        "-w",
+        "1",
+        "fix it",
+    ]);
+    let status = String::from_utf8(t.run_ok(&["status"]).stdout).unwrap();
+    let lines: Vec<&str> = status.lines().collect();
+    assert_eq!(
+        lines[1..3],
+        [
+            "  #    STATUS   GIT                DISK  BRANCH",
+            "        WORKTREE"
+        ],
+        "{status}"
+    );
+    assert!(lines[3].starts_with("  #1   success  clean"), "{status}");
+}
