@@ -712,7 +712,8 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
         let loc = err.location();
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
-        let message = suggest_field(strip_location_prefix(&bare));
+        let message = strip_location_prefix(&bare);
+        let message = misplaced(&key, message).unwrap_or_else(|| suggest_field(message));
         ConfigError::Invalid {
             path: path.to_owned(),
             line: line as usize,
@@ -725,6 +726,17 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     restore_text(&mut cfg, text);
     cfg.check().map_err(|p| ConfigError::at(text, path, p))?;
     Ok(cfg)
+}
+
+/// A key of `parallel_runs:` written at the top level (`workers: 4`): say where it
+/// belongs, rather than suggest a top-level key it merely resembles.
+fn misplaced(key: &str, message: &str) -> Option<String> {
+    let field = message.strip_prefix("unknown field `")?.split_once('`')?.0;
+    let schema = schemars::schema_for!(ParallelRuns);
+    let belongs = key == field && schema.get("properties")?.get(field).is_some();
+    belongs.then(|| {
+        format!("unknown field `{field}` at the top level: it belongs under `parallel_runs:`; move it there, indented (`parallel_runs:` then `  {field}: …`)")
+    })
 }
 
 /// The lists whose scalar items are text.
@@ -1088,6 +1100,11 @@ mod tests {
         4 |     timout: 5m
           |     ^
         "
+        );
+        // A key of `parallel_runs:` at the top level: where it belongs (issue #29).
+        assert_eq!(
+            err("tasks: [a]\nworkers: 4\n").to_string(),
+            "fanout.yml:2:1: key `workers`: unknown field `workers` at the top level: it belongs under `parallel_runs:`; move it there, indented (`parallel_runs:` then `  workers: …`)"
         );
         // Nothing close: the list alone.
         let s = err("tasks:\n  - {id: fix, prompt: fix it, colour: red}\n").to_string();
