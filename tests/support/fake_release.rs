@@ -37,9 +37,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
-#[path = "../common/openapi.rs"]
-mod openapi;
-use openapi::{Spec, parse_query};
+// The fake GitHub's copy of the module (loaded once in the test binary).
+use crate::fake_github::openapi::{Spec, parse_query};
 
 const SPEC_JSON: &str = include_str!("../openapi/github-releases.json");
 const DOCS: &str = "https://docs.github.com/rest/releases";
