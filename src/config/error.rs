@@ -261,26 +261,19 @@ impl<'de> Deserialize<'de> for KeyText {
 /// Line and column of `path` in `text`: a key's own position for a mapping key (its
 /// value's with `value`), an item's for a list index; the deepest part of the path
 /// that exists when the whole path does not.
-/// `FILE:LINE:COLUMN` of the value at `keys` in the config file at `path`, for a
-/// message about it written after parsing (a run's agent refused at preflight); the
-/// file's name alone when it cannot be read or has no such key.
-pub fn located(path: &Path, keys: &[&str]) -> String {
+/// The line and column of the value at the mapping keys `keys` of `text`, when it
+/// has one there.
+pub(super) fn value_at(text: &str, keys: &[&str]) -> Option<(usize, usize)> {
     let keys: Vec<KeySeg> = keys.iter().map(|k| key(k)).collect();
-    let found = super::read_text(path).ok().and_then(|text| {
-        let root = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(&text).ok()?;
-        let mut node = &root;
-        for k in &keys {
-            let (KeySeg::Key(k), Node::Map(entries)) = (k, &node.value) else {
-                return None;
-            };
-            node = &entries.iter().find(|(name, _)| name.value.0 == *k)?.1;
-        }
-        Some(locate(&text, &keys, true))
-    });
-    match found {
-        Some((line, column)) => format!("{}:{line}:{column}", path.display()),
-        None => path.display().to_string(),
+    let root = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text).ok()?;
+    let mut node = &root;
+    for k in &keys {
+        let (KeySeg::Key(k), Node::Map(entries)) = (k, &node.value) else {
+            return None;
+        };
+        node = &entries.iter().find(|(name, _)| name.value.0 == *k)?.1;
     }
+    Some(locate(text, &keys, true))
 }
 
 pub(super) fn locate(text: &str, path: &[KeySeg], value: bool) -> (usize, usize) {

@@ -714,6 +714,16 @@ pub fn read_text(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// `FILE:LINE:COLUMN` of the value at `keys` in the config file at `path`, for a
+/// message about it written after parsing (a run's agent refused at preflight); the
+/// file's name alone when it cannot be read or has no such key.
+pub fn located(path: &Path, keys: &[&str]) -> String {
+    match read_text(path).ok().and_then(|t| error::value_at(&t, keys)) {
+        Some((line, column)) => format!("{}:{line}:{column}", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
 /// Parse config text; `path` is used in error messages only.
 pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     if text.trim().is_empty() {

@@ -806,7 +806,7 @@ fn agent_choice(file: &ConfigFile, file_name: &Path, flags: &PlanFlags) -> (Choi
         Choice::Flag
     } else if file.parallel_runs.agent != crate::config::ParallelRuns::default().agent {
         // Where it is written: preflight's refusal points at the line.
-        Choice::File(crate::config::error::located(
+        Choice::File(crate::config::located(
             file_name,
             &["parallel_runs", "agent"],
         ))
