@@ -49,6 +49,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         errln!("fanout: note: {note}");
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     let outputs = crate::actions::outputs::output_file();
     if outputs.is_some() || cmd.github_output {
         // Check the matrix limits before writing anything.

@@ -90,6 +90,7 @@ pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, C
         errln!("fanout: note: {note}");
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     let mut opts = ExecOptions::from_settings(&settings);
     opts.early_config = Some(early_config);
     opts.harvest_server = harvest_server;

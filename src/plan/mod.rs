@@ -281,6 +281,31 @@ impl Plan {
             .map_or(&[], |w| self.checks_of(w))
     }
 
+    /// Whether every worker can start its agent: each placeholder its agent's argument
+    /// templates use has a value for it ([`AgentSpec::check_placeholders`]). An error
+    /// names the first worker that could not, its task and model, and the agent.
+    pub fn check_arguments(&self) -> Result<(), String> {
+        for w in &self.workers {
+            let limits = self.limits_of(w);
+            let spec = self.agent_of(w);
+            spec.check_placeholders(
+                w.model.is_some(),
+                limits.budget.is_some(),
+                limits.timeout.is_some(),
+            )
+            .map_err(|e| {
+                format!(
+                    "agents.{}: worker {} (task `{}`, model {}) could not start: {e}",
+                    spec.name,
+                    w.id,
+                    w.task.label(40),
+                    w.model_label()
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// The plan's shape in a phrase: `3 workers: 1 task × 3 attempts, 3 at a time`.
     pub fn shape(&self) -> String {
         let mut per_task: Vec<(&Task, usize)> = Vec::new();
