@@ -11,7 +11,10 @@
 //! A worker whose pull request depends on other workers waits for the end of the run:
 //! one of several workers of a task under `select: best` (the winner is known only
 //! then), and one of several workers sharing a stable branch. A worker whose early
-//! publishing failed is published again at the end of the run.
+//! publishing failed is published again at the end of the run — unless publishing
+//! stopped (GitHub unreachable, the credentials rejected, the publish deadline
+//! passed): then the end of the run sends nothing more ([`Early::stopped`]), so the
+//! publish timeout is never spent twice, and `fanout publish` goes on later.
 
 use std::collections::BTreeMap;
 
@@ -36,9 +39,20 @@ pub struct AsReady {
     runtime: tokio::runtime::Runtime,
     /// What was published so far (successes only), by worker id.
     published: BTreeMap<u32, PublishOutcome>,
-    /// GitHub refused the credentials or could not be reached: no more early
-    /// publishing (the end-of-run publish tries again and says why).
-    stopped: bool,
+    /// Why GitHub refused the credentials or could not be reached: no more
+    /// publishing in this run (the end-of-run publish does not try again, so the
+    /// publish timeout is not spent twice; `fanout publish` goes on later).
+    stopped: Option<String>,
+}
+
+/// What publishing as ready did, for the end-of-run publish.
+#[derive(Debug, Clone, Default)]
+pub struct Early {
+    /// What was published, by worker id.
+    pub published: BTreeMap<u32, PublishOutcome>,
+    /// Why publishing stopped while the run went on (GitHub unreachable, credentials
+    /// rejected, the publish deadline passed), if it did.
+    pub stopped: Option<String>,
 }
 
 impl AsReady {
@@ -62,14 +76,14 @@ impl AsReady {
             plan: plan.clone(),
             runtime,
             published: BTreeMap::new(),
-            stopped: false,
+            stopped: None,
         })
     }
 
     /// Whether `r` may be published now: eligible, and its pull request depends on no
     /// other worker of the run.
     pub fn wants(&self, r: &WorkerResult) -> bool {
-        !self.stopped
+        self.stopped.is_none()
             && !self.published.contains_key(&r.worker_id)
             && ineligible(r, self.prepared.opts.include_partial).is_none()
             && stands_alone(&self.plan, self.prepared.opts.branch, r.worker_id)
@@ -101,12 +115,10 @@ impl AsReady {
         let Some((outcomes, stopped)) = done else {
             return;
         };
-        self.keep(outcomes);
+        self.keep(outcomes, stopped.is_some());
         if let Some(e) = stopped {
-            errln!(
-                "fanout: publishing as ready stopped: {e}; the other workers are published after the run"
-            );
-            self.stopped = true;
+            errln!("fanout: publishing as ready stopped: {e}");
+            self.stopped = Some(e);
         }
     }
 
@@ -136,7 +148,12 @@ impl AsReady {
     }
 
     /// Say each outcome; keep the successes (a failure is tried again at the end).
-    fn keep(&mut self, outcomes: BTreeMap<u32, PublishOutcome>) {
+    fn keep(&mut self, outcomes: BTreeMap<u32, PublishOutcome>, stopping: bool) {
+        let later = if stopping {
+            ""
+        } else {
+            "; tried again after the run"
+        };
         for (id, o) in outcomes {
             let what = match (&o.number, &o.url) {
                 (Some(n), Some(url)) => format!("#{n} {url}"),
@@ -146,7 +163,7 @@ impl AsReady {
                 Operation::Failed | Operation::Skipped => {
                     let why = o.reason.as_deref().unwrap_or("no reason given");
                     errln!(
-                        "fanout: worker #{id} not published as ready ({}: {why}); tried again after the run",
+                        "fanout: worker #{id} not published as ready ({}: {why}){later}",
                         o.operation.as_str()
                     );
                 }
@@ -161,9 +178,13 @@ impl AsReady {
         }
     }
 
-    /// What was published, by worker id, for the end-of-run publish.
-    pub fn finish(self) -> BTreeMap<u32, PublishOutcome> {
-        self.published
+    /// What was published, and why publishing stopped if it did, for the end-of-run
+    /// publish.
+    pub fn finish(self) -> Early {
+        Early {
+            published: self.published,
+            stopped: self.stopped,
+        }
     }
 }
 

@@ -401,6 +401,24 @@ fn server_error_then_success_creates_one_pr() {
     s.gh.assert_no_violations();
 }
 
+/// A 5xx is said once, by fanout (which request, which attempt, why), in plain text:
+/// octocrab's own `ERROR` lines, with their terminal colour codes, never reach stderr
+/// at the default log level.
+#[test]
+fn a_server_error_is_said_by_fanout_alone_without_colour_codes() {
+    let s = setup("a");
+    s.gh.inject(Fault::new("GET", "/pulls", FaultKind::Status(502)));
+    let (code, report, stderr) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(Setup::ops(&report), ["created"]);
+    assert!(
+        stderr.contains("attempt 1 of 6 failed (GitHub answered 502"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "colour codes: {stderr:?}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+}
+
 #[test]
 fn secondary_rate_limit_is_honoured_from_retry_after() {
     let s = setup("a");
@@ -1477,4 +1495,71 @@ fn nothing_published_before_the_end(when: Option<&str>) -> String {
     );
     gh.assert_no_violations();
     stderr.into_owned()
+}
+
+/// A loopback API that accepts connections, counts them and never answers.
+fn silent_api() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    (url, count)
+}
+
+/// `publish.when: as-ready` with GitHub unreachable: once publishing as ready has
+/// stopped (GitHub did not answer within the request's attempts), the end of the run
+/// does not spend the publish timeout a second time on the same GitHub — it sends
+/// nothing more, says so and exits 4; `fanout publish` goes on later.
+#[test]
+fn as_ready_publishing_that_stopped_is_not_tried_again_at_the_end_of_the_run() {
+    let t = TestEnv::new();
+    t.bare_origin();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\n  workers: 2\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\npublish:\n  when: as-ready\n",
+        t.worktrees.display()
+    ));
+    let (api, connections) = silent_api();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "-q",
+            "-t",
+            "one",
+            "-t",
+            "two",
+            "--publish",
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &api,
+            "--max-attempts",
+            "1",
+            "--request-timeout",
+            "1s",
+        ])
+        .env("GITHUB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("publishing as ready stopped"), "{stderr}");
+    assert!(
+        stderr.contains("not tried again at the end of the run"),
+        "{stderr}"
+    );
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one request, while the run went on, and none after: {stderr}"
+    );
 }
