@@ -490,3 +490,36 @@ fn a_closed_digest_is_followed_by_a_new_one_with_the_history() {
     assert_eq!(body.matches("\"run\":").count(), 2, "{body}");
     n.gh.assert_no_violations();
 }
+
+/// The terminal's table of pull requests names the stable branch each task was
+/// published to, not the run's own branch of its worker.
+#[test]
+fn the_terminal_table_names_the_stable_branches_published() {
+    let mut n = Nights::new();
+    let (r, err) = n.night(["alpha 1", "", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "created"), "{err}");
+    let run_id = r["run_id"].as_str().unwrap().to_owned();
+    let dir = n.t.root().join(format!("night-{}", n.night));
+    let cfg = n.t.root().join(format!("fanout-{}.yml", n.night));
+    let url = n.gh.url();
+    let out =
+        n.t.command(FANOUT, &dir)
+            .args([
+                "--config",
+                cfg.to_str().unwrap(),
+                "publish",
+                "--run",
+                &run_id,
+            ])
+            .args(["--repo", "octo/demo", "--api-url", &url, "--pace-ms", "0"])
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let alpha = table
+        .lines()
+        .find(|l| l.contains("unchanged"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(alpha.contains(" fanout/alpha "), "{table}");
+    assert!(!table.contains(&run_id), "a per-run branch: {table}");
+}
