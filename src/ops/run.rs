@@ -247,8 +247,9 @@ pub struct AfterRun<'a> {
 
 /// Integrate and publish a finished run as `after` says (neither when a signal
 /// stopped it); returns the exit code: the run's, made `1` when publishing failed
-/// for some workers of an otherwise successful run, `4` when publishing stopped
-/// (GitHub unreachable, credentials rejected, its deadline passed).
+/// for some workers of an otherwise successful run (under the exit policy: never
+/// with `fail_on: never`, `3` when all failed with `all-failed`), `4` when publishing
+/// stopped (GitHub unreachable, credentials rejected, its deadline passed).
 pub fn after_run(
     repo: &UserRepo,
     report: &mut RunReport,
@@ -290,7 +291,11 @@ pub fn after_run(
         if published == exit::FATAL {
             code = exit::FATAL;
         } else if published != exit::SUCCESS && code == exit::SUCCESS {
-            code = exit::SOME_FAILED;
+            // Publishing's code already follows the exit policy (`fail_on`).
+            code = match report.plan.fail_on {
+                crate::config::FailOn::AllFailed => published,
+                _ => exit::SOME_FAILED,
+            };
         }
     }
     Ok(code)

@@ -534,8 +534,9 @@ fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure
     Ok(())
 }
 
-/// Say what publishing did; the exit code: 0 nothing failed, 1 some failed, 3 all
-/// eligible failed.
+/// Say what publishing did; the exit code under the run's exit policy (`fail_on`):
+/// `any-failure` 0 nothing failed, 1 some failed, 3 all eligible failed;
+/// `all-failed` 3 when all eligible failed, else 0; `never` 0.
 fn exit_code(report: &RunReport) -> i32 {
     let c = counts(report);
     let failed = c.get("failed").copied().unwrap_or(0);
@@ -551,12 +552,13 @@ fn exit_code(report: &RunReport) -> i32 {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if failed == 0 {
-        exit::SUCCESS
-    } else if failed < eligible {
-        exit::SOME_FAILED
-    } else {
-        exit::NONE_SUCCEEDED
+    use crate::config::FailOn;
+    match report.plan.fail_on {
+        _ if failed == 0 => exit::SUCCESS,
+        FailOn::Never => exit::SUCCESS,
+        FailOn::AnyFailure if failed < eligible => exit::SOME_FAILED,
+        FailOn::AllFailed if failed < eligible => exit::SUCCESS,
+        FailOn::AnyFailure | FailOn::AllFailed => exit::NONE_SUCCEEDED,
     }
 }
 

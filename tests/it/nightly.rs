@@ -25,7 +25,14 @@ struct Nights {
     gh: FakeGitHub,
     remote: PathBuf,
     night: u32,
+    /// The config's tasks and publish block (after the agent's definition).
+    config: String,
+    /// The exit code of the last `fanout publish`.
+    code: std::cell::Cell<Option<i32>>,
 }
+
+/// The three tasks, on stable branches, with a digest.
+const TASKS: &str = "tasks:\n  - {id: alpha, prompt: 'alpha: keep the docs fresh'}\n  - {id: beta, prompt: 'beta: tidy the changelog'}\n  - {id: gamma, prompt: 'gamma: fix the typo'}\npublish:\n  branch: stable\n  digest: issue\n";
 
 impl Nights {
     fn new() -> Nights {
@@ -33,11 +40,22 @@ impl Nights {
         let remote = t.bare_origin();
         let gh = FakeGitHub::start("octo", "demo");
         gh.set_token(TOKEN);
+        gh.set_git_dir(&remote);
         Nights {
             t,
             gh,
             remote,
             night: 0,
+            config: TASKS.to_owned(),
+            code: Default::default(),
+        }
+    }
+
+    /// With this config (tasks, publish block) instead of [`TASKS`].
+    fn with_config(config: &str) -> Nights {
+        Nights {
+            config: config.to_owned(),
+            ..Nights::new()
         }
     }
 
@@ -58,8 +76,9 @@ impl Nights {
         std::fs::write(
             &cfg,
             format!(
-                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\ntasks:\n  - {{id: alpha, prompt: 'alpha: keep the docs fresh'}}\n  - {{id: beta, prompt: 'beta: tidy the changelog'}}\n  - {{id: gamma, prompt: 'gamma: fix the typo'}}\npublish:\n  branch: stable\n  digest: issue\n",
-                self.t.root().join(format!("wt-{}", self.night)).display()
+                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\n{}",
+                self.t.root().join(format!("wt-{}", self.night)).display(),
+                self.config
             ),
         )
         .unwrap();
@@ -116,6 +135,7 @@ impl Nights {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let v: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("publish printed no JSON ({e}):\n{stderr}"));
+        self.code.set(out.status.code());
         (v, stderr)
     }
 
@@ -522,4 +542,24 @@ fn the_terminal_table_names_the_stable_branches_published() {
         .unwrap_or_else(|| panic!("{table}"));
     assert!(alpha.contains(" fanout/alpha "), "{table}");
     assert!(!table.contains(&run_id), "a per-run branch: {table}");
+}
+
+/// `fail_on: never` keeps a night green when a pull request could not be opened (a
+/// 422 from GitHub): the outcome is `failed` in the report, the exit code 0; with the
+/// default policy the same night exits 1.
+#[test]
+fn fail_on_never_forgives_a_pull_request_that_could_not_be_opened() {
+    for (policy, code) in [("never", 0), ("any-failure", 1)] {
+        let mut n = Nights::with_config(&format!("{TASKS}fail_on: {policy}\n"));
+        n.gh.inject(fake_github::Fault::new(
+            "POST",
+            "/pulls",
+            fake_github::FaultKind::Status(422),
+        ));
+        let (r, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+        let ops = Nights::ops(&r);
+        assert_eq!(ops[0], pair("alpha", "failed"), "{err}");
+        assert_eq!(ops[1], pair("beta", "created"), "{err}");
+        assert_eq!(n.code.get(), Some(code), "fail_on: {policy}: {err}");
+    }
 }
