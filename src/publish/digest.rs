@@ -91,16 +91,32 @@ impl Night {
                     .entry(p.operation.as_str().to_owned())
                     .or_insert(0) += 1;
             }
-            if matches!(
-                p.operation,
-                Operation::Created | Operation::Updated | Operation::Unchanged
-            ) && let Some(n) = p.number
+            if still_open(report, r, p.operation)
+                && let Some(n) = p.number
                 && !night.open.contains(&n)
             {
                 night.open.push(n);
             }
         }
         night
+    }
+}
+
+/// Whether the number of `r`'s outcome `op` is a pull request left open after
+/// tonight: opened, updated or left as it was — or, for a task that changes files,
+/// kept open while tonight's worker published nothing (it failed, or an update or
+/// close failed): that pull request is still waiting for review.
+fn still_open(report: &RunReport, r: &WorkerResult, op: Operation) -> bool {
+    let changes = report
+        .plan
+        .workers
+        .iter()
+        .find(|w| w.id == r.worker_id)
+        .is_some_and(|w| w.task.output == crate::config::TaskOutput::Changes);
+    match op {
+        Operation::Created | Operation::Updated | Operation::Unchanged => true,
+        Operation::Skipped | Operation::Failed => changes,
+        _ => false,
     }
 }
 

@@ -282,12 +282,16 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// Look up the task's pull requests, decide, and act.
     async fn one(&self, t: &Task<'_>) -> PublishOutcome {
-        if let Tonight::Nothing(why) = &t.tonight {
-            return outcome(Operation::Skipped, Some(why.clone()));
-        }
+        // Looked up even when tonight has nothing to publish: its open pull request,
+        // if any, is still waiting for review.
         let known = match self.github.list_pulls(&t.branch).await {
             Ok(p) => Known::from_pulls(p, &t.key),
-            Err(e) => return outcome(Operation::Failed, Some(e.to_string())),
+            Err(e) => {
+                return match &t.tonight {
+                    Tonight::Nothing(why) => outcome(Operation::Skipped, Some(why.clone())),
+                    _ => outcome(Operation::Failed, Some(e.to_string())),
+                };
+            }
         };
         let prompt = stable::prompt_hash(&t.r.task);
         let action = decide(
@@ -304,7 +308,13 @@ impl Ctx<'_> {
                     Some(note) => format!("{why}; {note}"),
                     None => why,
                 };
-                outcome(Operation::Skipped, Some(why))
+                // Its pull request, still open, is still waiting for review.
+                let open = known.open().map(|(p, _)| p);
+                PublishOutcome {
+                    number: open.map(|p| p.number),
+                    url: open.map(|p| p.html_url.clone()),
+                    ..outcome(Operation::Skipped, Some(why))
+                }
             }
             (Action::Close(n, m), _) => self.close(t, n, &m, claimed).await,
             (Action::Leave(n), _) => self.leave(&known, n),

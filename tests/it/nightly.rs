@@ -17,8 +17,8 @@ use serde_json::Value;
 const TOKEN: &str = "test-token-nightly-4c1d";
 
 /// The agent: each task writes its file with the content the night gives it
-/// (`A_OUT`, `B_OUT`, `C_OUT`); an empty one changes nothing.
-const AGENT: &str = r#"[sh, -c, 'case "$FANOUT_TASK" in *alpha*) v=$A_OUT f=alpha.txt;; *beta*) v=$B_OUT f=beta.txt;; *) v=$C_OUT f=gamma.txt;; esac; test -z "$v" || echo "$v" > $f']"#;
+/// (`A_OUT`, `B_OUT`, `C_OUT`); an empty one changes nothing, `FAIL` fails.
+const AGENT: &str = r#"[sh, -c, 'case "$FANOUT_TASK" in *alpha*) v=$A_OUT f=alpha.txt;; *beta*) v=$B_OUT f=beta.txt;; *) v=$C_OUT f=gamma.txt;; esac; test "$v" != FAIL || exit 1; test -z "$v" || echo "$v" > $f']"#;
 
 struct Nights {
     t: TestEnv,
@@ -562,4 +562,27 @@ fn fail_on_never_forgives_a_pull_request_that_could_not_be_opened() {
         assert_eq!(ops[1], pair("beta", "created"), "{err}");
         assert_eq!(n.code.get(), Some(code), "fail_on: {policy}: {err}");
     }
+}
+
+/// A task whose agent fails tonight keeps its open pull request: the digest still
+/// lists it as waiting for review, beside the one updated tonight.
+#[test]
+fn an_open_pull_request_whose_task_failed_tonight_is_still_waiting_for_review() {
+    let mut n = Nights::new();
+    let (r, err) = n.night(["alpha 1", "beta 1", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "created"), "{err}");
+    let (alpha, beta) = (n.pull_of("fanout/alpha"), n.pull_of("fanout/beta"));
+    let (r, err) = n.night(["FAIL", "beta 2", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "skipped"), "{err}");
+    assert_eq!(Nights::ops(&r)[1], pair("beta", "updated"), "{err}");
+    assert_eq!(n.pull_of("fanout/alpha").state, "open");
+    let digest = n.digest();
+    assert!(
+        digest.contains(&format!(
+            "Waiting for review: #{}, #{}",
+            alpha.number, beta.number
+        )),
+        "{digest}"
+    );
+    assert!(digest.contains("New failures: `alpha`"), "{digest}");
 }
