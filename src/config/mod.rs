@@ -125,6 +125,57 @@ pub struct ConfigFile {
     /// When the run exits non-zero: `any-failure` (default), `all-failed`, `never`.
     #[serde(default)]
     pub fail_on: FailOn,
+    /// More tasks, from elsewhere than this file: `{issues: {label: fanout}}` makes
+    /// each open issue with the label a task (read before the plan is made; needs
+    /// credentials, as publishing does). Issue text is data, never configuration.
+    pub tasks_from: Option<TasksFrom>,
+    /// Tending fanout's open pull requests (stable branches): before a night's plan,
+    /// a pull request whose checks failed, or that conflicts with its base, has its
+    /// task run again knowing why (or, for a conflict git can resolve, is rebased by
+    /// fanout), at most `max_attempts` times; then it is labelled and left to people.
+    #[serde(default)]
+    pub tend: TendConfig,
+}
+
+/// `tasks_from:`: where more tasks come from.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TasksFrom {
+    /// Open issues with a label, each one task keyed `issue-<number>` (its own stable
+    /// branch and pull request, which says `Fixes #<number>`): its prompt is fanout's,
+    /// its title and text quoted after it as untrusted data. An issue closed, or no
+    /// longer labelled, stops its task: its pull request is closed with a comment.
+    pub issues: Option<IssueSource>,
+}
+
+/// `tasks_from.issues`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IssueSource {
+    /// The label that makes an issue a task.
+    pub label: String,
+    /// Labels that order the issues' tasks (and so which pull requests open first
+    /// under `publish.max_open`): the first listed first; unlabelled ones last, oldest
+    /// first.
+    #[serde(default)]
+    pub priority: Vec<String>,
+}
+
+/// `tend:`: tending fanout's own open pull requests.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TendConfig {
+    /// Most tends of one pull request (a re-run for failed checks or a conflict, or a
+    /// rebase) before it is labelled `fanout-stuck` and left to people (default 3; 0
+    /// turns tending off).
+    pub max_attempts: Option<u32>,
+}
+
+impl TendConfig {
+    /// Tends before a pull request is left to people.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or(3)
+    }
 }
 
 /// A `copy:` glob, trimmed; its syntax is checked with the settings
@@ -365,6 +416,11 @@ pub struct PublishConfig {
     /// the run is over; `as-ready` publishes each worker as soon as it has finished and
     /// been harvested, while the others still run.
     pub when: Option<PublishWhen>,
+    /// Stable branches: at most this many of fanout's pull requests open at once;
+    /// tonight's other successes wait in a queue (in the order of the tasks), said in
+    /// the digest, and are published as pull requests are merged or closed.
+    #[schemars(range(min = 1))]
+    pub max_open: Option<u32>,
 }
 
 /// When `run --publish` publishes the workers.
@@ -725,6 +781,19 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     restore_text(&mut cfg, text);
     cfg.check().map_err(|p| ConfigError::at(text, path, p))?;
     Ok(cfg)
+}
+
+/// A list of tasks written on its own (`--tasks-file`), as `tasks:` holds them:
+/// the config text it is read as (`tasks:` and every line indented), for [`parse`];
+/// errors are placed back with [`ConfigError::in_list`].
+pub fn list_text(text: &str) -> String {
+    let mut out = String::from("tasks:\n");
+    for line in text.lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// The lists whose scalar items are text.

@@ -77,6 +77,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         select: settings.select,
         sandbox: settings.sandbox,
         fail_on: settings.fail_on,
+        settled: settings.settled.clone(),
     };
     plan.schema_version = plan.version_needed();
     plan

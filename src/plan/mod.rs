@@ -13,6 +13,7 @@ pub mod assign;
 pub mod deps;
 pub mod findings;
 pub mod matrix;
+pub mod night;
 pub mod settings;
 pub mod setup;
 
@@ -72,6 +73,10 @@ pub struct Plan {
     /// it too.
     #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
     pub fail_on: crate::config::FailOn,
+    /// Tasks whose open pull request was settled before the night without an agent
+    /// (rebased, left to people): not run tonight, said in the digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<night::Settled>,
 }
 
 /// A check, resolved.
@@ -149,6 +154,17 @@ pub struct Task {
     /// (also among `depends_on`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub review_of: Option<String>,
+    /// Untrusted text fanout adds after the prompt, quoted as data (the issue a task
+    /// comes from, why its pull request runs again: [`night`]). Never expanded, never
+    /// in a branch name, commit message or title.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub context: Option<String>,
+    /// The issue this task comes from (`tasks_from: {issues: …}`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub issue: Option<night::IssueRef>,
+    /// Why this task's open pull request runs again tonight (tending).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tend: Option<night::TendNote>,
 }
 
 /// One worker run.
@@ -177,6 +193,29 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Task {
+    /// The task's key, across runs: its `id`, else a slug of its prompt (its stable
+    /// branch is `<prefix>/<key>`).
+    pub fn key(&self) -> String {
+        match &self.id {
+            Some(id) => assign::slug(id, 48),
+            None => assign::slug(&self.prompt, 48),
+        }
+    }
+
+    /// What the agent is asked: the prompt, then any [`Task::context`].
+    pub fn agent_prompt(&self) -> String {
+        self.with_context(self.prompt.clone())
+    }
+
+    /// `prompt` (this task's, its placeholders expanded) with [`Task::context`] after
+    /// it; the context itself is never expanded.
+    pub fn with_context(&self, prompt: String) -> String {
+        match &self.context {
+            Some(c) => format!("{prompt}\n\n{c}"),
+            None => prompt,
+        }
+    }
+
     /// The task for a column or a live line: its id, else its prompt, shortened.
     pub fn label(&self, max: usize) -> String {
         crate::model::task_label(self.id.as_deref(), &self.prompt, max)
@@ -351,12 +390,16 @@ impl Plan {
     }
 
     /// The version this plan is written as: [`PLAN_OVERRIDES_VERSION`] when a task
-    /// overrides the run's agent, limits or checks, posts its findings, or takes
-    /// another task's (`{findings.<id>}`: a fanout before them would pass the
-    /// placeholder on as text), else [`PLAN_SCHEMA_VERSION`].
+    /// overrides the run's agent, limits or checks, posts its findings, takes another
+    /// task's (`{findings.<id>}`: a fanout before them would pass the placeholder on
+    /// as text), or has context (an issue, a tend: one before them would run it
+    /// without), else [`PLAN_SCHEMA_VERSION`].
     pub fn version_needed(&self) -> u32 {
         let newer = |t: &Task| {
-            t.overrides() || t.findings.is_some() || !findings::placeholders(&t.prompt).is_empty()
+            t.overrides()
+                || t.findings.is_some()
+                || !findings::placeholders(&t.prompt).is_empty()
+                || t.context.is_some()
         };
         if self.workers.iter().any(|w| newer(&w.task)) || !self.agents.is_empty() {
             PLAN_OVERRIDES_VERSION

@@ -140,6 +140,18 @@ impl Templates {
         run_id: &str,
         run_url: Option<&str>,
     ) -> Result<(String, String), String> {
+        self.render_titled(r, all, (run_id, run_url), None)
+    }
+
+    /// [`Templates::render_in`], the task's title (`task_title`) given instead of
+    /// the first line of its prompt (an issue task's: the issue's title).
+    pub fn render_titled(
+        &self,
+        r: &WorkerResult,
+        all: &[WorkerResult],
+        (run_id, run_url): (&str, Option<&str>),
+        title: Option<&str>,
+    ) -> Result<(String, String), String> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.add_template("title", &self.title)
@@ -149,7 +161,10 @@ impl Templates {
 
         let vars = Vars {
             marker: marker(run_id, r.worker_id),
-            task_title: first_line(&title_text(&r.task), 120),
+            task_title: match title {
+                Some(t) => first_line(t, 120),
+                None => first_line(&title_text(&r.task), 120),
+            },
             task_quoted: r
                 .task
                 .trim()

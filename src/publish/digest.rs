@@ -48,6 +48,16 @@ pub struct Night {
     /// Pull requests open after tonight (waiting for review): `#N`.
     #[serde(default)]
     pub open: Vec<u64>,
+    /// Tasks whose change waits for room (`publish.max_open`), in order: tonight only.
+    #[serde(default, skip_serializing)]
+    pub queued: Vec<String>,
+    /// What tending did tonight, a line each: tonight only.
+    #[serde(default, skip_serializing)]
+    pub tended: Vec<String>,
+    /// Anything else publishing did tonight (pull requests closed because their
+    /// issue was), a line each: tonight only.
+    #[serde(default, skip_serializing)]
+    pub also: Vec<String>,
 }
 
 fn good(status: &str) -> bool {
@@ -71,6 +81,7 @@ impl Night {
                 .count(),
             ..Night::default()
         };
+        night.tended = tended(report);
         for r in &report.results {
             let key = key_of(report, r);
             let status = r.status.as_str().to_owned();
@@ -79,9 +90,12 @@ impl Night {
                 .get(&key)
                 .is_some_and(|s| good(s) && !good(&status));
             if !keep {
-                night.tasks.insert(key, status);
+                night.tasks.insert(key.clone(), status);
             }
             let Some(p) = &r.publish else { continue };
+            if p.operation == Operation::Queued && !night.queued.contains(&key) {
+                night.queued.push(key.clone());
+            }
             if matches!(
                 p.operation,
                 Operation::Created | Operation::Updated | Operation::Closed
@@ -118,6 +132,41 @@ fn still_open(report: &RunReport, r: &WorkerResult, op: Operation) -> bool {
         Operation::Skipped | Operation::Failed => changes,
         _ => false,
     }
+}
+
+/// What tending did tonight: each task re-run for its pull request (why, which tend,
+/// what became of it), then each settled without an agent (rebased, left to people).
+fn tended(report: &RunReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for w in &report.plan.workers {
+        let Some(t) = &w.task.tend else { continue };
+        let op = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == w.id)
+            .and_then(|r| r.publish.as_ref())
+            .map_or("not published", |p| p.operation.as_str());
+        let line = format!(
+            "#{} `{}`: run again, {} (tend {} of {}): {op}",
+            t.pr,
+            md_escape(&task_key(&w.task)),
+            md_escape(&t.why),
+            t.attempt,
+            t.max
+        );
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    for s in &report.plan.settled {
+        lines.push(format!(
+            "#{} `{}`: {}",
+            s.pr,
+            md_escape(&s.key),
+            md_escape(&s.what)
+        ));
+    }
+    lines
 }
 
 fn key_of(report: &RunReport, r: &WorkerResult) -> String {
@@ -243,6 +292,20 @@ pub fn render_comparison(tonight: &Night, c: &Comparison, has_before: bool) -> S
             waiting.join(", ")
         }
     ));
+    if !tonight.queued.is_empty() {
+        out.push_str(&format!(
+            "- Queued, waiting for room (publish.max_open): {}\n",
+            list(&tonight.queued)
+        ));
+    }
+    for (title, lines) in [("Tended", &tonight.tended), ("Also", &tonight.also)] {
+        if !lines.is_empty() {
+            out.push_str(&format!("- {title}:\n"));
+            for l in lines {
+                out.push_str(&format!("  - {l}\n"));
+            }
+        }
+    }
     out
 }
 
@@ -273,8 +336,13 @@ pub fn render_body(before: &[Night], tonight: &Night) -> String {
 /// into it or open it. Returns the comparison for the step summary, and the issue.
 /// When someone closed the digest, a new one is opened, carrying the closed one's
 /// history on (the close is respected; the nights are not lost).
-pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), ApiError> {
-    let tonight = Night::of(report);
+pub async fn post(
+    github: &GitHub,
+    report: &RunReport,
+    also: &[String],
+) -> Result<(String, u64), ApiError> {
+    let mut tonight = Night::of(report);
+    tonight.also = also.to_vec();
     let marked =
         |i: &crate::publish::github::Issue| i.body.as_deref().is_some_and(|b| b.contains(OPEN));
     let found = tracking::marked(github, LABEL, OPEN)

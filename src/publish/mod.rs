@@ -27,7 +27,9 @@ pub mod ready;
 pub mod report;
 pub mod smart_http;
 pub mod stable;
+pub mod stack;
 pub mod target;
+pub mod tend;
 pub mod tracking;
 
 use std::collections::BTreeMap;

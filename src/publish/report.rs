@@ -357,6 +357,12 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         close_stale: cfg.close_stale.unwrap_or(true),
         reopen: args.reopen,
         digest: args.digest.or(cfg.digest) == Some(DigestMode::Issue),
+        max_open: cfg.max_open,
+        issue_label: file
+            .tasks_from
+            .as_ref()
+            .and_then(|t| t.issues.as_ref())
+            .map(|i| i.label.clone()),
     }
 }
 
@@ -471,11 +477,18 @@ impl Api<'_> {
                     Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
                     None => Default::default(),
                 };
+                let also = match gh.stopped() {
+                    None => {
+                        let dir = &repo.workdir;
+                        super::lifecycle::close_stopped_issues(report, dir, &gh, token, opts).await
+                    }
+                    Some(_) => Vec::new(),
+                };
                 let digest = match opts.digest && gh.stopped().is_none() {
                     true => {
                         let mut tonight = report.clone();
                         record_outcomes(&mut tonight, workers.clone());
-                        let posted = super::digest::post(&gh, &tonight).await;
+                        let posted = super::digest::post(&gh, &tonight, &also).await;
                         Some(posted.map_err(|e| e.to_string()))
                     }
                     false => None,

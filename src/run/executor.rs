@@ -1224,7 +1224,7 @@ impl Asked {
     ) -> std::io::Result<Asked> {
         let Some(given) = given else {
             return Ok(Asked {
-                prompt: w.task.prompt.clone(),
+                prompt: w.task.agent_prompt(),
                 env,
             });
         };

@@ -20,6 +20,12 @@ const TOKEN: &str = "test-token-nightly-4c1d";
 /// (`A_OUT`, `B_OUT`, `C_OUT`); an empty one changes nothing, `FAIL` fails.
 const AGENT: &str = r#"[sh, -c, 'case "$FANOUT_TASK" in *alpha*) v=$A_OUT f=alpha.txt;; *beta*) v=$B_OUT f=beta.txt;; *) v=$C_OUT f=gamma.txt;; esac; test "$v" != FAIL || exit 1; test -z "$v" || echo "$v" > $f']"#;
 
+/// The agent for any number of tasks: a task whose prompt starts `<key>:` writes
+/// `<key>.txt` with what `$OUT_<key>` holds (nothing when empty, a failure for `FAIL`);
+/// an issue's task (`Resolve GitHub issue #N…`) is `issueN`. It records the prompt it
+/// was given in `$REC/<key>.prompt`.
+const KEYED: &str = r#"[sh, -c, 'case "$FANOUT_TASK" in Resolve*) k=issue$(printf %s "$FANOUT_TASK" | head -n1 | cut -d: -f1 | tr -cd 0-9);; *) k=$(printf %s "$FANOUT_TASK" | head -n1 | cut -d: -f1 | tr -cd a-z0-9);; esac; printf %s "$FANOUT_TASK" > "$REC/$k.prompt"; eval "v=\$OUT_$k"; test "$v" != FAIL || exit 1; test -z "$v" || echo "$v" > "$k.txt"']"#;
+
 struct Nights {
     t: TestEnv,
     gh: FakeGitHub,
@@ -29,6 +35,8 @@ struct Nights {
     config: String,
     /// The exit code of the last `fanout publish`.
     code: std::cell::Cell<Option<i32>>,
+    /// The agent's command.
+    agent: &'static str,
 }
 
 /// The three tasks, on stable branches, with a digest.
@@ -48,6 +56,7 @@ impl Nights {
             night: 0,
             config: TASKS.to_owned(),
             code: Default::default(),
+            agent: AGENT,
         }
     }
 
@@ -57,6 +66,47 @@ impl Nights {
             config: config.to_owned(),
             ..Nights::new()
         }
+    }
+
+    /// With this config and the [`KEYED`] agent.
+    fn keyed(config: &str) -> Nights {
+        Nights {
+            agent: KEYED,
+            ..Nights::with_config(config)
+        }
+    }
+
+    /// Where the agent records its prompts.
+    fn rec(&self) -> PathBuf {
+        let d = self.t.root().join("rec");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The prompt task `key`'s agent was given last.
+    fn prompt(&self, key: &str) -> String {
+        std::fs::read_to_string(self.rec().join(format!("{key}.prompt")))
+            .unwrap_or_else(|e| panic!("{key}: no prompt recorded: {e}"))
+    }
+
+    /// One night with the [`KEYED`] agent: `$OUT_<key>` for each `(key, output)`.
+    fn keyed_night(&mut self, outs: &[(&str, &str)]) -> (Value, String) {
+        let (dir, cfg) = self.clone();
+        let mut run = self.t.command(FANOUT, &dir);
+        run.args(["--config", cfg.to_str().unwrap(), "run", "--json"])
+            .env("REC", self.rec());
+        for (k, v) in outs {
+            run.env(format!("OUT_{k}"), v);
+        }
+        let run = run.output().unwrap();
+        let report: Value = serde_json::from_slice(&run.stdout).unwrap_or_else(|e| {
+            panic!(
+                "run printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&run.stderr)
+            )
+        });
+        let run_id = report["run_id"].as_str().unwrap().to_owned();
+        self.publish(&dir, &cfg, &run_id, &[])
     }
 
     /// A fresh clone of `origin` (a new runner), its config beside it.
@@ -76,8 +126,10 @@ impl Nights {
         std::fs::write(
             &cfg,
             format!(
-                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {AGENT}\n{}",
+                "parallel_runs:\n  agent: sh\n  workers: 3\nworktree_dir: '{}'\nagents:\n  sh:\n    command: {}\n    writable: ['{}']\n{}",
                 self.t.root().join(format!("wt-{}", self.night)).display(),
+                self.agent,
+                self.rec().display(),
                 self.config
             ),
         )
@@ -585,4 +637,201 @@ fn an_open_pull_request_whose_task_failed_tonight_is_still_waiting_for_review() 
         "{digest}"
     );
     assert!(digest.contains("New failures: `alpha`"), "{digest}");
+}
+
+/// A task whose pull request fanout closed as stale (nothing to change) gets a pull
+/// request again when it has a change again: fanout's own closure is not a person's.
+/// A person's closure still holds.
+#[test]
+fn a_task_closed_as_stale_and_changed_again_gets_a_pull_request_again() {
+    let mut n = Nights::new();
+    let (r, err) = n.night(["alpha 1", "", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "created"), "{err}");
+    let first = n.pull_of("fanout/alpha");
+    let (r, err) = n.night(["", "", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "closed"), "{err}");
+    assert_eq!(n.remote_branch("fanout/alpha"), None);
+
+    let (r, err) = n.night(["alpha 3", "", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "created"), "{err}");
+    let again = n.pull_of_open("fanout/alpha");
+    assert_ne!(again.number, first.number, "a new pull request");
+    assert_eq!(n.remote_file("fanout/alpha", "alpha.txt"), "alpha 3\n");
+
+    // A person closes the new one: the next change is not opened again.
+    n.gh.close_pull(again.number);
+    let (r, err) = n.night(["alpha 4", "", ""], &[]);
+    assert_eq!(Nights::ops(&r)[0], pair("alpha", "skipped"), "{err}");
+    assert!(
+        r["results"][0]["publish"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("closed without merging"),
+        "{r}"
+    );
+    n.gh.assert_no_violations();
+}
+
+/// Each worker's publish operation, in the plan's order.
+fn in_order(report: &Value) -> Vec<String> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
+/// The base branch of pull request `number`, and the files its head changes
+/// against that base in the repository behind the fake.
+fn diff_of(n: &Nights, number: u64) -> (String, Vec<String>) {
+    let pr =
+        n.gh.pulls()
+            .into_iter()
+            .find(|p| p.number == number)
+            .unwrap();
+    let files = n.t.git_in(
+        n.t.root(),
+        &[
+            "--git-dir",
+            n.remote.to_str().unwrap(),
+            "diff",
+            "--name-only",
+            &format!("{}...{}", pr.base_ref, pr.head_ref),
+        ],
+    );
+    (pr.base_ref, files.lines().map(str::to_owned).collect())
+}
+
+/// Three dependent tasks make a stack: each pull request based on its dependency's
+/// branch, showing only its own change, its body listing the whole stack; once the
+/// bottom one is merged, the next night bases the middle one on `main` (rebased: its
+/// change alone, on the new `main`) and the stack lists the two left.
+#[test]
+fn a_three_task_stack_is_based_linked_and_retargeted_after_the_bottom_merges() {
+    let mut n = Nights::keyed(
+        "tasks:\n  - {id: a, prompt: 'a: the parser'}\n  - {id: b, prompt: 'b: the checker', depends_on: [a]}\n  - {id: c, prompt: 'c: the docs', depends_on: [b]}\npublish:\n  branch: stable\n",
+    );
+    let outs = [("a", "a 1"), ("b", "b 1"), ("c", "c 1")];
+    let (r, err) = n.keyed_night(&outs);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("a", "created"),
+            pair("b", "created"),
+            pair("c", "created")
+        ],
+        "{err}"
+    );
+    let (a, b, c) = (
+        n.pull_of("fanout/a").number,
+        n.pull_of("fanout/b").number,
+        n.pull_of("fanout/c").number,
+    );
+    assert_eq!(diff_of(&n, a), ("main".into(), vec!["a.txt".to_owned()]));
+    assert_eq!(
+        diff_of(&n, b),
+        ("fanout/a".into(), vec!["b.txt".to_owned()])
+    );
+    assert_eq!(
+        diff_of(&n, c),
+        ("fanout/b".into(), vec!["c.txt".to_owned()])
+    );
+    for (number, me) in [(a, "a"), (b, "b"), (c, "c")] {
+        let body = n.pull_of(&format!("fanout/{me}")).body.unwrap();
+        for (other, key, base) in [(a, "a", "main"), (b, "b", "fanout/a"), (c, "c", "fanout/b")] {
+            let line = format!("#{other} `{key}` → `{base}`");
+            let line = if other == number {
+                format!("**{line} (this one)**")
+            } else {
+                line
+            };
+            assert!(body.contains(&line), "#{number} lacks {line}:\n{body}");
+        }
+    }
+
+    n.gh.merge_pull(a);
+    let (r, err) = n.keyed_night(&outs);
+    let ops = Nights::ops(&r);
+    assert_eq!(ops[0], pair("a", "skipped"), "{err}");
+    assert_eq!(
+        n.remote_branch("fanout/a"),
+        None,
+        "a's branch deleted: {err}"
+    );
+    assert_eq!(
+        diff_of(&n, b),
+        ("main".into(), vec!["b.txt".to_owned()]),
+        "{err}"
+    );
+    assert_eq!(
+        diff_of(&n, c),
+        ("fanout/b".into(), vec!["c.txt".to_owned()]),
+        "{err}"
+    );
+    let pr_b = n.pull_of("fanout/b");
+    assert_eq!(pr_b.state, "open", "{err}");
+    let body = pr_b.body.unwrap();
+    assert!(
+        body.contains(&format!("**#{b} `b` → `main` (this one)**")),
+        "{body}"
+    );
+    assert!(body.contains(&format!("#{c} `c` → `fanout/b`")), "{body}");
+    assert!(!body.contains(&format!("#{a} ")), "{body}");
+    n.gh.assert_no_violations();
+}
+
+/// `publish.max_open: 2` with five successes: two pull requests open, three wait in
+/// the queue the digest shows; merging one opens the next in the tasks' order.
+#[test]
+fn max_open_queues_the_rest_and_merging_one_publishes_the_next() {
+    let mut n = Nights::keyed(
+        "tasks:\n  - 'a: one'\n  - 'b: two'\n  - 'c: three'\n  - 'd: four'\n  - 'e: five'\npublish:\n  branch: stable\n  digest: issue\n  max_open: 2\n",
+    );
+    let outs = [("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), ("e", "1")];
+    let (r, err) = n.keyed_night(&outs);
+    let ops = in_order(&r);
+    assert_eq!(
+        ops,
+        ["created", "created", "queued", "queued", "queued"],
+        "{err}"
+    );
+    let open: Vec<_> =
+        n.gh.pulls()
+            .into_iter()
+            .filter(|p| p.state == "open")
+            .collect();
+    assert_eq!(open.len(), 2, "{open:?}");
+    assert_eq!(
+        n.remote_branch("fanout/c-three"),
+        None,
+        "a queued change is not pushed"
+    );
+    let digest = n.digest();
+    assert!(
+        digest.contains(
+            "- Queued, waiting for room (publish.max_open): `c-three`, `d-four`, `e-five`"
+        ),
+        "{digest}"
+    );
+
+    n.gh.merge_pull(n.pull_of("fanout/a-one").number);
+    let (r, err) = n.keyed_night(&outs);
+    let ops = in_order(&r);
+    assert_eq!(ops[..2], ["skipped", "updated"], "{err}");
+    assert_eq!(ops[2], "created", "c is next: {err}");
+    assert_eq!(&ops[3..], ["queued", "queued"], "{err}");
+    let open: Vec<String> =
+        n.gh.pulls()
+            .into_iter()
+            .filter(|p| p.state == "open")
+            .map(|p| p.head_ref)
+            .collect();
+    assert_eq!(open, ["fanout/b-two", "fanout/c-three"], "{err}");
+    let digest = n.digest();
+    assert!(
+        digest.contains("- Queued, waiting for room (publish.max_open): `d-four`, `e-five`"),
+        "{digest}"
+    );
+    n.gh.assert_no_violations();
 }

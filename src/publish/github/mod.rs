@@ -14,7 +14,10 @@
 //! point the real client at a loopback fake.
 
 pub mod auth;
+mod reads;
 pub mod retry;
+
+pub use reads::{CheckRun, IssueState, PullState};
 
 use std::time::{Duration, Instant};
 
@@ -114,9 +117,18 @@ pub struct PullRequest {
 pub struct Issue {
     /// Its number.
     pub number: u64,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
     /// Body.
     #[serde(default)]
     pub body: Option<String>,
+    /// `open` or `closed`.
+    #[serde(default)]
+    pub state: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: Vec<Label>,
     /// Present when the "issue" is a pull request.
     #[serde(default)]
     pub pull_request: Option<Value>,
@@ -273,6 +285,8 @@ struct Answer {
     retry_after: Option<String>,
     remaining: Option<String>,
     reset: Option<String>,
+    /// Where a redirect points.
+    location: Option<String>,
     text: String,
 }
 
@@ -566,10 +580,11 @@ impl GitHub {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let (retry_after, remaining, reset) = (
+        let (retry_after, remaining, reset, location) = (
             header("retry-after"),
             header("x-ratelimit-remaining"),
             header("x-ratelimit-reset"),
+            header("location"),
         );
         let bytes = match response.into_body().collect().await {
             Ok(b) => b.to_bytes(),
@@ -585,6 +600,7 @@ impl GitHub {
             retry_after,
             remaining,
             reset,
+            location,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         })
     }
