@@ -51,13 +51,10 @@ pub struct Night {
     /// Tasks whose change waits for room (`publish.max_open`), in order: tonight only.
     #[serde(default, skip_serializing)]
     pub queued: Vec<String>,
-    /// What tending did tonight, a line each: tonight only.
+    /// What tending did tonight (re-runs, rebases, pull requests left to people or
+    /// closed with their issue), a line each: tonight only.
     #[serde(default, skip_serializing)]
     pub tended: Vec<String>,
-    /// Anything else publishing did tonight (pull requests closed because their
-    /// issue was), a line each: tonight only.
-    #[serde(default, skip_serializing)]
-    pub also: Vec<String>,
 }
 
 fn good(status: &str) -> bool {
@@ -150,7 +147,7 @@ fn tended(report: &RunReport) -> Vec<String> {
             "#{} `{}`: run again, {} (tend {} of {}): {op}",
             t.pr,
             md_escape(&task_key(&w.task)),
-            md_escape(&t.why),
+            tame(&t.why),
             t.attempt,
             t.max
         );
@@ -163,10 +160,17 @@ fn tended(report: &RunReport) -> Vec<String> {
             "#{} `{}`: {}",
             s.pr,
             md_escape(&s.key),
-            md_escape(&s.what)
+            tame(&s.what)
         ));
     }
     lines
+}
+
+/// A phrase fanout wrote about a pull request (names from GitHub in it are in code
+/// spans they cannot close: [`crate::publish::tend`]), kept from mentioning anyone or
+/// opening HTML.
+fn tame(text: &str) -> String {
+    text.replace('<', "&lt;").replace('@', "@\u{200b}")
 }
 
 fn key_of(report: &RunReport, r: &WorkerResult) -> String {
@@ -298,12 +302,10 @@ pub fn render_comparison(tonight: &Night, c: &Comparison, has_before: bool) -> S
             list(&tonight.queued)
         ));
     }
-    for (title, lines) in [("Tended", &tonight.tended), ("Also", &tonight.also)] {
-        if !lines.is_empty() {
-            out.push_str(&format!("- {title}:\n"));
-            for l in lines {
-                out.push_str(&format!("  - {l}\n"));
-            }
+    if !tonight.tended.is_empty() {
+        out.push_str("- Tended:\n");
+        for l in &tonight.tended {
+            out.push_str(&format!("  - {l}\n"));
         }
     }
     out
@@ -336,13 +338,8 @@ pub fn render_body(before: &[Night], tonight: &Night) -> String {
 /// into it or open it. Returns the comparison for the step summary, and the issue.
 /// When someone closed the digest, a new one is opened, carrying the closed one's
 /// history on (the close is respected; the nights are not lost).
-pub async fn post(
-    github: &GitHub,
-    report: &RunReport,
-    also: &[String],
-) -> Result<(String, u64), ApiError> {
-    let mut tonight = Night::of(report);
-    tonight.also = also.to_vec();
+pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), ApiError> {
+    let tonight = Night::of(report);
     let marked =
         |i: &crate::publish::github::Issue| i.body.as_deref().is_some_and(|b| b.contains(OPEN));
     let found = tracking::marked(github, LABEL, OPEN)

@@ -47,9 +47,6 @@ pub struct PublishOptions {
     /// Stable branches: most of fanout's pull requests open at once
     /// (`publish.max_open`); tonight's other successes are queued.
     pub max_open: Option<u32>,
-    /// The label of `tasks_from: {issues: …}`: an issue task whose issue is closed or
-    /// no longer labelled has its pull request closed.
-    pub issue_label: Option<String>,
 }
 
 /// Why a worker is not published, or `None` when it is.

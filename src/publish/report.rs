@@ -358,11 +358,6 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         reopen: args.reopen,
         digest: args.digest.or(cfg.digest) == Some(DigestMode::Issue),
         max_open: cfg.max_open,
-        issue_label: file
-            .tasks_from
-            .as_ref()
-            .and_then(|t| t.issues.as_ref())
-            .map(|i| i.label.clone()),
     }
 }
 
@@ -477,18 +472,11 @@ impl Api<'_> {
                     Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
                     None => Default::default(),
                 };
-                let also = match gh.stopped() {
-                    None => {
-                        let dir = &repo.workdir;
-                        super::lifecycle::close_stopped_issues(report, dir, &gh, token, opts).await
-                    }
-                    Some(_) => Vec::new(),
-                };
                 let digest = match opts.digest && gh.stopped().is_none() {
                     true => {
                         let mut tonight = report.clone();
                         record_outcomes(&mut tonight, workers.clone());
-                        let posted = super::digest::post(&gh, &tonight, &also).await;
+                        let posted = super::digest::post(&gh, &tonight).await;
                         Some(posted.map_err(|e| e.to_string()))
                     }
                     false => None,

@@ -132,19 +132,24 @@ pub struct Gather<'a> {
 }
 
 impl Gather<'_> {
-    /// Read the issues, then tend the open pull requests of `keys` (tonight's tasks)
-    /// and of the issues' tasks.
+    /// Read the issues; close the pull requests of issues that stopped their task;
+    /// tend the open pull requests of `keys` (tonight's tasks) and of the issues'.
     pub async fn night(&self, keys: &[String]) -> NightInputs {
         let mut night = NightInputs::default();
+        let mut issues_read = false;
         if let Some(label) = &self.settings.issue_label {
             match self.issues(label).await {
-                Ok(i) => night.issues = i,
+                Ok(i) => {
+                    night.issues = i;
+                    issues_read = true;
+                }
                 Err(e) => night
                     .notes
                     .push(format!("issues labelled `{label}` not read: {e}")),
             }
         }
-        if self.settings.max_attempts == 0 {
+        let tending = self.settings.max_attempts > 0;
+        if !tending && !issues_read {
             return night;
         }
         let mut keys = keys.to_vec();
@@ -162,11 +167,88 @@ impl Gather<'_> {
             let Some(m) = p.body.as_deref().and_then(Marker::parse) else {
                 continue;
             };
-            if keys.contains(&m.task) {
-                self.tend(&p, &m, &mut night).await;
+            match m.issue {
+                Some(n) if issues_read && !night.issues.iter().any(|i| i.number == n) => {
+                    self.stop(&p, &m, n, &mut night).await;
+                }
+                _ if tending && keys.contains(&m.task) => self.tend(&p, &m, &mut night).await,
+                _ => {}
             }
         }
         night
+    }
+
+    /// Issue `n` is not among the open ones with the label: when it is closed or no
+    /// longer labelled (read again, to be sure), its task stops — its pull request `p`
+    /// is closed with a comment saying why (the marker saying fanout closed it: should
+    /// the issue come back, so does a pull request) and its branch deleted.
+    async fn stop(&self, p: &PullRequest, m: &Marker, n: u64, night: &mut NightInputs) {
+        let label = self.settings.issue_label.as_deref().unwrap_or_default();
+        let why = match self.github.issue_state(n).await {
+            Ok(s) if !s.open => format!("issue #{n} was closed"),
+            Ok(s) if !s.labels.iter().any(|l| l == label) => {
+                format!("issue #{n} is no longer labelled `{label}`")
+            }
+            Ok(_) => return,
+            Err(e) => {
+                night
+                    .notes
+                    .push(format!("#{}: issue #{n} not read: {e}", p.number));
+                return;
+            }
+        };
+        let text = format!(
+            "Closed by fanout: {why}, so its task stops. The branch `{}` is deleted.",
+            p.head.branch
+        );
+        let closed = Marker {
+            stale: true,
+            ..m.clone()
+        };
+        let body = stable::with_marker(
+            stable::without_marker(p.body.as_deref().unwrap_or_default()),
+            &closed,
+        );
+        let done = match self.github.comment(p.number, &text).await {
+            Ok(()) => self.github.close_with_body(p.number, &body).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
+            night
+                .notes
+                .push(format!("#{} not closed ({why}): {e}", p.number));
+            return;
+        }
+        let gone = Lease::deletion(&p.head.branch, claimed(m), owner(m));
+        let kept = match self.push_lease(gone).await {
+            Ok(PushResult::Refused(why)) | Err(why) => format!("; branch kept: {why}"),
+            Ok(_) => String::new(),
+        };
+        night.settled.push(Settled {
+            key: m.task.clone(),
+            pr: p.number,
+            what: format!("closed: {why}{kept}"),
+        });
+    }
+
+    /// Push one lease from the repository.
+    async fn push_lease(&self, lease: Lease) -> Result<PushResult, String> {
+        let (dir, push, token) = (
+            self.repo_dir.to_owned(),
+            self.push.clone(),
+            self.token.map(str::to_owned),
+        );
+        let branch = lease.branch.clone();
+        let pushed = tokio::task::spawn_blocking(move || {
+            let repo = crate::repo::open(&dir).map_err(|e| e.message().to_owned())?;
+            super::push::push(&repo, &push, token.as_deref(), std::slice::from_ref(&lease))
+        })
+        .await
+        .map_err(|_| "the push failed".to_owned())??;
+        Ok(pushed
+            .into_values()
+            .next()
+            .unwrap_or(PushResult::Refused(format!("{branch} not pushed"))))
     }
 
     /// Open issues with `label`, most recent title and body, ranked by priority.
@@ -228,11 +310,7 @@ impl Gather<'_> {
                     return;
                 }
                 Ok(Rebased::Conflict(paths)) if !paths.is_empty() => {
-                    let shown: Vec<String> = paths
-                        .iter()
-                        .take(20)
-                        .map(|f| format!("`{}`", one_line(f, 200)))
-                        .collect();
+                    let shown: Vec<String> = paths.iter().take(20).map(|f| code(f, 200)).collect();
                     need.why.push_str(&format!(" in {}", shown.join(", ")));
                     need.detail.push_str(&format!(
                         "\nThese files conflict: {}. Make the change again on `{}` as it is now.",
@@ -309,7 +387,7 @@ impl Gather<'_> {
         if failed.is_empty() {
             return Ok(None);
         }
-        let names: Vec<String> = failed.iter().map(|c| one_line(&c.name, 80)).collect();
+        let names: Vec<String> = failed.iter().map(|c| code(&c.name, 80)).collect();
         let mut detail = Vec::new();
         for c in &failed {
             detail.push(self.describe(c).await);
@@ -319,11 +397,7 @@ impl Gather<'_> {
             why: format!(
                 "check{} {} failed",
                 if names.len() == 1 { "" } else { "s" },
-                names
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                names.join(", ")
             ),
             detail: detail.join("\n\n"),
         }))
@@ -332,8 +406,8 @@ impl Gather<'_> {
     /// A failed check: its name and conclusion, what it said, the end of its job's log.
     async fn describe(&self, c: &CheckRun) -> String {
         let mut text = format!(
-            "Check `{}`: {}",
-            one_line(&c.name, 80),
+            "Check {}: {}",
+            code(&c.name, 80),
             c.conclusion.as_deref().unwrap_or("failed")
         );
         for part in [&c.output.title, &c.output.summary, &c.output.text]
@@ -448,25 +522,16 @@ impl Gather<'_> {
             branch: p.head.branch.clone(),
             local: new,
             base,
-            owner: Owner {
-                run_id: m.run.clone(),
-                worker: None,
-            },
-            claimed: m.pushed().iter().filter_map(|c| c.parse().ok()).collect(),
+            owner: owner(m),
+            claimed: claimed(m),
             delete: false,
         };
-        let (dir, push, token) = (
-            self.repo_dir.to_owned(),
-            self.push.clone(),
-            self.token.map(str::to_owned),
-        );
-        let pushed = tokio::task::spawn_blocking(move || {
-            let repo = crate::repo::open(&dir).map_err(|e| e.message().to_owned())?;
-            super::push::push(&repo, &push, token.as_deref(), std::slice::from_ref(&lease))
-        })
-        .await
-        .map_err(|_| "the push failed".to_owned())??;
-        if let Some(PushResult::Refused(why)) = pushed.into_values().next() {
+        let refused = match self.push_lease(lease).await {
+            Ok(PushResult::Refused(why)) | Err(why) => Some(why),
+            Ok(_) => None,
+        };
+        if let Some(why) = refused {
+            // Not pushed: the body goes back to what the branch holds.
             let old = p.body.as_deref().unwrap_or_default();
             let _ = self.github.set_pull_body(p.number, old).await;
             return Err(why);
@@ -482,6 +547,25 @@ impl Gather<'_> {
             pr: p.number,
             what: format!("rebased onto {onto}"),
         })
+    }
+}
+
+/// A name from GitHub (a check's, a path) in a code span it cannot close: one line,
+/// bounded, masked, its backticks made quotes.
+fn code(name: &str, max: usize) -> String {
+    format!("`{}`", one_line(name, max).replace('`', "'"))
+}
+
+/// The commits a pull request marked `m` says fanout pushed.
+fn claimed(m: &Marker) -> Vec<Oid> {
+    m.pushed().iter().filter_map(|c| c.parse().ok()).collect()
+}
+
+/// Whose branch a marked pull request's is.
+fn owner(m: &Marker) -> Owner {
+    Owner {
+        run_id: m.run.clone(),
+        worker: None,
     }
 }
 

@@ -451,6 +451,13 @@ impl FakeGitHub {
         self.lock().git_dir = Some(dir.to_owned());
     }
 
+    /// Branch protection's "require branches to be up to date before merging": a
+    /// pull request that merges cleanly but whose head lacks its base's tip is
+    /// `mergeable_state: behind`.
+    pub fn require_up_to_date(&self) {
+        self.lock().up_to_date_required = true;
+    }
+
     /// A check run finished on `head_sha` with `conclusion`, as a GitHub Actions
     /// job whose log is `log` (or another app's check, without a log, when `None`).
     /// Returns its id (the job's id too).
@@ -644,6 +651,7 @@ struct State {
     counter: u64,
     git_dir: Option<std::path::PathBuf>,
     check_runs: Vec<CheckRun>,
+    up_to_date_required: bool,
 }
 
 struct Reply {
@@ -739,6 +747,7 @@ impl State {
             counter: 0,
             git_dir: None,
             check_runs: Vec::new(),
+            up_to_date_required: false,
         }
     }
 
@@ -1158,6 +1167,15 @@ impl State {
             .expect("fake GitHub: run git merge-tree")
             .status;
         Some(status.success())
+    }
+
+    /// Whether `pr`'s head holds its base's tip.
+    fn up_to_date(&self, pr: &PullRequest) -> bool {
+        let (Some(head), Some(base)) = (self.tip(&pr.head_ref), self.tip(&pr.base_ref)) else {
+            return true;
+        };
+        self.git(&["merge-base", "--is-ancestor", &base, &head])
+            .is_some()
     }
 
     /// Merge pull request `pr` in the repository behind the fake, as GitHub's merge
@@ -2014,6 +2032,7 @@ impl State {
             set(&mut v, "mergeable", json!(mergeable));
             set(&mut v, "rebaseable", json!(mergeable));
             let state = match mergeable {
+                Some(true) if self.up_to_date_required && !self.up_to_date(pr) => "behind",
                 Some(true) => "clean",
                 Some(false) => "dirty",
                 None => "unknown",
