@@ -497,7 +497,11 @@ fn tasks_file(file: &ConfigFile, name: &str, text: &str) -> Result<Vec<TaskEntry
     }
     let wrapped = crate::config::list_text(text);
     let path = Path::new(name);
-    let located = |e: ConfigError| SettingsError::TasksFile(e.in_list(text).to_string());
+    let located = |e: ConfigError| {
+        let e = e.in_list(text);
+        let shown = e.snippet().map(|s| format!("\n{s}")).unwrap_or_default();
+        SettingsError::TasksFile(format!("{e}{shown}"))
+    };
     let parsed = crate::config::parse(&wrapped, path).map_err(located)?;
     let merged = ConfigFile {
         tasks: parsed.tasks,

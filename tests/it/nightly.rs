@@ -1196,3 +1196,99 @@ fn a_conflicting_pull_request_is_rebased() {
     assert_eq!(in_order(&r), ["unchanged", "unchanged"], "{err}");
     n.gh.assert_no_violations();
 }
+
+/// Tasks from a file (`--tasks-file`): a YAML list as `tasks:` holds them (ids and
+/// dependencies included), or one task a line; `-` reads standard input. A bad file
+/// names its line, column and item; `-t -` and `-t @file` say which flag they meant.
+#[test]
+fn tasks_come_from_a_file_or_standard_input() {
+    let t = TestEnv::new();
+    let plan = |args: &[&str], stdin: Option<&str>| {
+        let mut c = t.fanout(&[&["plan", "--json"], args].concat());
+        if let Some(text) = stdin {
+            c.stdin(std::process::Stdio::piped());
+            c.stdout(std::process::Stdio::piped());
+            c.stderr(std::process::Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            child.wait_with_output().unwrap()
+        } else {
+            c.output().unwrap()
+        }
+    };
+    let prompts = |out: &std::process::Output| -> Vec<(Option<String>, String, Vec<u64>)> {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["task"]["id"].as_str().map(str::to_owned),
+                    w["task"]["prompt"].as_str().unwrap().to_owned(),
+                    w["depends_on"]
+                        .as_array()
+                        .map(|d| d.iter().map(|x| x.as_u64().unwrap()).collect())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    t.write(
+        "tasks.yml",
+        "# tonight\n- {id: a, prompt: first}\n- {id: b, prompt: second, depends_on: [a]}\n- third\n",
+    );
+    let got = prompts(&plan(&["-w", "1", "--tasks-file", "tasks.yml"], None));
+    assert_eq!(
+        got,
+        [
+            (Some("a".into()), "first".into(), vec![]),
+            (Some("b".into()), "second".into(), vec![1]),
+            (None, "third".into(), vec![]),
+        ]
+    );
+    t.write(
+        "tasks.txt",
+        "fix the docs\n\n# not a task\nupdate: the deps\n",
+    );
+    let got = prompts(&plan(&["-w", "1", "--tasks-file", "tasks.txt"], None));
+    let texts: Vec<&str> = got.iter().map(|(_, p, _)| p.as_str()).collect();
+    assert_eq!(texts, ["fix the docs", "update: the deps"]);
+    let got = prompts(&plan(&["-w", "1", "--tasks-file", "-"], Some("one\ntwo\n")));
+    let texts: Vec<&str> = got.iter().map(|(_, p, _)| p.as_str()).collect();
+    assert_eq!(texts, ["one", "two"]);
+
+    t.write("bad.yml", "- {id: a, prompt: x}\n- {id: b, promt: y}\n");
+    let out = plan(&["--tasks-file", "bad.yml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--tasks-file bad.yml:2:")
+            && err.contains("key `[1].promt`: unknown field `promt`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("2 | - {id: b, promt: y}"),
+        "the line shown: {err}"
+    );
+    for (task, hint) in [
+        ("-", "--tasks-file -"),
+        ("@tasks.txt", "--tasks-file tasks.txt"),
+    ] {
+        let out = plan(&["-t", task], None);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(hint), "{task}: {err}");
+    }
+}
