@@ -49,13 +49,13 @@ pub fn stacks(members: &[Member], edges: &[(String, String)]) -> Vec<Vec<Member>
     }
     let mut out: Vec<Vec<Member>> = Vec::new();
     let mut roots: Vec<usize> = Vec::new();
-    for i in 0..n {
+    for (i, m) in members.iter().enumerate() {
         let r = root(&mut group, i);
         match roots.iter().position(|x| *x == r) {
-            Some(k) => out[k].push(members[i].clone()),
+            Some(k) => out[k].push(m.clone()),
             None => {
                 roots.push(r);
-                out.push(vec![members[i].clone()]);
+                out.push(vec![m.clone()]);
             }
         }
     }

@@ -587,6 +587,7 @@ mod snapshot_tests {
                 setup: Default::default(),
                 sandbox: Default::default(),
                 fail_on: Default::default(),
+                settled: Vec::new(),
             },
             totals: Totals::of(&results),
             results,
