@@ -93,33 +93,25 @@ mod tests {
     use super::*;
 
     fn plan(waves: &[usize]) -> Plan {
-        let yaml = "tasks: [x]\n";
-        let cfg = crate::config::parse(yaml, std::path::Path::new("fanout.yml")).unwrap();
-        let settings = crate::plan::settings::Settings::resolve(
-            &cfg,
-            std::path::Path::new("fanout.yml"),
-            &Default::default(),
-        )
-        .unwrap();
-        let base = crate::plan::Base {
-            requested: "HEAD".into(),
-            branch: None,
-            commit: "0".repeat(40),
-        };
-        let mut p = crate::plan::assign::build(&settings, base, "r");
-        let one = p.workers[0].clone();
-        p.workers = waves
+        let workers: Vec<Value> = waves
             .iter()
             .enumerate()
-            .flat_map(|(wave, n)| std::iter::repeat_n(wave as u32, *n))
+            .flat_map(|(wave, n)| std::iter::repeat_n(wave, *n))
             .enumerate()
-            .map(|(i, wave)| PlannedWorker {
-                id: i as u32 + 1,
-                wave,
-                ..one.clone()
+            .map(|(i, wave)| {
+                json!({"id": i + 1, "task": {"prompt": "x"}, "model": null, "agent": "a",
+                       "branch": format!("fanout/r/w{}-x", i + 1), "wave": wave})
             })
             .collect();
-        p
+        serde_json::from_value(json!({
+            "schema_version": 1, "run_id": "r", "concurrency": 1,
+            "base": {"requested": "HEAD", "branch": null, "commit": "0".repeat(40)},
+            "agent": {"name": "a", "adapter": "command", "program": "a", "args": []},
+            "limits": {"max_steps": 1, "budget_per_worker": null, "timeout_per_worker": null,
+                       "kill_grace": 1.0},
+            "exclude": [], "workers": workers,
+        }))
+        .unwrap()
     }
 
     fn sizes(chunks: &[Value]) -> Vec<usize> {

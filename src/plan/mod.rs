@@ -76,7 +76,20 @@ pub struct Plan {
     /// Tasks whose open pull request was settled before the night without an agent
     /// (rebased, left to people): not run tonight, said in the digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub settled: Vec<night::Settled>,
+    pub settled: Vec<Settled>,
+}
+
+/// A task whose open pull request was settled without an agent tonight (see
+/// [`night`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The task's key.
+    pub key: String,
+    /// Its pull request.
+    pub pr: u64,
+    /// What fanout did, in a phrase (`rebased onto main (abc1234)`, `left to people
+    /// after 3 tends (label fanout-stuck)`).
+    pub what: String,
 }
 
 /// A check, resolved.
@@ -161,10 +174,33 @@ pub struct Task {
     pub context: Option<String>,
     /// The issue this task comes from (`tasks_from: {issues: …}`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub issue: Option<night::IssueRef>,
+    pub issue: Option<IssueRef>,
     /// Why this task's open pull request runs again tonight (tending).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub tend: Option<night::TendNote>,
+    pub tend: Option<TendNote>,
+}
+
+/// Why a task's pull request is re-run tonight, as its task carries it (for the
+/// publish: the marker's count, the comment, the digest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TendNote {
+    /// The pull request.
+    pub pr: u64,
+    /// This tend's number.
+    pub attempt: u32,
+    /// Of at most.
+    pub max: u32,
+    /// Why, in a phrase.
+    pub why: String,
+}
+
+/// The issue a task comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IssueRef {
+    /// Its number.
+    pub number: u64,
+    /// Its title, one line, bounded (untrusted: for the pull request's title).
+    pub title: String,
 }
 
 /// One worker run.
@@ -193,15 +229,6 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Task {
-    /// The task's key, across runs: its `id`, else a slug of its prompt (its stable
-    /// branch is `<prefix>/<key>`).
-    pub fn key(&self) -> String {
-        match &self.id {
-            Some(id) => assign::slug(id, 48),
-            None => assign::slug(&self.prompt, 48),
-        }
-    }
-
     /// What the agent is asked: the prompt, then any [`Task::context`].
     pub fn agent_prompt(&self) -> String {
         self.with_context(self.prompt.clone())

@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Task;
+pub use super::{IssueRef, Settled, TendNote};
 
 /// Most characters of untrusted text quoted into one prompt.
 pub const QUOTE_LIMIT: usize = 12_000;
@@ -69,41 +70,6 @@ pub struct Tend {
     /// What the agent is shown, untrusted (check output, job log excerpts, the
     /// conflicting paths).
     pub detail: String,
-}
-
-/// A task whose open pull request was settled without an agent tonight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Settled {
-    /// The task's key.
-    pub key: String,
-    /// Its pull request.
-    pub pr: u64,
-    /// What fanout did, in a phrase (`rebased onto main (abc1234)`, `left to people
-    /// after 3 tends (label fanout-stuck)`).
-    pub what: String,
-}
-
-/// Why a task's pull request is re-run tonight, as its task carries it (for the
-/// publish: the marker's count, the comment, the digest).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TendNote {
-    /// The pull request.
-    pub pr: u64,
-    /// This tend's number.
-    pub attempt: u32,
-    /// Of at most.
-    pub max: u32,
-    /// Why, in a phrase.
-    pub why: String,
-}
-
-/// The issue a task comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IssueRef {
-    /// Its number.
-    pub number: u64,
-    /// Its title, one line, bounded (untrusted: for the pull request's title).
-    pub title: String,
 }
 
 /// The key of the task made from issue `number`.

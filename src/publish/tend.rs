@@ -19,7 +19,8 @@
 
 use git2::Oid;
 
-use super::github::{CheckRun, GitHub, PullRequest};
+use super::github::reads::CheckRun;
+use super::github::{GitHub, PullRequest};
 use super::push::{Lease, Owner, PushResult};
 use super::stable::{self, Marker, STUCK};
 use super::target::PushTo;

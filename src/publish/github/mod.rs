@@ -14,10 +14,8 @@
 //! point the real client at a loopback fake.
 
 pub mod auth;
-mod reads;
+pub mod reads;
 pub mod retry;
-
-pub use reads::{CheckRun, IssueState, PullState};
 
 use std::time::{Duration, Instant};
 
