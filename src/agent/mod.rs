@@ -660,6 +660,10 @@ mod tests {
             "MY_GITHUB_TOKEN",
             "GIT_DIR",
             "GIT_INDEX_FILE",
+            "GITHUB_OUTPUT",
+            "GITHUB_ENV",
+            "GITHUB_PATH",
+            "GITHUB_STATE",
         ] {
             assert!(is_scrubbed(name), "{name} should be scrubbed");
         }

@@ -99,6 +99,8 @@ pub fn main() -> ExitCode {
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
     let secrets = crate::secret::Secrets::take_from_env();
     crate::secret::make_undumpable();
+    // Under a GitHub Actions runner, nothing fanout prints may issue a workflow command.
+    crate::util::out::set_runner_reads_commands(crate::actions::outputs::in_actions());
     // A harvest child of a run: no flags to parse, no credentials to keep.
     if let Some(parent) = crate::run::harvest_process::started_as_child(std::env::args_os()) {
         drop(secrets);
@@ -147,7 +149,7 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
+        .with_writer(crate::util::out::TracingWriter)
         .try_init();
 }
 

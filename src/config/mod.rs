@@ -389,6 +389,11 @@ pub struct PublishConfig {
     pub title: Option<String>,
     /// Body template file (minijinja), relative to the repository root.
     pub body_template: Option<PathBuf>,
+    /// The body template's text, when it came with a plan rather than from a file
+    /// (`crate::plan::FaninSettings`); never read from fanout.yml.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub body_template_text: Option<String>,
     /// Least time between two API mutations (default 1 s).
     pub pace: Option<Seconds>,
     /// Least wait after a rate-limit answer without timing headers (default 60 s).
@@ -421,6 +426,12 @@ pub struct PublishConfig {
     /// the digest, and are published as pull requests are merged or closed.
     #[schemars(range(min = 1))]
     pub max_open: Option<u32>,
+    /// Publish branches that change `.github/workflows/`, `.github/actions/`, a root
+    /// `action.yml`/`action.yaml` or a `CODEOWNERS` file (default `false`: such a
+    /// branch is not pushed, and its reason says why). A push made with a GitHub App's
+    /// token runs the repository's CI, with its secrets, on what the agent wrote.
+    #[serde(default)]
+    pub allow_workflow_changes: bool,
 }
 
 /// When `run --publish` publishes the workers.

@@ -89,6 +89,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         sandbox: settings.sandbox,
         fail_on: settings.fail_on,
         settled: settings.settled.clone(),
+        fanin: None,
     };
     plan.schema_version = plan.version_needed();
     plan

@@ -66,7 +66,11 @@ pub fn gather_night(
         .build()
         .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
     runtime.block_on(async {
-        let (github, token) = prepared.api().connect().await?;
+        let scope = super::github::auth::Scope {
+            issues: true,
+            ci: true,
+        };
+        let (github, token) = prepared.api(scope).connect().await?;
         let gather = Gather {
             github: &github,
             repo_dir: &repo.workdir,

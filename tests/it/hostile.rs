@@ -37,7 +37,7 @@ use serde_json::Value;
 
 /// With the sandbox off, and with it required.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sandbox {
+pub(crate) enum Sandbox {
     Off,
     Required,
 }
@@ -171,7 +171,7 @@ fn fresh_token() -> String {
     )
 }
 
-fn json(out: &Output) -> Value {
+pub(crate) fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not JSON ({e}; {:?}):\n{}\n{}",
@@ -182,7 +182,7 @@ fn json(out: &Output) -> Value {
     })
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -276,14 +276,14 @@ impl UserState {
 
 /// `tests/support/git_http.py`: git's smart HTTP behind Basic auth on 127.0.0.1. Here it
 /// stands for the attacker's server: it logs every `user:password` it is sent.
-struct GitHttp {
+pub(crate) struct GitHttp {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
     log: PathBuf,
 }
 
 impl GitHttp {
-    fn start(t: &TestEnv, root: &Path) -> GitHttp {
+    pub(crate) fn start(t: &TestEnv, root: &Path) -> GitHttp {
         let log = root.join("credentials.log");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/git_http.py");
         let mut child = t
@@ -300,7 +300,7 @@ impl GitHttp {
         GitHttp { child, port, log }
     }
 
-    fn credentials(&self) -> String {
+    pub(crate) fn credentials(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -431,17 +431,17 @@ fn plant_sh(markers: &Path) -> String {
 
 /// A repository with a bare `origin`, a user branch `feature` holding unpushed work,
 /// an untracked file in the checkout, a `.bashrc` in HOME, and the helper programs.
-struct Arena {
-    t: TestEnv,
+pub(crate) struct Arena {
+    pub(crate) t: TestEnv,
     mode: Sandbox,
-    remote: PathBuf,
-    token: String,
+    pub(crate) remote: PathBuf,
+    pub(crate) token: String,
     markers: PathBuf,
     feature: String,
 }
 
 impl Arena {
-    fn new(mode: Sandbox) -> Arena {
+    pub(crate) fn new(mode: Sandbox) -> Arena {
         Self::with(mode, |_| {})
     }
 
@@ -478,7 +478,7 @@ impl Arena {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.t.root()
     }
 
@@ -489,7 +489,7 @@ impl Arena {
 
     /// Write the agent script (`body` after a common prelude) and fanout.yml; returns
     /// the config's path. `agent_yaml` goes under the agent's definition.
-    fn setup(&self, body: &str, agent_yaml: &str, extra_yaml: &str) -> String {
+    pub(crate) fn setup(&self, body: &str, agent_yaml: &str, extra_yaml: &str) -> String {
         let script = self.root().join("agent.sh");
         let prelude = format!(
             r#"#!/bin/sh
@@ -522,13 +522,13 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
 
     /// `fanout --config CFG ARGS…` with the token in fanout's environment (as in an
     /// Actions step that has it).
-    fn fanout(&self, cfg: &str, args: &[&str]) -> Command {
+    pub(crate) fn fanout(&self, cfg: &str, args: &[&str]) -> Command {
         let mut c = self.t.fanout(&["--config", cfg]);
         c.args(args).env("GITHUB_TOKEN", &self.token);
         c
     }
 
-    fn output(&self, cfg: &str, args: &[&str]) -> Output {
+    pub(crate) fn output(&self, cfg: &str, args: &[&str]) -> Output {
         let mut c = self.fanout(cfg, args);
         let child = c
             .stdout(Stdio::piped())
@@ -549,7 +549,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
     }
 
     /// `fanout run --json ARGS…`: its output and report.
-    fn run(&self, cfg: &str, args: &[&str]) -> (Output, Value) {
+    pub(crate) fn run(&self, cfg: &str, args: &[&str]) -> (Output, Value) {
         let mut all = vec!["run", "--json"];
         all.extend_from_slice(args);
         let out = self.output(cfg, &all);
@@ -558,7 +558,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
     }
 
     /// Every worker's log, for failure messages.
-    fn logs(&self, report: &Value) -> String {
+    pub(crate) fn logs(&self, report: &Value) -> String {
         let mut s = String::new();
         for r in report["results"].as_array().into_iter().flatten() {
             if let Some(p) = r["log_path"].as_str() {
@@ -599,7 +599,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
         std::fs::read_to_string(done).unwrap_or_else(|_| "killed before it acted".into())
     }
 
-    fn remote_refs(&self) -> BTreeMap<String, String> {
+    pub(crate) fn remote_refs(&self) -> BTreeMap<String, String> {
         self.t
             .git_in(
                 self.root(),
@@ -749,7 +749,7 @@ echo "work of worker $FANOUT_WORKER_ID" > "hostile-$FANOUT_WORKER_ID.txt"
     }
 }
 
-fn run_id(report: &Value) -> String {
+pub(crate) fn run_id(report: &Value) -> String {
     report["run_id"].as_str().unwrap().to_owned()
 }
 

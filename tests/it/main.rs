@@ -13,6 +13,8 @@ mod fake_github;
 #[path = "../support/fake_release.rs"]
 #[allow(dead_code)] // a shared test library: each area uses part of it
 mod fake_release;
+#[path = "../support/runner_commands.rs"]
+mod runner_commands;
 
 mod act;
 mod adapters;
@@ -27,7 +29,9 @@ mod fake_github_api;
 mod findings;
 mod first_contact;
 mod fuzz_corpus;
+#[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
+mod hostile_ci;
 mod init;
 mod install;
 mod limits;
