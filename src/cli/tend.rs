@@ -45,7 +45,14 @@ pub fn tend(ctx: &Context, args: &TendArgs, secrets: &Secrets) -> Result<i32, Cl
     let settings = ctx.resolve(&file, &path, &args.plan, true, None)?;
     let record = push_record(&repo, settings.publish_remote.clone());
     let flags = args.publish.flags(secrets);
-    let night = crate::ops::tend::night(&repo, &file, &settings, &flags, Some(&record))?;
+    let night = if crate::ops::tend::wanted(&file, &flags) {
+        crate::ops::tend::night(&repo, &file, &settings, &flags, Some(&record))?
+    } else {
+        errln!(
+            "fanout: tend: nothing to read before the night (no tasks_from, and no stable branches with tending: publish.branch, --branch, tend.max_attempts)"
+        );
+        Default::default()
+    };
     for note in &night.notes {
         errln!("fanout: warning: {note}");
     }

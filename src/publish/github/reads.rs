@@ -143,7 +143,8 @@ impl GitHub {
                 "/issues?state=open&labels={}&sort=created&direction=asc&per_page=100&page={page}",
                 encode(label)
             ));
-            let v = self.request(Verb::Get, &path, None, true).await?;
+            // An extra: a token without `issues: read` is refused here, not for publishing.
+            let v = self.request_as(Verb::Get, &path, None, true, true).await?;
             let issues: Vec<Issue> =
                 serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issues: {e}")))?;
             let last = issues.len() < 100;
@@ -168,7 +169,8 @@ impl GitHub {
             "/commits/{}/check-runs?filter=latest&per_page=100",
             encode(sha)
         ));
-        let v = self.request(Verb::Get, &path, None, true).await?;
+        // An extra: a token without `checks: read` is refused here, not for publishing.
+        let v = self.request_as(Verb::Get, &path, None, true, true).await?;
         let runs: CheckRuns =
             serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("check runs: {e}")))?;
         Ok(runs.check_runs)
