@@ -847,6 +847,13 @@ impl ConfigFile {
     /// agent names, prices. (Agent definitions and `copy:` globs are checked by the
     /// stages that own them, when the settings read the file.)
     pub fn check(&self) -> Result<(), Problem> {
+        if self.publish.max_open == Some(0) {
+            return Err(Problem::at(
+                vec![key("publish"), key("max_open")],
+                "expected 1 or more: at most this many of fanout's pull requests are open",
+            )
+            .in_value());
+        }
         for name in self.agents.keys() {
             if !is_agent_name(name) {
                 return Err(Problem::at(
@@ -1195,6 +1202,30 @@ mod tests {
             e.starts_with("fanout.yml:2:23: key `parallel_runs.timeout_per_worker`: expected a duration like 90s, 10m, 1h30m or 2d, found \"10 minutes later\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn nightly_keys_parse_and_a_cap_of_zero_is_refused() {
+        let cfg = parse(
+            "tasks_from:\n  issues: {label: fanout, priority: [P0]}\ntend: {max_attempts: 5}\npublish: {max_open: 2}\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        let issues = cfg.tasks_from.unwrap().issues.unwrap();
+        assert_eq!(
+            (issues.label.as_str(), issues.priority.len()),
+            ("fanout", 1)
+        );
+        assert_eq!(cfg.tend.max_attempts(), 5);
+        assert_eq!(TendConfig::default().max_attempts(), 3);
+        assert_eq!(cfg.publish.max_open, Some(2));
+        let e = err("publish:\n  max_open: 0\n").to_string();
+        assert!(
+            e.starts_with("fanout.yml:2:13: key `publish.max_open`: expected 1 or more"),
+            "{e}"
+        );
+        let e = err("tasks_from:\n  issues: {lable: x}\n").to_string();
+        assert!(e.contains("unknown field `lable`"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! commit. A plan is pure data (serializable, portable: no paths of this machine), so
 //! `fanout plan --json` can print it and matrix mode can ship it to other runners.
 //!
-//! This stage turns the file and the flags into [`settings::Settings`] (validated,
+//! This stage turns the file and the flags (and tonight's inputs from GitHub, as
+//! data: [`night`]) into [`settings::Settings`] (validated,
 //! with the checks later stages own: agent definitions, `copy:` globs), orders tasks
 //! by their dependencies ([`deps`]; findings passed between tasks and posted:
 //! [`findings`]), assigns tasks and models to workers

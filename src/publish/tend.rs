@@ -683,3 +683,32 @@ fn replay(
         .map_err(git)?;
     Ok(Ok((commit, new_tree)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_log_is_cut_to_its_last_meaningful_lines() {
+        let mut log = String::from("2026-01-01T00:00:00.0000000Z ##[group]Run cargo test\n");
+        for i in 0..100 {
+            log.push_str(&format!("2026-01-01T00:00:01.0000000Z line {i}\n"));
+        }
+        log.push_str("2026-01-01T00:00:02.0000000Z ##[endgroup]\n\nerror: boom\n");
+        let excerpt = log_excerpt(&log);
+        let lines: Vec<&str> = excerpt.lines().collect();
+        assert_eq!(lines.len(), LOG_LINES);
+        assert_eq!(lines.last(), Some(&"error: boom"));
+        assert_eq!(lines[0], "line 41");
+        assert!(
+            !excerpt.contains("##[") && !excerpt.contains("2026-"),
+            "{excerpt}"
+        );
+    }
+
+    #[test]
+    fn names_from_github_cannot_close_their_code_span() {
+        assert_eq!(code("lint` <b>@everyone", 80), "`lint' <b>@everyone`");
+        assert_eq!(code("a\nb", 80), "`a`");
+    }
+}
