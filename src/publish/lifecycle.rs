@@ -1038,6 +1038,8 @@ mod tests {
                 vec![]
             },
             merged_at: merged.then(|| "2026-01-01T00:00:00Z".into()),
+            mergeable: None,
+            mergeable_state: None,
         }
     }
 

@@ -406,13 +406,17 @@ impl FakeGitHub {
 
     /// A human closes issue `number`.
     pub fn close_issue(&self, number: u64) {
+        self.edit_issue(number, |i| i.state = "closed".into());
+    }
+
+    fn edit_issue(&self, number: u64, edit: impl FnOnce(&mut Issue)) {
         let mut s = self.lock();
-        let issue = s
-            .issues
-            .iter_mut()
-            .find(|i| i.number == number)
-            .expect("an issue");
-        issue.state = "closed".into();
+        edit(
+            s.issues
+                .iter_mut()
+                .find(|i| i.number == number)
+                .expect("an issue"),
+        );
     }
 
     /// Current issues (pull requests not included).
@@ -439,13 +443,9 @@ impl FakeGitHub {
 
     /// Someone sets issue `number`'s labels.
     pub fn set_issue_labels(&self, number: u64, labels: &[&str]) {
-        let mut s = self.lock();
-        let issue = s
-            .issues
-            .iter_mut()
-            .find(|i| i.number == number)
-            .expect("an issue");
-        issue.labels = labels.iter().map(|l| (*l).to_owned()).collect();
+        self.edit_issue(number, |i| {
+            i.labels = labels.iter().map(|l| (*l).to_owned()).collect()
+        });
     }
 
     /// The repository behind the fake, a bare git repository: with it, a pull

@@ -203,18 +203,11 @@ fn a_300_task_plan_with_a_dependent_is_cut_into_valid_matrices() {
     let cfg = t.fake_config(&[], &tasks);
     let out_file = t.root().join("gh-output");
     let plan_file = t.root().join("plan.json");
-    let out = t
-        .fanout(&["--config", cfg.to_str().unwrap(), "plan", "--plan-file"])
-        .arg(&plan_file)
-        .arg("--github-output")
-        .env("GITHUB_OUTPUT", &out_file)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        t.fanout(&["--config", cfg.to_str().unwrap(), "plan", "--plan-file"])
+            .arg(&plan_file)
+            .arg("--github-output")
+            .env("GITHUB_OUTPUT", &out_file),
     );
     let o = outputs(&out_file);
     assert_eq!((o["count"].as_str(), o["chunks"].as_str()), ("301", "3"));

@@ -642,37 +642,39 @@ fn a_403_on_labels_does_not_stop_publishing() {
 
 /// `run --publish` exits 4 too when GitHub cannot be reached, after printing the run's
 /// table: the run's work is done and kept, only publishing failed.
+/// `fanout run -q --publish` of an agent that writes a file, the config's `extra`
+/// settings after its own, publishing to the API at `api` with the token; `args` after.
+fn run_publishing(t: &TestEnv, extra: &str, api: &str, args: &[&str]) -> std::process::Output {
+    t.bare_origin();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n{extra}",
+        t.worktrees.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let mut all = vec!["--config", cfg, "run", "-q", "--publish"];
+    all.extend(["--repo", "octo/demo", "--api-url", api]);
+    all.extend_from_slice(args);
+    t.fanout(&all).env("GITHUB_TOKEN", TOKEN).output().unwrap()
+}
+
 #[test]
 fn run_publish_exits_4_when_github_cannot_be_reached() {
     let t = TestEnv::new();
-    t.bare_origin();
-    let cfg = t.config(&format!(
-        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n",
-        t.worktrees.display()
-    ));
     let api = refused_api();
-    let out = t
-        .fanout(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "-q",
+    let out = run_publishing(
+        &t,
+        "",
+        &api,
+        &[
             "-w",
             "1",
-            "--publish",
-            "--repo",
-            "octo/demo",
-            "--api-url",
-            &api,
             "--max-attempts",
             "2",
             "--server-error-backoff",
             "0.05",
             "Improve the docs",
-        ])
-        .env("GITHUB_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
@@ -1522,35 +1524,24 @@ fn silent_api() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 #[test]
 fn as_ready_publishing_that_stopped_is_not_tried_again_at_the_end_of_the_run() {
     let t = TestEnv::new();
-    t.bare_origin();
-    let cfg = t.config(&format!(
-        "parallel_runs:\n  agent: sh\n  workers: 2\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\npublish:\n  when: as-ready\n",
-        t.worktrees.display()
-    ));
     let (api, connections) = silent_api();
-    let out = t
-        .fanout(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "-q",
+    let out = run_publishing(
+        &t,
+        "publish:\n  when: as-ready\n",
+        &api,
+        &[
+            "-w",
+            "2",
             "-t",
             "one",
             "-t",
             "two",
-            "--publish",
-            "--repo",
-            "octo/demo",
-            "--api-url",
-            &api,
             "--max-attempts",
             "1",
             "--request-timeout",
             "1s",
-        ])
-        .env("GITHUB_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        ],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("publishing as ready stopped"), "{stderr}");

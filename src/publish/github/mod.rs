@@ -108,6 +108,14 @@ pub struct PullRequest {
     /// When it was merged (`None`: not merged).
     #[serde(default)]
     pub merged_at: Option<String>,
+    /// Whether it merges cleanly into its base: only `pulls/get` says (`None`: not
+    /// asked, or GitHub is still computing it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mergeable: Option<bool>,
+    /// `clean`, `dirty` (conflicts), `behind`, `unstable`, `blocked`, `unknown`: only
+    /// `pulls/get` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mergeable_state: Option<String>,
 }
 
 /// An issue, as much as fanout reads of it.

@@ -10,34 +10,12 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiError, GitHub, Issue, Label, PullRequest, Verb, encode};
+use super::{ApiError, GitHub, Issue, PullRequest, Verb, encode};
 
 /// Most pages of open pull requests read (100 each).
 const MAX_PAGES: u32 = 10;
 /// Most bytes of a job's log read: its end.
 pub const LOG_TAIL: usize = 64 * 1024;
-
-/// A pull request's state as `pulls/get` tells it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct PullState {
-    /// Its number.
-    pub number: u64,
-    /// `open` or `closed`.
-    pub state: String,
-    /// Whether it merges cleanly into its base (`None`: GitHub is still computing it).
-    #[serde(default)]
-    pub mergeable: Option<bool>,
-    /// `clean`, `dirty` (conflicts), `unstable`, `blocked`, `unknown`, …
-    #[serde(default)]
-    pub mergeable_state: Option<String>,
-    /// Its head.
-    pub head: super::BranchRef,
-    /// Its base.
-    pub base: super::BranchRef,
-    /// Labels.
-    #[serde(default)]
-    pub labels: Vec<Label>,
-}
 
 /// A check run on a commit.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -115,49 +93,52 @@ struct CheckRuns {
 }
 
 impl GitHub {
-    /// Every open pull request of the repository (the first 1000, newest first).
-    pub async fn list_open_pulls(&self) -> Result<Vec<PullRequest>, ApiError> {
+    /// Every item of a listing, page by page (100 each, at most [`MAX_PAGES`]):
+    /// `query` is the listing's path and query, `&page=N` added; `extra`: a 403 does
+    /// not stop publishing.
+    async fn every_page<T: serde::de::DeserializeOwned>(
+        &self,
+        query: &str,
+        extra: bool,
+    ) -> Result<Vec<T>, ApiError> {
         let mut all = Vec::new();
         for page in 1..=MAX_PAGES {
-            let path = self.repo_path(&format!(
-                "/pulls?state=open&sort=created&direction=desc&per_page=100&page={page}"
-            ));
-            let v = self.request(Verb::Get, &path, None, true).await?;
-            let pulls: Vec<PullRequest> =
-                serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pulls: {e}")))?;
-            let last = pulls.len() < 100;
-            all.extend(pulls);
+            let path = self.repo_path(&format!("{query}&per_page=100&page={page}"));
+            let v = self.request_as(Verb::Get, &path, None, true, extra).await?;
+            let items: Vec<T> =
+                serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("{query}: {e}")))?;
+            let last = items.len() < 100;
+            all.extend(items);
             if last {
                 break;
             }
         }
         Ok(all)
+    }
+
+    /// Every open pull request of the repository (the first 1000, newest first).
+    pub async fn list_open_pulls(&self) -> Result<Vec<PullRequest>, ApiError> {
+        self.every_page("/pulls?state=open&sort=created&direction=desc", false)
+            .await
     }
 
     /// Open issues labelled `label` (the first 1000, oldest first), pull requests
-    /// left out.
+    /// left out. An extra: a token without `issues: read` is refused here, not for
+    /// publishing.
     pub async fn list_labelled_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
-        let mut all = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let path = self.repo_path(&format!(
-                "/issues?state=open&labels={}&sort=created&direction=asc&per_page=100&page={page}",
-                encode(label)
-            ));
-            // An extra: a token without `issues: read` is refused here, not for publishing.
-            let v = self.request_as(Verb::Get, &path, None, true, true).await?;
-            let issues: Vec<Issue> =
-                serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("issues: {e}")))?;
-            let last = issues.len() < 100;
-            all.extend(issues.into_iter().filter(|i| i.pull_request.is_none()));
-            if last {
-                break;
-            }
-        }
-        Ok(all)
+        let query = format!(
+            "/issues?state=open&labels={}&sort=created&direction=asc",
+            encode(label)
+        );
+        let all: Vec<Issue> = self.every_page(&query, true).await?;
+        Ok(all
+            .into_iter()
+            .filter(|i| i.pull_request.is_none())
+            .collect())
     }
 
-    /// One pull request's state, mergeability included.
-    pub async fn pull_state(&self, number: u64) -> Result<PullState, ApiError> {
+    /// One pull request, with its mergeability.
+    pub async fn pull_state(&self, number: u64) -> Result<PullRequest, ApiError> {
         let path = self.repo_path(&format!("/pulls/{number}"));
         let v = self.request(Verb::Get, &path, None, true).await?;
         serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
