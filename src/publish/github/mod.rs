@@ -655,7 +655,12 @@ impl GitHub {
 
     /// Close a pull request (without merging it).
     pub async fn close_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
-        let payload = serde_json::json!({"state": "closed"});
+        self.patch_pull(number, serde_json::json!({"state": "closed"}))
+            .await
+    }
+
+    /// Change a pull request: `payload` is `pulls/update`'s body.
+    async fn patch_pull(&self, number: u64, payload: Value) -> Result<PullRequest, ApiError> {
         let v = self
             .request(
                 Verb::Patch,
@@ -778,16 +783,8 @@ impl GitHub {
         title: &str,
         body: &str,
     ) -> Result<PullRequest, ApiError> {
-        let payload = serde_json::json!({"title": title, "body": body});
-        let v = self
-            .request(
-                Verb::Patch,
-                &self.repo_path(&format!("/pulls/{number}")),
-                Some(&payload),
-                true,
-            )
-            .await?;
-        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
+        self.patch_pull(number, serde_json::json!({"title": title, "body": body}))
+            .await
     }
 
     /// Add labels to an issue or pull request.

@@ -8,7 +8,6 @@
 //! fetched without the token, its tail only (`Range`), bounded.
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{ApiError, GitHub, Issue, PullRequest, Verb, encode};
 
@@ -223,18 +222,6 @@ impl GitHub {
     pub async fn set_pull_body(&self, number: u64, body: &str) -> Result<PullRequest, ApiError> {
         self.patch_pull(number, serde_json::json!({ "body": body }))
             .await
-    }
-
-    async fn patch_pull(&self, number: u64, payload: Value) -> Result<PullRequest, ApiError> {
-        let v = self
-            .request(
-                Verb::Patch,
-                &self.repo_path(&format!("/pulls/{number}")),
-                Some(&payload),
-                true,
-            )
-            .await?;
-        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
     }
 }
 
