@@ -10,7 +10,8 @@
 //!
 //! A worker whose pull request depends on other workers waits for the end of the run:
 //! one of several workers of a task under `select: best` (the winner is known only
-//! then), and one of several workers sharing a stable branch. A worker whose early
+//! then), one of several workers sharing a stable branch, and (stable branches) the
+//! tasks of a stack. A worker whose early
 //! publishing failed is published again at the end of the run — unless publishing
 //! stopped (GitHub unreachable, the credentials rejected, the publish deadline
 //! passed): then the end of the run sends nothing more ([`Early::stopped`]), so the
@@ -190,7 +191,9 @@ impl AsReady {
 }
 
 /// Whether worker `id`'s pull request depends on no other worker of `plan`: it shares
-/// its task with none under `select: best`, nor (stable branches) its branch.
+/// its task with none under `select: best`, nor (stable branches) its branch, nor is
+/// it part of a stack (stable branches: a task that depends on another, or that
+/// another depends on).
 pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
     let Some(w) = plan.workers.iter().find(|w| w.id == id) else {
         return false;
@@ -201,6 +204,17 @@ pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
         return false;
     }
     if mode == BranchMode::Stable {
+        // A stack's pull requests are based on, and list, each other: published together.
+        let linked = !w.task.depends_on.is_empty()
+            || others().any(|o| {
+                w.task
+                    .id
+                    .as_ref()
+                    .is_some_and(|id| o.task.depends_on.contains(id))
+            });
+        if linked {
+            return false;
+        }
         let Ok(branches) = super::stable::branches(plan) else {
             return false;
         };
@@ -243,6 +257,19 @@ mod tests {
             assert!(stands_alone(&p, BranchMode::Stable, id));
         }
         assert!(!stands_alone(&p, BranchMode::PerRun, 3), "not in the plan");
+    }
+
+    #[test]
+    fn a_stack_waits_for_the_end_on_stable_branches() {
+        let p = plan(
+            "[{id: a, prompt: a}, {id: b, prompt: b, depends_on: [a]}, c]",
+            3,
+            false,
+        );
+        assert!(!stands_alone(&p, BranchMode::Stable, 1), "a dependency");
+        assert!(!stands_alone(&p, BranchMode::Stable, 2), "a dependent");
+        assert!(stands_alone(&p, BranchMode::Stable, 3));
+        assert!(stands_alone(&p, BranchMode::PerRun, 2));
     }
 
     #[test]
