@@ -836,6 +836,38 @@ fn a_three_task_stack_is_based_linked_and_retargeted_after_the_bottom_merges() {
     n.gh.assert_no_violations();
 }
 
+/// A dependency's pull request a person closes without merging: the next night the
+/// dependent's pull request is based on `main` and its body says that the closed
+/// change is in it too (its diff holds both).
+#[test]
+fn a_dependent_says_so_when_its_dependency_is_closed_unmerged() {
+    let mut n = Nights::keyed(
+        "tasks:\n  - {id: a, prompt: 'a: the parser'}\n  - {id: b, prompt: 'b: the checker', depends_on: [a]}\npublish:\n  branch: stable\n",
+    );
+    let outs = [("a", "a 1"), ("b", "b 1")];
+    let (r, err) = n.keyed_night(&outs);
+    assert_eq!(in_order(&r), ["created", "created"], "{err}");
+    let (a, b) = (n.pull_of("fanout/a").number, n.pull_of("fanout/b").number);
+    assert_eq!(diff_of(&n, b).0, "fanout/a");
+
+    n.gh.close_pull(a);
+    let (r, err) = n.keyed_night(&outs);
+    assert_eq!(in_order(&r)[0], "skipped", "{err}");
+    let pr = n.pull_of_open("fanout/b");
+    assert_eq!(pr.base_ref, "main", "{err}");
+    let body = pr.body.unwrap();
+    assert!(
+        body.contains(&format!(
+            "It depends on `a`, whose pull request #{a} was closed without merging: that change is in this pull request too."
+        )),
+        "{body}"
+    );
+    let (_, mut files) = diff_of(&n, b);
+    files.sort();
+    assert_eq!(files, ["a.txt", "b.txt"]);
+    n.gh.assert_no_violations();
+}
+
 /// `publish.max_open: 2` with five successes: two pull requests open, three wait in
 /// the queue the digest shows; merging one opens the next in the tasks' order.
 #[test]
