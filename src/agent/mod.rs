@@ -664,6 +664,7 @@ mod tests {
             "GITHUB_ENV",
             "GITHUB_PATH",
             "GITHUB_STATE",
+            "GITHUB_STEP_SUMMARY",
         ] {
             assert!(is_scrubbed(name), "{name} should be scrubbed");
         }
@@ -673,7 +674,6 @@ mod tests {
             "OPENAI_API_KEY",
             "ANTHROPIC_API_KEY",
             "GITHUB_REPOSITORY",
-            "GITHUB_STEP_SUMMARY",
             "FANOUT_RESULT",
         ] {
             assert!(!is_scrubbed(name), "{name} should pass");

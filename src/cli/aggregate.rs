@@ -16,7 +16,7 @@ use crate::ops::matrix::{
 };
 use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
-use crate::util::out::out;
+use crate::util::out::{errln, out};
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -68,6 +68,12 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
             in_actions: crate::actions::outputs::in_actions(),
         },
     )?;
+    if let (Some(config), Some(_)) = (&ctx.config, &plan.fanin) {
+        errln!(
+            "fanout: warning: --config {} is not read: the plan carries the settings the plan job read at the base commit",
+            config.display()
+        );
+    }
     let flags = args.publish.then(|| args.publish_args.flags(secrets));
     let after = AggregateAfter {
         integrate: args.integrate,

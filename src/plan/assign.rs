@@ -87,6 +87,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         setup: settings.setup.clone(),
         select: settings.select,
         sandbox: settings.sandbox,
+        hidden: settings.hidden.clone(),
         fail_on: settings.fail_on,
         settled: settings.settled.clone(),
         fanin: None,

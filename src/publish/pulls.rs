@@ -131,8 +131,14 @@ pub fn verify(
 ) -> Result<Lease, String> {
     let plan = &report.plan;
     let first = plan.workers.first().ok_or("the plan has no worker")?;
+    // `<prefix>/<run-id>/`, the prefix never empty: a branch of the user's (`release/1.0`)
+    // is in no run's namespace, whatever a forged plan names.
     let namespace = match first.branch.rsplit_once('/') {
-        Some((ns, _)) if ns.ends_with(&format!("/{}", plan.run_id)) || ns == plan.run_id => {
+        Some((ns, _))
+            if ns
+                .strip_suffix(&format!("/{}", plan.run_id))
+                .is_some_and(|prefix| !prefix.is_empty()) =>
+        {
             format!("{ns}/")
         }
         _ => {

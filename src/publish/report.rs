@@ -368,6 +368,29 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
     }
 }
 
+/// For a run's report read back from disk: stable branches (`<prefix>/<task>`, in no
+/// run's namespace) are published only under the prefix this repository's
+/// configuration names (`branch_prefix:`, else `fanout`), never one a forged plan names
+/// (`release/1.0` from the prefix `release`).
+pub fn check_stable_prefix(
+    file: &ConfigFile,
+    args: &PublishFlags,
+    report: &RunReport,
+) -> Result<(), Failure> {
+    if branch_mode(args.branch.or(file.publish.branch)) != BranchMode::Stable {
+        return Ok(());
+    }
+    let configured = file.branch_prefix.as_deref().unwrap_or("fanout");
+    match super::stable::prefix(&report.plan) {
+        Some(p) if p == configured => Ok(()),
+        found => Err(Failure::Fatal(format!(
+            "run {}: its branches' prefix {:?} is not this repository's branch_prefix {configured:?}; stable branches are published only under the configured prefix (nothing was pushed)",
+            report.run_id,
+            found.unwrap_or_default()
+        ))),
+    }
+}
+
 /// The branch mode asked for, else `stable` in a scheduled workflow, else `per-run`.
 fn branch_mode(asked: Option<BranchMode>) -> BranchMode {
     asked.unwrap_or_else(|| {
@@ -438,7 +461,8 @@ impl Api<'_> {
             .await
             .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
             .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
-        if self.in_actions {
+        // A personal token was masked when it was read; an App's installation token is new.
+        if self.in_actions && matches!(t.credentials, Credentials::App { .. }) {
             command!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);

@@ -8,10 +8,11 @@
 //! The push URL is never read from the repository's configuration at publish time (an
 //! agent may have rewritten `remote.origin.url`, a `pushurl` or an `insteadOf`):
 //! - `--remote URL` on the publishing command line: that URL, as given;
-//! - `publish.remote` spelling a URL: that URL — in GitHub Actions only on
-//!   `$GITHUB_SERVER_URL`'s host: a config file never sends the token elsewhere (a
-//!   matrix run's aggregate takes its settings from the plan, but the rule holds for
-//!   every command);
+//! - `publish.remote` spelling a URL (recorded when the run started): that URL, only on
+//!   the GitHub server's host (`$GITHUB_SERVER_URL`, else the API's web host) for an
+//!   https one: neither a config file nor a run's record (which an unsandboxed agent
+//!   that read the record key can forge) ever sends the token elsewhere; an ssh or
+//!   local one carries no token;
 //! - otherwise the remote named by `--remote NAME`, `publish.remote` or `origin`, as
 //!   recorded when the run started ([`PushRecord`], in the run's journal):
 //!   - an https (or http) remote → `https://<server>/<owner>/<repo>.git`, the server
@@ -190,8 +191,8 @@ pub fn push_to(i: PushInputs<'_>) -> Result<PushTo, String> {
     if !is_remote_name(name) {
         let to = as_given(name, "publish.remote")?;
         return match &to {
-            PushTo::Https(url) if i.in_actions && !same_origin(url, i.server_url) => Err(format!(
-                "publish.remote {name:?}: in GitHub Actions fanout sends the token only to $GITHUB_SERVER_URL ({}), never to a host a config file names; to push elsewhere, pass --remote URL on the command line",
+            PushTo::Https(url) if !same_origin(url, i.server_url) => Err(format!(
+                "publish.remote {name:?}: fanout sends the token only to the GitHub server ({}), never to a host a config file or a run's record names; to push elsewhere, pass --remote URL on the command line",
                 i.server_url
             )),
             _ => Ok(to),
@@ -408,21 +409,23 @@ mod tests {
     }
 
     #[test]
-    fn in_actions_a_config_names_no_other_host_for_the_token() {
+    fn a_config_or_record_names_no_other_host_for_the_token() {
         let url = record(&[], Some("https://github.com/octo/demo.git"));
-        // In Actions, a config names no other host for the token; a flag may.
+        // A config (recorded at the run's start) names no other host for the token, in
+        // Actions or not; a flag may.
         assert!(matches!(
             at(None, Some(&url), true).unwrap(),
             PushTo::Https(_)
         ));
         let elsewhere = record(&[], Some("https://attacker.example/x.git"));
-        assert!(at(None, Some(&elsewhere), false).is_ok());
-        let e = at(None, Some(&elsewhere), true).unwrap_err();
-        assert!(
-            e.starts_with("publish.remote \"https://attacker.example/x.git\": in GitHub Actions"),
-            "{e}"
-        );
-        assert!(e.contains("--remote URL"), "{e}");
+        for in_actions in [false, true] {
+            let e = at(None, Some(&elsewhere), in_actions).unwrap_err();
+            assert!(
+                e.starts_with("publish.remote \"https://attacker.example/x.git\": fanout sends the token only to the GitHub server"),
+                "{e}"
+            );
+            assert!(e.contains("--remote URL"), "{e}");
+        }
         let port = record(&[], Some("https://github.com:8443/octo/demo.git"));
         assert!(at(None, Some(&port), true).is_err());
         assert_eq!(
