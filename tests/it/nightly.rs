@@ -729,12 +729,7 @@ fn a_task_closed_as_stale_and_changed_again_gets_a_pull_request_again() {
 
 /// Each worker's publish operation, in the plan's order.
 fn in_order(report: &Value) -> Vec<String> {
-    report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
-        .collect()
+    publish_ops(report)
 }
 
 /// The base branch of pull request `number`, and the files its head changes

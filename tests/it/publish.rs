@@ -220,12 +220,7 @@ impl Setup {
     }
 
     fn ops(report: &serde_json::Value) -> Vec<String> {
-        report["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
-            .collect()
+        crate::common::publish_ops(report)
     }
 }
 
