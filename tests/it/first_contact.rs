@@ -396,3 +396,45 @@ fn the_nightly_run_with_no_tasks_or_no_fanout_yml_succeeds_doing_nothing() {
         assert_eq!(t.runs(), Vec::<String>::new());
     }
 }
+
+#[test]
+fn demo_leaves_nothing_in_tmp_and_names_a_fanout_the_user_can_run() {
+    let t = TestEnv::new();
+    let tmp = t.root().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let quiet = |args: &[&str]| {
+        let mut c = t.fanout(args);
+        c.env("TMPDIR", &tmp);
+        succeeded(&mut c)
+    };
+    // The test binary's fanout is not on PATH (as under `cargo run`): the lines name
+    // its path, which the user can run.
+    let out = quiet(&["demo", "--quiet"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("\n  {FANOUT} demo --dir fanout-demo\n")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("  fanout "), "{stdout}");
+    // Without --dir: its temporary directory is gone once it ends. (What stays is the
+    // user's machine-wide port-lock directory, `fanout-<uid>`, shared by every run.)
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            !n.strip_prefix("fanout-")
+                .is_some_and(|uid| uid.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // With --dir: kept, and the what-next lines point into it.
+    let dir = t.root().join("kept");
+    let out = quiet(&["demo", "--quiet", "--dir", dir.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(dir.join("repo/.git").is_dir());
+    assert!(
+        stdout.contains(&format!("{FANOUT} -C {}", dir.join("repo").display())),
+        "{stdout}"
+    );
+}
