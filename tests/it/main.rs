@@ -13,6 +13,8 @@ mod fake_github;
 #[path = "../support/fake_release.rs"]
 #[allow(dead_code)] // a shared test library: each area uses part of it
 mod fake_release;
+#[path = "../support/peers.rs"]
+mod peers;
 
 mod act;
 mod adapters;
