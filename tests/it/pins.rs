@@ -129,7 +129,11 @@ fn project_uses() -> Vec<(String, String)> {
     pages.extend(files(&root.join("docs")));
     for p in pages {
         let name = p.strip_prefix(root).unwrap().display().to_string();
-        out.extend(uses_lines(&name, &std::fs::read_to_string(&p).unwrap(), true));
+        out.extend(uses_lines(
+            &name,
+            &std::fs::read_to_string(&p).unwrap(),
+            true,
+        ));
     }
     out
 }
@@ -184,7 +188,8 @@ fn every_third_party_action_in_the_project_is_pinned_by_commit_sha() {
         "only {pinned} pinned actions found: {uses:#?}"
     );
     assert!(
-        uses.iter().any(|(at, _)| at.starts_with("docs/github-actions.md:")),
+        uses.iter()
+            .any(|(at, _)| at.starts_with("docs/github-actions.md:")),
         "no `uses:` found in docs/github-actions.md's code blocks"
     );
 }
