@@ -132,6 +132,38 @@ impl UserRepo {
         self.runs_dir().join(run_id)
     }
 
+    /// `<git dir>/fanout/init.json`: the files `fanout init` wrote, path (relative to
+    /// the checkout) → SHA-256 of what it wrote.
+    fn init_note(&self) -> PathBuf {
+        self.common_dir.join("fanout").join("init.json")
+    }
+
+    /// The files `fanout init` wrote ([`Self::note_written_by_init`]), path → SHA-256
+    /// of what it wrote; empty when there is no readable note. The note only spares
+    /// the user a warning about those files while they are as init wrote them: one an
+    /// agent forged would hide changes from that warning, nothing more.
+    pub fn written_by_init(&self) -> std::collections::BTreeMap<String, String> {
+        crate::util::read_capped(&self.init_note(), crate::util::CONFIG_LIMIT)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Note that `fanout init` wrote `bytes` to `rel` (relative to the checkout).
+    pub fn note_written_by_init(&self, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let mut notes = self.written_by_init();
+        notes.insert(
+            rel.to_string_lossy().into_owned(),
+            crate::util::sha256_hex(bytes),
+        );
+        let path = self.init_note();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let json = serde_json::to_vec_pretty(&notes).expect("a map of strings serializes");
+        crate::util::write_atomic(&path, &json)
+    }
+
     /// Where worktrees go unless configured: a per-user data directory outside the
     /// checkout, one folder per repository (`<name>-<hash of its git dir>`).
     pub fn default_worktree_root(&self) -> PathBuf {

@@ -261,10 +261,20 @@ pub fn trusted_filters<'a>(config: impl IntoIterator<Item = &'a Entry>) -> Trust
     )
 }
 
-/// Warn when the checkout at `workdir` has uncommitted changes (`n` files modified,
-/// staged, deleted or untracked, from the tamper snapshot's scan): workers start from
-/// the base.
-fn warn_about_checkout(workdir: &Path, n: usize, base: &str) {
+/// Warn when the checkout at `workdir` has uncommitted changes (files modified,
+/// staged, deleted or untracked: `checkout`, the tamper snapshot's scan, path →
+/// hash): workers start from the base. The files `fanout init` wrote, as it wrote
+/// them (`by_init`), are not the user's changes and go unsaid.
+fn warn_about_checkout(
+    workdir: &Path,
+    checkout: &BTreeMap<String, String>,
+    by_init: &BTreeMap<String, String>,
+    base: &str,
+) {
+    let n = checkout
+        .iter()
+        .filter(|(path, hash)| by_init.get(*path) != Some(*hash))
+        .count();
     if n > 0 {
         errln!(
             "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
@@ -295,6 +305,7 @@ fn snapshot_meanwhile(
         run_dir.to_owned(),
     );
     let (plan, to) = (Arc::clone(plan), Arc::clone(&guard));
+    let by_init = repo.written_by_init();
     let thread = std::thread::Builder::new()
         .name("fanout-snapshot".into())
         .spawn(move || {
@@ -302,7 +313,7 @@ fn snapshot_meanwhile(
                 let fresh = !run_dir.join(SNAPSHOT_FILE).exists();
                 let s = Snapshot::for_run(&workdir, &plan, &worktree_root, &run_dir)?;
                 if fresh {
-                    warn_about_checkout(&workdir, s.checkout.len(), &plan.base.commit);
+                    warn_about_checkout(&workdir, &s.checkout, &by_init, &plan.base.commit);
                 }
                 Ok(s)
             }));

@@ -14,8 +14,9 @@
 //!
 //! Most tests hand the action the binary under test (`FANOUT_BINARY`); the build
 //! test gives it no release asset and a stand-in cargo instead, and counts builds.
-//! Without act the tests fail, telling how to install it; set `FANOUT_SKIP_ACT=1`
-//! to skip them explicitly.
+//! act is installed on first use (`.ci/install-act.sh`, into the peers cache); when
+//! it cannot be, the tests fail, telling how to get it; set `FANOUT_SKIP_ACT=1` to
+//! skip them explicitly.
 
 use crate::act_support;
 use crate::common;

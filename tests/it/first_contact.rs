@@ -517,6 +517,48 @@ fn plan_and_status_tables_have_a_header_row() {
     assert!(lines[3].starts_with("  #1   success  clean"), "{status}");
 }
 
+#[test]
+fn demo_leaves_nothing_in_tmp_and_names_a_fanout_the_user_can_run() {
+    let t = TestEnv::new();
+    let tmp = t.root().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let quiet = |args: &[&str]| {
+        let mut c = t.fanout(args);
+        c.env("TMPDIR", &tmp);
+        succeeded(&mut c)
+    };
+    // The test binary's fanout is not on PATH (as under `cargo run`): the lines name
+    // its path, which the user can run.
+    let out = quiet(&["demo", "--quiet"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("\n  {FANOUT} demo --dir fanout-demo\n")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("  fanout "), "{stdout}");
+    // Without --dir: its temporary directory is gone once it ends. (What stays is the
+    // user's machine-wide port-lock directory, `fanout-<uid>`, shared by every run.)
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            !n.strip_prefix("fanout-")
+                .is_some_and(|uid| uid.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // With --dir: kept, and the what-next lines point into it.
+    let dir = t.root().join("kept");
+    let out = quiet(&["demo", "--quiet", "--dir", dir.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(dir.join("repo/.git").is_dir());
+    assert!(
+        stdout.contains(&format!("{FANOUT} -C {}", dir.join("repo").display())),
+        "{stdout}"
+    );
+}
+
 /// A `command` agent whose argv uses `{model}` (not `model_args:`) with a worker on
 /// the default model: `fanout plan` and `fanout run` refuse it up front (exit 2,
 /// naming the agent, the worker and the placeholder), instead of every worker

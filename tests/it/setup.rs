@@ -751,10 +751,13 @@ fn matrix_workers_run_setup_in_the_jobs_checkout() {
 /// The README's example is valid: against `fanout schema`, and for `fanout plan`.
 #[test]
 fn the_readme_example_is_valid() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/worktree-setup.md"
+    ))
+    .unwrap();
     let section = readme
-        .split("\n## Worktree setup\n")
+        .split("# Worktree setup\n")
         .nth(1)
         .expect("a Worktree setup section");
     let yaml = section
