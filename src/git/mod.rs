@@ -188,6 +188,7 @@ pub struct Git {
     extra_env: Vec<(OsString, OsString)>,
     trusted: TrustedConfig,
     listed: Option<Listed>,
+    own_group: bool,
 }
 
 impl Git {
@@ -203,6 +204,7 @@ impl Git {
             extra_env: Vec::new(),
             trusted: TrustedConfig::default(),
             listed: None,
+            own_group: false,
         }
     }
 
@@ -282,6 +284,13 @@ impl Git {
     /// [`Listed`]).
     pub fn listed(mut self, listed: Option<&Listed>) -> Git {
         self.listed = listed.cloned();
+        self
+    }
+
+    /// Start git in a process group of its own: a Ctrl-C at the terminal signals the
+    /// foreground group (fanout's) and does not cut this command short.
+    pub fn own_process_group(mut self) -> Git {
+        self.own_group = true;
         self
     }
 
@@ -390,7 +399,12 @@ impl Git {
     /// succeeds.
     pub fn output_with_input(&self, input: Option<&[u8]>) -> Result<String, GitError> {
         let inv = self.invocation()?;
-        let out = run(&inv.args, &inv.dir, &inv.env, input)?;
+        let mut cmd = git_command(&inv.args, &inv.dir, &inv.env);
+        if self.own_group {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let out = run(cmd, input)?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -519,13 +533,8 @@ fn git_command(args: &[OsString], dir: &Path, env: &[(OsString, OsString)]) -> C
     cmd
 }
 
-fn run(
-    args: &[OsString],
-    dir: &Path,
-    env: &[(OsString, OsString)],
-    input: Option<&[u8]>,
-) -> std::io::Result<std::process::Output> {
-    let mut cmd = git_command(args, dir, env);
+/// Run `cmd` with `input` on its stdin (else stdin closed), capturing its output.
+fn run(mut cmd: Command, input: Option<&[u8]>) -> std::io::Result<std::process::Output> {
     let Some(input) = input else {
         return cmd.stdin(Stdio::null()).output();
     };

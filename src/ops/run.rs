@@ -50,8 +50,7 @@ pub fn check_agent(settings: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
-/// and write its report. Used by `run`, `worker` and `demo`. Each harvest runs in a
-/// child process of the running program ([`crate::run::harvest_process`]).
+/// and write its report. Used by `run`, `worker` and `demo`.
 pub fn execute_plan(
     repo: &UserRepo,
     opts: &ExecOptions,

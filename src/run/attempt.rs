@@ -18,7 +18,6 @@ use secrecy::SecretString;
 
 use super::event::{Event, Reporter};
 use super::executor::Executor;
-use super::harvest_server::{HarvestServer, Harvester};
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
 use super::runs::PidFile;
 use super::signals::Dispatcher;
@@ -55,10 +54,6 @@ pub struct ExecOptions {
     /// The repository's configuration, listed early while the plan was made (else it
     /// is listed when the run starts).
     pub early_config: Option<crate::git::EarlyListing>,
-    /// The server that forks each harvest's child, started by the command while it had
-    /// one thread ([`HarvestServer::start`]); without one, each harvest executes
-    /// fanout's binary.
-    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
 impl ExecOptions {
@@ -72,7 +67,6 @@ impl ExecOptions {
             publish_remote: s.publish_remote.clone(),
             agent_tokens: Vec::new(),
             early_config: None,
-            harvest_server: None,
         }
     }
 }
@@ -114,9 +108,6 @@ pub struct Attempt {
     pub listed: Option<crate::git::Listed>,
     /// The runtime the executor runs on ([`runtime`]).
     pub runtime: tokio::runtime::Runtime,
-    /// The server that forks each harvest's child, when the command started one
-    /// ([`ExecOptions::harvest_server`]).
-    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
 /// The executor's runtime: built while git lists the configuration, before anything
@@ -207,7 +198,6 @@ pub fn start(
         trusted: trusted_filters(config.iter()),
         listed: crate::git::Listed::shareable(&config),
         runtime,
-        harvest_server: opts.harvest_server.clone(),
     })
 }
 
@@ -346,15 +336,6 @@ fn new_journal(
     }
 }
 
-/// How the attempt's harvests run: through the `server` when there is one.
-fn harvester(server: Option<Arc<HarvestServer>>) -> std::io::Result<Harvester> {
-    let own_binary = super::harvest_process::own_binary()?;
-    Ok(match server {
-        Some(server) => Harvester::Server(server, own_binary),
-        None => Harvester::Exec(own_binary),
-    })
-}
-
 /// Run every worker of `plan` not in `attempt.kept`, feeding `reporter` every event
 /// and recording each result as soon as it is final (`results/w<N>.json`, for
 /// `fanout resume`). The run's pid file is written first and left for the caller to
@@ -379,14 +360,9 @@ pub fn execute(
         trusted,
         listed,
         runtime,
-        harvest_server,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let common_dir = repo.common_dir.clone();
-    let harvester =
-        harvester(harvest_server.clone()).map_err(|e| fatal("fanout's own binary", e))?;
-    let to_run = plan.workers.iter().filter(|w| !kept.contains_key(&w.id));
-    let to_run = to_run.count();
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
@@ -410,8 +386,6 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
-        harvester,
-        harvests_left: std::sync::atomic::AtomicUsize::new(to_run),
     });
 
     let (results, interrupted) = runtime
@@ -429,12 +403,6 @@ pub fn execute(
         // No worker ran anything: those whose worktree was made end `not started`
         // (the journal has their worktrees, for cleanup or resume).
         return Err(Failure::Fatal(format!("the tamper snapshot: {e}")));
-    }
-    // Every harvest is done: the server goes, so that what is left among fanout's
-    // children is the agents' (daemons out of their process groups), which stops
-    // before anything reports or publishes.
-    if let Some(server) = &harvest_server {
-        server.close();
     }
     let last_check = after_the_last_worker(&tamper);
     Ok(Attempted {

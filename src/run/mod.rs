@@ -3,8 +3,7 @@
 //! ([`confine`]: a private directory, an object quarantine, the sandbox), prepared
 //! before its agent starts ([`setup`]: ports, copied files, setup commands), an agent
 //! run as a supervised process group ([`process`], stopped through [`signals`]), its
-//! changes committed on its branch ([`harvest`], in a child process of its own:
-//! [`harvest_process`], forked by [`harvest_server`]) and checked ([`checks`]); a
+//! changes committed on its branch ([`harvest`]) and checked ([`checks`]); a
 //! dependent worker is given its dependencies' findings ([`inputs`]); the
 //! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
 //! [`reaper`] stops what the agents left running before the run reports (blocking
@@ -29,8 +28,6 @@ pub mod excerpt;
 pub mod executor;
 pub mod groups;
 pub mod harvest;
-pub mod harvest_process;
-pub mod harvest_server;
 pub mod inputs;
 pub mod journal;
 pub mod process;

@@ -127,7 +127,6 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         listed: None,
         runtime,
         // `fanout resume` executes fanout's binary for each harvest.
-        harvest_server: None,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,
