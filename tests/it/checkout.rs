@@ -474,15 +474,6 @@ fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
             "{report:#}"
         );
     };
-    // A small tree no attribute applies to: libgit2 checks it out in-process, by the
-    // run's start listing (no git but the listing).
-    run(&["-w", "1", "-t", "one"]);
-    assert_eq!(logged_kinds(&log), ["list"]);
-    // With a `.gitattributes` (a filter could apply), git checks out.
-    t.write("docs/.gitattributes", "*.md text\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "attributes"]);
-    std::fs::remove_file(&log).unwrap();
     // One worker: the run's start listing serves its checkout, made before anything ran.
     run(&["-w", "1", "-t", "one"]);
     assert_eq!(logged_kinds(&log), ["list", "checkout"]);

@@ -19,8 +19,7 @@
 //! - *refs*: it writes `.git/worktrees/<name>/` (`locked`, `commondir`, `gitdir`, a
 //!   detached `HEAD`, the object quarantine) and the `.git` file in the new worktree;
 //!   the checkout there (`git read-tree --reset -u` with that admin directory as
-//!   `GIT_DIR`, or libgit2's for a small plain tree) writes that worktree's own index,
-//!   in the same admin directory. No ref
+//!   `GIT_DIR`) writes that worktree's own index, in the same admin directory. No ref
 //!   under the common `refs/` nor `packed-refs` is written, and the refs read from the
 //!   user's repository are its own and the common ones — a linked
 //!   worktree's per-worktree refs are not among them. The worker's branch is made by
