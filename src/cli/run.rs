@@ -66,10 +66,6 @@ pub struct RunArgs {
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
 pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
-    // git lists the repository's configuration while fanout starts, finds the
-    // repository and makes the plan (run where fanout was started, git finds the same
-    // repository); a process, no thread.
-    let early_config = crate::git::EarlyListing::start(&ctx.cwd);
     let repo = ctx.repo()?;
     let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
     if settings.tasks.is_empty() {
@@ -86,7 +82,6 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     let mut opts = ExecOptions::from_settings(&settings);
-    opts.early_config = Some(early_config);
     opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));

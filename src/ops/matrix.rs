@@ -71,7 +71,6 @@ pub fn worker(
         push_record: None,
         publish_remote: file.publish.remote.clone(),
         agent_tokens: job.agent_tokens.clone(),
-        early_config: None,
     };
     let report = execute_plan_keeping(repo, &opts, one, job.style, kept)?;
     let result = report

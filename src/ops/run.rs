@@ -198,14 +198,12 @@ fn conclude(repo: &UserRepo, done: Attempted) -> Result<RunReport, Failure> {
         run_dir,
         pid_file,
         sandbox_notice,
-        last_check,
     } = done;
     let conflicts = crate::fanin::select::fan_in(&plan, &mut results, &repo.workdir);
     let duration = clock.elapsed().as_secs_f64();
     let mut report = RunReport::new(plan, results, conflicts, started_at, duration, interrupted);
     report.sandbox_notice = sandbox_notice;
     write_report(&report, &run_dir)?;
-    last_check.finish();
     pid_file.remove();
     Ok(report)
 }

@@ -681,7 +681,7 @@ impl Executor {
             .await;
         // Off the worker's way: the runtime is let go only once this is done
         // ([`crate::run::blocking`]).
-        crate::run::blocking::spawn(move || confined.remove());
+        tokio::task::spawn_blocking(move || confined.remove());
         result
     }
 
@@ -838,7 +838,7 @@ impl Executor {
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
             let reserve = self.reserve(w, &path);
-            crate::run::blocking::spawn(move || {
+            tokio::task::spawn_blocking(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
@@ -1105,7 +1105,7 @@ impl Executor {
         // Journaled first: a harvest cut short may have made the branch (cleanup
         // removes it only if it is there).
         let _ = self.journal.update(w.id, |e| e.branch_created = true);
-        let harvested = crate::run::blocking::spawn(move || {
+        let harvested = tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let changed = worktree::restore_admin(&common, &name, &path)
                 .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;

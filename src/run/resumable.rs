@@ -90,7 +90,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
         });
     }
     let runtime = super::attempt::runtime()?;
-    let config = super::attempt::read_config(repo, None)?;
+    let config = super::attempt::read_config(repo)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;

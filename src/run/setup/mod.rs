@@ -138,7 +138,7 @@ async fn prepare_steps(
         let git = crate::git::Git::new(w.worktree)
             .parent_env(w.base_env.iter().cloned())
             .args(["submodule", "update", "--init", "--recursive"]);
-        let inv = crate::run::blocking::spawn(move || git.invocation())
+        let inv = tokio::task::spawn_blocking(move || git.invocation())
             .await
             .map_err(|_| failed("submodules: task panicked".into()))?
             .map_err(|e| failed(format!("submodules: {e}")))?;
@@ -226,7 +226,7 @@ async fn copy_left_out(
         w.worktree.to_owned(),
     );
     let (copied, unmatched) =
-        crate::run::blocking::spawn(move || copy_files(&checkout, &root, &wt, &patterns))
+        tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
             .await
             .map_err(|_| failed("copying: task panicked".into()))?
             .map_err(failed)?;
@@ -292,7 +292,7 @@ async fn run_commands(
 /// Record what setup changed in the worktree ([`Baseline`]): harvest leaves it out.
 async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), String> {
     let wt = w.worktree.to_owned();
-    crate::run::blocking::spawn(move || {
+    tokio::task::spawn_blocking(move || {
         let baseline = Baseline::capture(&wt, copied)?;
         let repo = crate::repo::open(&wt)?;
         baseline
