@@ -208,7 +208,8 @@ pub fn push_record(repo: &UserRepo, publish_remote: Option<String>) -> PushRecor
 /// every agent could read (`actions/checkout`'s persisted token above all): fanout
 /// runs no agent in such a repository.
 pub fn read_config(repo: &UserRepo) -> Result<Vec<Entry>, Failure> {
-    let config = crate::git::list_config(&repo.workdir).map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
+    let config = crate::git::list_config(&repo.workdir)
+        .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
     let keys = crate::git::credentials_in(&config);
     let Some(first) = keys.first() else {
         return Ok(config);

@@ -555,7 +555,7 @@ impl Executor {
         let (first, rest) = commits
             .split_first()
             .ok_or((Status::Failed, "dependencies left no commit".to_owned()))?;
-        let repo = crate::repo::open(&self.repo_dir)
+        let repo = git2::Repository::open(&self.repo_dir)
             .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
         let mut acc = *first;
         for (k, next) in rest.iter().enumerate() {
@@ -698,7 +698,7 @@ impl Executor {
     /// the base, like a harvest that found nothing.
     fn at_base(&self, w: &PlannedWorker, mut result: WorkerResult, base: Oid) -> WorkerResult {
         result.commit = Some(base.to_string());
-        let made = crate::repo::open(&self.common_dir).and_then(|repo| {
+        let made = git2::Repository::open(&self.common_dir).and_then(|repo| {
             repo.reference(
                 &format!("refs/heads/{}", w.branch),
                 base,

@@ -85,14 +85,14 @@ pub fn harvest(
 ) -> Result<Harvest, git2::Error> {
     let admin = wt.admin();
     let quarantine = super::worktree::quarantine(&admin);
-    let shared = crate::repo::open(wt.common)?;
+    let shared = git2::Repository::open(wt.common)?;
     let (head, note) = agent_head(&shared, &admin, base);
     let import = Import::new(&shared, &quarantine)?;
     import.reachable(head)?;
     // Committing reads the shared store and the quarantine (what the worker staged
     // without committing) and writes the shared store only (libgit2 never writes to
     // an alternate).
-    let repo = crate::repo::open(wt.common)?;
+    let repo = git2::Repository::open(wt.common)?;
     if quarantine.is_dir() {
         repo.odb()?
             .add_disk_alternate(&quarantine.to_string_lossy())?;

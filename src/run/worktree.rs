@@ -137,7 +137,7 @@ fn claimable(
     branch: &str,
     base: Oid,
 ) -> Result<PathBuf, WorktreeError> {
-    let repo = crate::repo::open(repo_dir)?;
+    let repo = git2::Repository::open(repo_dir)?;
     if repo.find_branch(branch, BranchType::Local).is_ok() {
         return Err(WorktreeError::BranchExists(branch.to_owned()));
     }

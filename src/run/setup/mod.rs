@@ -294,7 +294,7 @@ async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), Stri
     let wt = w.worktree.to_owned();
     tokio::task::spawn_blocking(move || {
         let baseline = Baseline::capture(&wt, copied)?;
-        let repo = crate::repo::open(&wt)?;
+        let repo = git2::Repository::open(&wt)?;
         baseline
             .save(repo.path())
             .map_err(|e| git2::Error::from_str(&e.to_string()))
@@ -311,7 +311,7 @@ fn copy_files(
     worktree: &Path,
     patterns: &glob::Patterns,
 ) -> Result<(Vec<String>, Vec<String>), String> {
-    let repo = crate::repo::open(checkout)
+    let repo = git2::Repository::open(checkout)
         .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
     let root = repo
         .workdir()
@@ -500,7 +500,7 @@ impl Baseline {
     /// The worktree's state now: every path that differs from its index (untracked
     /// files included, ignored files and submodules not).
     pub fn capture(worktree: &Path, copied: Vec<String>) -> Result<Baseline, git2::Error> {
-        let repo = crate::repo::open(worktree)?;
+        let repo = git2::Repository::open(worktree)?;
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)

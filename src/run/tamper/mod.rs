@@ -239,7 +239,7 @@ impl Snapshot {
         worktree_root: &Path,
         run_dir: &Path,
     ) -> Result<Snapshot, String> {
-        let repo = crate::repo::open(workdir).map_err(git_err)?;
+        let repo = git2::Repository::open(workdir).map_err(git_err)?;
         let common_dir = repo.commondir().to_owned();
         let s = Snapshot {
             run_id: run_id.to_owned(),
@@ -394,7 +394,7 @@ impl Snapshot {
 
     /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
     pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
-        let repo = crate::repo::open(&self.workdir).map_err(git_err)?;
+        let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
         let restore_refs = matches!(mode, Mode::Worker | Mode::End);
         let mut changes = Vec::new();
