@@ -54,6 +54,9 @@ done <<<"${FANOUT_IN_TASKS:-}"
 [[ -n "${FANOUT_IN_BUDGET:-}" ]] && plan_flags+=(--budget-per-worker "$FANOUT_IN_BUDGET")
 [[ -n "${FANOUT_IN_TIMEOUT:-}" ]] && plan_flags+=(--timeout-per-worker "$FANOUT_IN_TIMEOUT")
 [[ -n "${FANOUT_IN_FAIL_ON:-}" ]] && plan_flags+=(--fail-on "$FANOUT_IN_FAIL_ON")
+sandbox=()
+[[ -n "${FANOUT_IN_SANDBOX:-}" ]] && sandbox=(--sandbox "$FANOUT_IN_SANDBOX")
+plan_flags+=(${sandbox[@]+"${sandbox[@]}"})
 
 publish=()
 use_token() {
@@ -122,7 +125,7 @@ case "$mode" in
             deps=(--deps-from "$FANOUT_IN_DEPS_DIR")
         fi
         cmd=("$fanout" ${global[@]+"${global[@]}"} worker --plan "$plan_file" ${plan_check[@]+"${plan_check[@]}"} --id "$FANOUT_IN_WORKER_ID"
-            --out "$results_dir" --quiet ${deps[@]+"${deps[@]}"})
+            --out "$results_dir" --quiet ${deps[@]+"${deps[@]}"} ${sandbox[@]+"${sandbox[@]}"})
         ;;
     aggregate)
         truthy "${FANOUT_IN_PUBLISH:-false}" publish && use_token

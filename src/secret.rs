@@ -53,9 +53,16 @@ pub fn is_credential(name: &str) -> bool {
 }
 
 /// Variables that never reach an agent: credentials ([`is_credential`]), git variables
-/// that would point the agent's git at the user's repository, and the user's ssh agent.
+/// that would point the agent's git at the user's repository, the user's ssh agent, and
+/// the files through which a GitHub Actions step sets its outputs, state, environment,
+/// `PATH` and job summary (those of fanout's own step: an agent must not change what later steps do).
 pub fn is_scrubbed(name: &str) -> bool {
     const EXACT: &[&str] = &[
+        "GITHUB_OUTPUT",
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
         "GIT_DIR",
         "GIT_WORK_TREE",
         "GIT_INDEX_FILE",

@@ -283,11 +283,13 @@ mod tests {
         // Each chunk's job runs only when the chunk is not empty, and aggregate waits for all.
         // Chunks run in order (waves of dependent tasks), each only when not empty.
         assert_eq!(jobs["work-1"]["if"], "needs.plan.outputs.count-1 != '0'");
+        // A cancelled run starts no later wave and no aggregate: `!cancelled()`, never
+        // `always()` (which runs even then).
         for i in 2..=4 {
             assert_eq!(
                 jobs[&format!("work-{i}")]["if"],
                 format!(
-                    "always() && needs.plan.result == 'success' && needs.plan.outputs.count-{i} != '0'"
+                    "${{{{ !cancelled() && needs.plan.result == 'success' && needs.plan.outputs.count-{i} != '0' }}}}"
                 )
             );
             assert_eq!(
@@ -296,6 +298,10 @@ mod tests {
             );
         }
         assert_eq!(jobs["aggregate"]["needs"].as_array().unwrap().len(), 5);
+        assert_eq!(
+            jobs["aggregate"]["if"],
+            "${{ !cancelled() && needs.plan.result == 'success' && needs.plan.outputs.count != '0' }}"
+        );
         // `workers` caps the jobs at once: the plan job passes its step's
         // `max-parallel` on, and every chunk's matrix takes it.
         assert_eq!(

@@ -636,6 +636,11 @@ mod tests {
             "MY_GITHUB_TOKEN",
             "GIT_DIR",
             "GIT_INDEX_FILE",
+            "GITHUB_OUTPUT",
+            "GITHUB_ENV",
+            "GITHUB_PATH",
+            "GITHUB_STATE",
+            "GITHUB_STEP_SUMMARY",
         ] {
             assert!(is_scrubbed(name), "{name} should be scrubbed");
         }
@@ -645,7 +650,6 @@ mod tests {
             "OPENAI_API_KEY",
             "ANTHROPIC_API_KEY",
             "GITHUB_REPOSITORY",
-            "GITHUB_STEP_SUMMARY",
             "FANOUT_RESULT",
         ] {
             assert!(!is_scrubbed(name), "{name} should pass");

@@ -21,7 +21,8 @@ pub struct AgentCli {
     pub name: &'static str,
     /// What it is.
     pub what: &'static str,
-    /// The command that installs it (on a GitHub-hosted Ubuntu runner too).
+    /// The command that installs it (on a GitHub-hosted Ubuntu runner too): the exact
+    /// version fanout's tests drive (`.ci/install-agents.sh`), never whatever is newest.
     pub install: &'static str,
     /// The environment variables its model provider's key is read from.
     pub secrets: &'static [&'static str],
@@ -32,25 +33,25 @@ pub const AGENT_CLIS: [AgentCli; 4] = [
     AgentCli {
         name: "claude",
         what: "Claude Code",
-        install: "npm install -g @anthropic-ai/claude-code",
+        install: "npm install -g @anthropic-ai/claude-code@2.1.330",
         secrets: &["ANTHROPIC_API_KEY"],
     },
     AgentCli {
         name: "codex",
         what: "Codex",
-        install: "npm install -g @openai/codex",
+        install: "npm install -g @openai/codex@0.169.0",
         secrets: &["OPENAI_API_KEY"],
     },
     AgentCli {
         name: "aider",
         what: "aider",
-        install: "pipx install aider-chat",
+        install: "pipx install aider-chat==0.86.2",
         secrets: &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"],
     },
     AgentCli {
         name: "architect",
         what: "architect",
-        install: "pipx install architect-ai-cli && pipx inject architect-ai-cli mcp",
+        install: "pipx install architect-ai-cli==1.1.0 && pipx inject architect-ai-cli mcp==2.3.0",
         secrets: &["OPENAI_API_KEY"],
     },
 ];
@@ -255,7 +256,7 @@ mod tests {
         )
         .unwrap_err();
         insta::assert_snapshot!(e, @r"
-        --agent claud: no agent of that name is defined under `agents:` or built in (claude, codex, aider, architect); as architect's agent `claud` it needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli && pipx inject architect-ai-cli mcp)
+        --agent claud: no agent of that name is defined under `agents:` or built in (claude, codex, aider, architect); as architect's agent `claud` it needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli==1.1.0 && pipx inject architect-ai-cli mcp==2.3.0)
           did you mean `claude`?
           agent CLIs found on PATH: codex
           choose one: `fanout run --agent codex …`, or `parallel_runs: {agent: codex}` in fanout.yml (`fanout init` writes one)
@@ -294,7 +295,7 @@ mod tests {
         )
         .unwrap_err();
         insta::assert_snapshot!(e, @r"
-        no agent is chosen, and fanout's default, architect's `build` agent, needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli && pipx inject architect-ai-cli mcp)
+        no agent is chosen, and fanout's default, architect's `build` agent, needs `architect`, which is not on PATH (to install architect: pipx install architect-ai-cli==1.1.0 && pipx inject architect-ai-cli mcp==2.3.0)
           agent CLIs found on PATH: claude, aider
           choose one: `fanout run --agent claude …`, or `parallel_runs: {agent: claude}` in fanout.yml (`fanout init` writes one)
         ");
@@ -307,7 +308,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.ends_with("no agent CLI found on PATH (claude, codex, aider, architect): install one (Claude Code: npm install -g @anthropic-ai/claude-code; Codex: npm install -g @openai/codex), or define your own under `agents:` in fanout.yml"),
+            e.ends_with("no agent CLI found on PATH (claude, codex, aider, architect): install one (Claude Code: npm install -g @anthropic-ai/claude-code@2.1.330; Codex: npm install -g @openai/codex@0.169.0), or define your own under `agents:` in fanout.yml"),
             "{e}"
         );
     }
@@ -320,7 +321,7 @@ mod tests {
         assert!(check(&spec("claude"), &file, &[], path).is_ok());
         let e = check(&spec("codex"), &file, &[], path).unwrap_err();
         assert!(
-            e.starts_with("fanout.yml: parallel_runs.agent codex: the agent's program `codex`, which is not on PATH (to install Codex: npm install -g @openai/codex)"),
+            e.starts_with("fanout.yml: parallel_runs.agent codex: the agent's program `codex`, which is not on PATH (to install Codex: npm install -g @openai/codex@0.169.0)"),
             "{e}"
         );
         let mut s = spec("claude");

@@ -2,17 +2,21 @@
 //! `fanout-result-<id>/`, verifies and imports each branch bundle (only the expected
 //! branch, based on the plan's base commit), recomputes what changed from git rather
 //! than trusting the job's word, reports (summary, outputs) and publishes. A worker
-//! job that died without a result is reported as failed, never silently missing.
+//! job that died without a result is reported as failed, never silently missing. The
+//! publish settings come from the plan (as the plan job read them), not from a
+//! fanout.yml here ([`aggregate_settings`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::common::{CliError, Context, PublishArgs};
-use crate::ops::matrix::{AggregateAfter, aggregate as run_aggregate};
+use crate::ops::matrix::{
+    AggregateAfter, SettingsCheck, aggregate as run_aggregate, aggregate_settings,
+};
 use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
-use crate::util::out::out;
+use crate::util::out::{errln, out};
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -30,7 +34,8 @@ pub struct AggregateArgs {
     #[arg(long, value_name = "PATH")]
     pub plan: PathBuf,
     /// The plan file's SHA-256 as the plan job printed it (`plan-sha256`): a plan file
-    /// with any other digest is refused (exit 2).
+    /// with any other digest is refused (exit 2). In GitHub Actions, `--publish` needs
+    /// it.
     #[arg(long, value_name = "HEX")]
     pub plan_sha256: Option<String>,
     /// Directory holding the downloaded `fanout-result-*` artifacts.
@@ -53,8 +58,22 @@ pub struct AggregateArgs {
 /// Entry point of `fanout aggregate`.
 pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
-    let (file, _) = ctx.load_config(&repo)?;
     let plan = ctx.plan_file_checked(&args.plan, args.plan_sha256.as_deref())?;
+    let file = aggregate_settings(
+        &plan,
+        || ctx.load_config(&repo).map(|(file, _)| file),
+        SettingsCheck {
+            publish: args.publish,
+            digest_checked: args.plan_sha256.is_some(),
+            in_actions: crate::actions::outputs::in_actions(),
+        },
+    )?;
+    if let (Some(config), Some(_)) = (&ctx.config, &plan.fanin) {
+        errln!(
+            "fanout: warning: --config {} is not read: the plan carries the settings the plan job read at the base commit",
+            config.display()
+        );
+    }
     let flags = args.publish.then(|| args.publish_args.flags(secrets));
     let after = AggregateAfter {
         integrate: args.integrate,

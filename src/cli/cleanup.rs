@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use clap::Args;
 
 use super::common::{CliError, Context};
-use crate::run::cleanup::{Cleaned, clean, sweep};
+use crate::run::cleanup::{Cleaned, How, clean, sweep};
 use crate::run::runs::list_runs;
 use crate::util::out::outln;
 
@@ -55,6 +55,11 @@ pub struct CleanupArgs {
     /// worktree is kept and listed (exit 1).
     #[arg(long)]
     pub force: bool,
+
+    /// Delete this branch although it holds a WIP commit fanout saved (by `--force`);
+    /// without it such a branch is kept and listed. Repeatable.
+    #[arg(long, value_name = "BRANCH")]
+    pub delete_kept: Vec<String>,
 }
 
 /// An age: a duration with its unit (`90s`, `30m`, `6h`, `2d`, `1h30m`); a bare
@@ -93,9 +98,14 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
     let git = repo
         .open()
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
+    let how = How {
+        keep_branches: args.keep_branches,
+        force: args.force,
+        delete_kept: args.delete_kept.clone(),
+    };
     let mut problems = 0;
     for id in runs {
-        match clean(&git, &runs_dir, &id, args.keep_branches, args.force) {
+        match clean(&git, &runs_dir, &id, &how) {
             Cleaned::Running(pid) => {
                 outln!("run {id}: still running (pid {pid}); skipped");
                 problems += 1;

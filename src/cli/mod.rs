@@ -94,6 +94,8 @@ pub fn main() -> ExitCode {
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
     let secrets = crate::secret::Secrets::take_from_env();
     crate::secret::make_undumpable();
+    // Under a GitHub Actions runner, nothing fanout prints may issue a workflow command.
+    crate::util::out::set_runner_reads_commands(crate::actions::outputs::in_actions());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -131,7 +133,7 @@ fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::util::out::TracingWriter)
         .try_init();
 }
 

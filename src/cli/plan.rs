@@ -42,13 +42,16 @@ pub struct PlanCommand {
 /// Entry point of `fanout plan`.
 pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     let args = &cmd.plan;
-    let (repo, settings) = ctx.settings_with(args, cmd.allow_empty)?;
+    let (repo, settings, file) = ctx.settings_and_file(args, cmd.allow_empty)?;
     let run_id = super::common::run_id(args.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     for note in &settings.notes {
         errln!("fanout: note: {note}");
     }
-    let plan = crate::plan::assign::build(&settings, base, &run_id);
+    let mut plan = crate::plan::assign::build(&settings, base, &run_id);
+    // What the aggregate job publishes with travels in the plan, under its digest.
+    plan.fanin =
+        Some(crate::plan::FaninSettings::read(&file, &repo.workdir).map_err(CliError::Usage)?);
     let outputs = crate::actions::outputs::output_file();
     if outputs.is_some() || cmd.github_output {
         // Check the matrix limits before writing anything.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{CliError, Context, PublishArgs};
-use crate::publish::report::{load_report, publish_report};
+use crate::publish::report::{check_stable_prefix, load_report, publish_report};
 use crate::report::table::pr_table;
 use crate::run::journal::Journal;
 use crate::run::runs::newest_with_results;
@@ -51,8 +51,8 @@ pub fn publish_command(
     let (file, _) = ctx.load_config(&repo)?;
     // Where to push comes from the run's record of its remotes (taken when it
     // started), never from the repository's configuration now.
-    let (path, record) = match &args.results {
-        Some(p) => (ctx.path(p), None),
+    let (path, record, record_run) = match &args.results {
+        Some(p) => (ctx.path(p), None, None),
         None => {
             let id = match &args.run {
                 Some(id) => id.clone(),
@@ -67,10 +67,26 @@ pub fn publish_command(
                     "--run {id}: no results.json (see `fanout status`)"
                 )));
             }
-            (path, Journal::load(&run_dir).ok().and_then(|j| j.push))
+            (
+                path,
+                Journal::load(&run_dir).ok().and_then(|j| j.push),
+                Some(id),
+            )
         }
     };
     let mut report = load_report(&path)?;
+    if let Some(id) = record_run.as_deref()
+        && report.run_id != id
+    {
+        return Err(CliError::Fatal(format!(
+            "{}: the results of run {id} name run {:?}; fanout publishes a run's own branches only (nothing was pushed)",
+            path.display(),
+            report.run_id
+        )));
+    }
+    if record_run.is_some() {
+        check_stable_prefix(&file, &args.publish.flags(secrets), &report)?;
+    }
     let code = publish_report(
         &repo,
         &file,

@@ -22,7 +22,7 @@ use crate::publish::report::check_publishing;
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
-use crate::run::resumable::{Found, prepare};
+use crate::run::resumable::{Found, Stop, prepare};
 use crate::secret::Secrets;
 use crate::util::out::{errln, out, outln};
 
@@ -46,6 +46,11 @@ pub struct ResumeArgs {
     /// cannot stop its agents) instead of refusing to resume.
     #[arg(long)]
     pub stop_survivors: bool,
+
+    /// With --stop-survivors: also stop processes the run's records name that fanout
+    /// cannot prove it started (without it they are listed and nothing is stopped).
+    #[arg(long, requires = "stop_survivors")]
+    pub yes: bool,
 
     /// No live progress bars: plain log lines.
     #[arg(long, short = 'q')]
@@ -78,7 +83,12 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
             outln!("{msg}");
         }
     };
-    let ready = match prepare(&repo, args.run.as_deref(), args.stop_survivors)? {
+    let stop = match (args.stop_survivors, args.yes) {
+        (false, _) => Stop::No,
+        (true, false) => Stop::Proven,
+        (true, true) => Stop::All,
+    };
+    let ready = match prepare(&repo, args.run.as_deref(), stop)? {
         Found::Nothing { running } if running.is_empty() => {
             say("nothing to resume: no run in this repository was cut short");
             return Ok(crate::exit::SUCCESS);

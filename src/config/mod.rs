@@ -122,6 +122,13 @@ pub struct ConfigFile {
     /// (refuse to run without it), `off`. Confined, a process writes only to its
     /// worktree, its own temporary directory and its agent's `writable:` paths.
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// Paths confined agents, setup commands and checks may not read, besides the
+    /// credentials hidden by default (ssh keys, git credential stores, `gh`/`hub`,
+    /// `.netrc`, cloud CLIs, Docker and Kubernetes configuration, GnuPG, publishing
+    /// tokens): absolute, or `~/…` under the home directory. None may hold the
+    /// repository.
+    #[serde(default)]
+    pub hidden: Vec<String>,
     /// When the run exits non-zero: `any-failure` (default), `all-failed`, `never`.
     #[serde(default)]
     pub fail_on: FailOn,
@@ -338,6 +345,11 @@ pub struct PublishConfig {
     pub title: Option<String>,
     /// Body template file (minijinja), relative to the repository root.
     pub body_template: Option<PathBuf>,
+    /// The body template's text, when it came with a plan rather than from a file
+    /// (`crate::plan::FaninSettings`); never read from fanout.yml.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub body_template_text: Option<String>,
     /// Least time between two API mutations (default 1 s).
     pub pace: Option<Seconds>,
     /// Least wait after a rate-limit answer without timing headers (default 60 s).
@@ -365,6 +377,12 @@ pub struct PublishConfig {
     /// the run is over; `as-ready` publishes each worker as soon as it has finished and
     /// been harvested, while the others still run.
     pub when: Option<PublishWhen>,
+    /// Publish branches that change `.github/workflows/`, `.github/actions/`, a root
+    /// `action.yml`/`action.yaml` or a `CODEOWNERS` file (default `false`: such a
+    /// branch is not pushed, and its reason says why). A push made with a GitHub App's
+    /// token runs the repository's CI, with its secrets, on what the agent wrote.
+    #[serde(default)]
+    pub allow_workflow_changes: bool,
 }
 
 /// When `run --publish` publishes the workers.

@@ -216,13 +216,16 @@ fn import(
 }
 
 /// Write worker `result`'s artifact into `dir`: its branch as `branch.bundle` (when
-/// it has commits past the base), the agent's log, and `result.json`.
+/// it has commits past the base), the agent's log with every value in `secrets` and
+/// every token-shaped word masked ([`masked_copy`]: an artifact is kept for days and
+/// the runner masks nothing in it), and `result.json`.
 pub fn write(
     repo_dir: &Path,
     plan: &Plan,
     branch: &str,
     result: WorkerResult,
     dir: &Path,
+    secrets: &[String],
 ) -> Result<(), String> {
     let has_commits = result
         .commit
@@ -237,7 +240,7 @@ pub fn write(
         None
     };
     if let Some(log) = &result.log_path {
-        let _ = std::fs::copy(log, dir.join("log.txt"));
+        let _ = masked_copy(log, &dir.join("log.txt"), secrets);
     }
     let artifact = WorkerArtifact {
         schema_version: 1,
@@ -249,4 +252,84 @@ pub fn write(
     let mut json = serde_json::to_vec_pretty(&artifact).expect("serializes");
     json.push(b'\n');
     std::fs::write(dir.join("result.json"), json).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The values of this process's environment variables whose names say they hold a
+/// secret (`…KEY`, `…TOKEN`, `…SECRET`, `…PASSWORD`, `…CREDENTIALS`; the agents' API
+/// keys), at least 8 bytes long: what an agent's log must not carry into an artifact.
+pub fn secret_values_in_env() -> Vec<String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, v)| names_a_secret(k) && v.trim().len() >= 8)
+        .map(|(_, v)| v.trim().to_owned())
+        .collect()
+}
+
+fn names_a_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIALS",
+    ]
+    .iter()
+    .any(|w| upper.ends_with(w))
+        || crate::secret::is_credential(name)
+}
+
+/// Copy the log at `from` to `to`, line by line, with each of `secrets` (longest
+/// first) replaced by `***` and token-shaped words masked
+/// ([`crate::secret::mask_tokens`]).
+pub fn masked_copy(from: &Path, to: &Path, secrets: &[String]) -> std::io::Result<()> {
+    use std::io::{BufRead, Write};
+    let mut secrets: Vec<&str> = secrets
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut reader = std::io::BufReader::new(std::fs::File::open(from)?);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
+    let mut line = Vec::new();
+    while reader.read_until(b'\n', &mut line)? > 0 {
+        let mut text = String::from_utf8_lossy(&line).into_owned();
+        for s in &secrets {
+            if text.contains(s) {
+                text = text.replace(s, "***");
+            }
+        }
+        out.write_all(crate::secret::mask_tokens(&text).as_bytes())?;
+        line.clear();
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_copied_into_an_artifact_has_its_secrets_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("w1.log"), dir.path().join("log.txt"));
+        let key = "sk-ant-api03-abcdefghijklmnop";
+        let odd = "hunter2hunter2";
+        let mut bytes = format!(
+            "using key {key} now\nexport X={odd};\nghs_0123456789abcdefghij leaked\nplain line\n"
+        )
+        .into_bytes();
+        bytes.extend_from_slice(b"\xffbytes\n");
+        std::fs::write(&from, bytes).unwrap();
+        masked_copy(&from, &to, &[odd.to_owned(), String::new()]).unwrap();
+        let got = std::fs::read_to_string(&to).unwrap();
+        assert_eq!(
+            got,
+            "using key *** now\nexport X=***;\n*** leaked\nplain line\n\u{fffd}bytes\n"
+        );
+        assert!(names_a_secret("ANTHROPIC_API_KEY") && names_a_secret("GITHUB_TOKEN"));
+        assert!(names_a_secret("db_password") && !names_a_secret("KEYBOARD"));
+    }
 }

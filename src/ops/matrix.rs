@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use secrecy::ExposeSecret;
+
 use super::run::{AfterRun, after_run, execute_plan_keeping, write_report};
 use crate::config::ConfigFile;
 use crate::exit::Failure;
@@ -83,7 +85,13 @@ pub fn worker(
         report.interrupted,
         plan.fail_on,
     );
-    crate::fanin::artifact::write(&repo.workdir, plan, &w.branch, result, &dir)
+    let mut secrets = crate::fanin::artifact::secret_values_in_env();
+    secrets.extend(
+        job.agent_tokens
+            .iter()
+            .map(|(_, t)| t.expose_secret().to_owned()),
+    );
+    crate::fanin::artifact::write(&repo.workdir, plan, &w.branch, result, &dir, &secrets)
         .map_err(Failure::Fatal)?;
     Ok((dir, code))
 }
@@ -153,6 +161,42 @@ fn import_dependencies(
         kept.insert(*d, collect(&repo.workdir, plan, dw, deps_dir));
     }
     Ok(kept)
+}
+
+/// What [`aggregate_settings`] checks.
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsCheck {
+    /// `--publish`.
+    pub publish: bool,
+    /// The plan file's digest was given and checked (`--plan-sha256`).
+    pub digest_checked: bool,
+    /// Running in GitHub Actions.
+    pub in_actions: bool,
+}
+
+/// The settings the aggregate of `plan` publishes with: those the plan carries (the
+/// plan job read them at the base commit; [`crate::plan::FaninSettings`]), and a
+/// config file here (`load`) only for a plan without them. In GitHub Actions, where
+/// any job of the run can upload artifacts, publishing needs the plan's digest and
+/// the settings in it: an artifact carries data, never settings.
+pub fn aggregate_settings(
+    plan: &Plan,
+    load: impl FnOnce() -> Result<ConfigFile, Failure>,
+    check: SettingsCheck,
+) -> Result<ConfigFile, Failure> {
+    let guarded = check.publish && check.in_actions;
+    if guarded && !check.digest_checked {
+        return Err(Failure::Usage(
+            "aggregate --publish in GitHub Actions needs --plan-sha256 (the plan job's `plan-sha256` output): without it, a plan artifact a job replaced would decide where the token goes".into(),
+        ));
+    }
+    match &plan.fanin {
+        Some(settings) => Ok(settings.config_file()),
+        None if guarded => Err(Failure::Usage(
+            "the plan carries no publish settings (written by an older fanout?): write it with `fanout plan --plan-file` in the plan job; the aggregate job does not read them from its checkout".into(),
+        )),
+        None => load(),
+    }
 }
 
 /// What to do after aggregating.

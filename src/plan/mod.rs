@@ -30,7 +30,8 @@ use setup::SetupPlan;
 /// would ignore them refuses it instead; any other plan as version 1. Both are read.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
 /// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`),
-/// or findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`).
+/// findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`), or
+/// `hidden:` paths.
 pub const PLAN_OVERRIDES_VERSION: u32 = 2;
 
 /// A validated plan.
@@ -68,10 +69,72 @@ pub struct Plan {
     /// Whether agents, setup commands and checks are confined (`sandbox:`).
     #[serde(default, skip_serializing_if = "crate::sandbox::Mode::is_auto")]
     pub sandbox: crate::sandbox::Mode,
+    /// Paths confined processes may not read, besides the user's credentials
+    /// (`hidden:`, as written: absolute or `~/…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
     /// When the run exits non-zero (`fail_on`); the aggregate of a matrix run follows
     /// it too.
     #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
     pub fail_on: crate::config::FailOn,
+    /// What a matrix run's aggregate publishes with, as the plan job read it at the
+    /// base commit (`fanout plan` writes it; [`FaninSettings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fanin: Option<FaninSettings>,
+}
+
+/// The settings a matrix run's aggregate job publishes with: the config's `publish:`
+/// block (its body template's text included) and commit identity, as the plan job
+/// read them at the base commit. The aggregate takes them from the plan (whose digest
+/// it checks), never from a checkout a job downloaded artifacts into: an artifact
+/// carries data, never settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FaninSettings {
+    /// The `publish:` block (`body_template` left out: its text is below).
+    pub publish: crate::config::PublishConfig,
+    /// The text of `publish.body_template`, when the config names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_template: Option<String>,
+    /// The identity of the commits fanout makes (`commit:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<crate::config::CommitIdentity>,
+}
+
+impl FaninSettings {
+    /// From the config `file` of the repository at `workdir` (the body template read
+    /// from there, bounded); an error names the key and the file.
+    pub fn read(
+        file: &crate::config::ConfigFile,
+        workdir: &std::path::Path,
+    ) -> Result<FaninSettings, String> {
+        let mut publish = file.publish.clone();
+        let body_template = match publish.body_template.take() {
+            Some(p) => {
+                let path = workdir.join(&p);
+                let text = crate::util::read_capped_string(&path, crate::util::CONFIG_LIMIT)
+                    .map_err(|e| format!("publish.body_template {}: {e}", path.display()))?;
+                Some(text)
+            }
+            None => None,
+        };
+        Ok(FaninSettings {
+            publish,
+            body_template,
+            commit: file.commit.clone(),
+        })
+    }
+
+    /// A config holding these settings and nothing else, for the stages that publish.
+    pub fn config_file(&self) -> crate::config::ConfigFile {
+        let mut publish = self.publish.clone();
+        publish.body_template = None;
+        publish.body_template_text = self.body_template.clone();
+        crate::config::ConfigFile {
+            publish,
+            commit: self.commit.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// A check, resolved.
@@ -333,7 +396,10 @@ impl Plan {
         let newer = |t: &Task| {
             t.overrides() || t.findings.is_some() || !findings::placeholders(&t.prompt).is_empty()
         };
-        if self.workers.iter().any(|w| newer(&w.task)) || !self.agents.is_empty() {
+        if self.workers.iter().any(|w| newer(&w.task))
+            || !self.agents.is_empty()
+            || !self.hidden.is_empty()
+        {
             PLAN_OVERRIDES_VERSION
         } else {
             PLAN_SCHEMA_VERSION
@@ -367,6 +433,37 @@ pub fn is_valid_run_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_aggregates_settings_travel_in_the_plan_with_the_body_templates_text() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".github")).unwrap();
+        std::fs::write(dir.path().join(".github/pr.md.j2"), "Task: {{ task }}\n").unwrap();
+        let file = crate::config::parse(
+            "publish:\n  labels: [ci]\n  remote: upstream\n  body_template: .github/pr.md.j2\ncommit: {name: Bot, email: bot@example.invalid}\n",
+            std::path::Path::new("fanout.yml"),
+        )
+        .unwrap();
+        let carried = FaninSettings::read(&file, dir.path()).unwrap();
+        assert_eq!(carried.body_template.as_deref(), Some("Task: {{ task }}\n"));
+        assert_eq!(carried.publish.body_template, None);
+        let json = serde_json::to_value(&carried).unwrap();
+        let back: FaninSettings = serde_json::from_value(json).unwrap();
+        assert_eq!(back, carried);
+        let cfg = back.config_file();
+        assert_eq!(cfg.publish.labels, ["ci"]);
+        assert_eq!(cfg.publish.remote.as_deref(), Some("upstream"));
+        assert_eq!(
+            cfg.publish.body_template_text.as_deref(),
+            Some("Task: {{ task }}\n")
+        );
+        assert_eq!(cfg.commit_identity().0, "Bot");
+        assert!(cfg.agents.is_empty() && cfg.tasks.is_empty());
+        // A missing template is an error naming the key.
+        std::fs::remove_file(dir.path().join(".github/pr.md.j2")).unwrap();
+        let e = FaninSettings::read(&file, dir.path()).unwrap_err();
+        assert!(e.starts_with("publish.body_template "), "{e}");
+    }
 
     #[test]
     fn run_ids_are_valid_and_distinct() {

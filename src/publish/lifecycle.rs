@@ -256,6 +256,9 @@ fn tonight(
         Ok(l) => l,
         Err(why) => return Tonight::Nothing(format!("not published: {why}")),
     };
+    if let Some(why) = pulls::changes_ci(repo, &lease, opts.allow_workflow_changes) {
+        return Tonight::Nothing(format!("not published: {why}"));
+    }
     let Ok(tree) = repo.find_commit(lease.local).map(|c| c.tree_id()) else {
         return Tonight::Nothing("the commit is not in this repository".into());
     };

@@ -122,7 +122,12 @@ fn leases(
             continue;
         }
         let checked = match repo {
-            Some(repo) => verify(repo, report, r),
+            Some(repo) => verify(repo, report, r).and_then(|lease| {
+                match pulls::changes_ci(repo, &lease, opts.allow_workflow_changes) {
+                    Some(why) => Err(why),
+                    None => Ok(lease),
+                }
+            }),
             None => Err("the repository cannot be opened".to_owned()),
         };
         match checked {

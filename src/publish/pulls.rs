@@ -44,6 +44,45 @@ pub struct PublishOptions {
     pub reopen: bool,
     /// Keep the morning digest issue ([`super::digest`]).
     pub digest: bool,
+    /// Publish branches that change the repository's CI ([`changes_ci`]).
+    pub allow_workflow_changes: bool,
+}
+
+/// Whether a change to `path` changes what the repository's CI runs or who must
+/// review it: a workflow or a local action under `.github/`, the root action
+/// (`action.yml`/`action.yaml`), or a `CODEOWNERS` where GitHub reads one (the root,
+/// `.github/`, `docs/`).
+pub fn is_ci_path(path: &str) -> bool {
+    path.starts_with(".github/workflows/")
+        || path.starts_with(".github/actions/")
+        || matches!(
+            path,
+            "action.yml" | "action.yaml" | "CODEOWNERS" | ".github/CODEOWNERS" | "docs/CODEOWNERS"
+        )
+}
+
+/// Why `lease` is held back: its commit changes the repository's CI ([`is_ci_path`],
+/// measured from git against the run's base) and `allow` is off; `None` otherwise.
+pub fn changes_ci(repo: &git2::Repository, lease: &Lease, allow: bool) -> Option<String> {
+    if allow || lease.delete {
+        return None;
+    }
+    let changed = match crate::run::harvest::changed_paths(repo, lease.base, lease.local) {
+        Ok(paths) => paths,
+        Err(e) => return Some(format!("what it changes cannot be read: {}", e.message())),
+    };
+    let ci: Vec<&str> = changed
+        .iter()
+        .map(String::as_str)
+        .filter(|p| is_ci_path(p))
+        .collect();
+    if ci.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "it changes {} (workflows, actions or CODEOWNERS: a push runs the repository's CI, with its secrets, on what the agent wrote); set publish.allow_workflow_changes: true to publish such branches",
+        ci.join(", ")
+    ))
 }
 
 /// Why a worker is not published, or `None` when it is.
@@ -89,8 +128,14 @@ pub fn verify(
 ) -> Result<Lease, String> {
     let plan = &report.plan;
     let first = plan.workers.first().ok_or("the plan has no worker")?;
+    // `<prefix>/<run-id>/`, the prefix never empty: a branch of the user's (`release/1.0`)
+    // is in no run's namespace, whatever a forged plan names.
     let namespace = match first.branch.rsplit_once('/') {
-        Some((ns, _)) if ns.ends_with(&format!("/{}", plan.run_id)) || ns == plan.run_id => {
+        Some((ns, _))
+            if ns
+                .strip_suffix(&format!("/{}", plan.run_id))
+                .is_some_and(|prefix| !prefix.is_empty()) =>
+        {
             format!("{ns}/")
         }
         _ => {
@@ -387,4 +432,35 @@ pub fn counts(report: &RunReport) -> BTreeMap<&'static str, usize> {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_change_the_repositorys_ci() {
+        for p in [
+            ".github/workflows/ci.yml",
+            ".github/workflows/sub/x.yaml",
+            ".github/actions/setup/action.yml",
+            "action.yml",
+            "action.yaml",
+            "CODEOWNERS",
+            ".github/CODEOWNERS",
+            "docs/CODEOWNERS",
+        ] {
+            assert!(is_ci_path(p), "{p}");
+        }
+        for p in [
+            "src/action.yml",
+            ".github/dependabot.yml",
+            ".github/workflows",
+            "docs/guide.md",
+            "sub/CODEOWNERS",
+            "workflows/ci.yml",
+        ] {
+            assert!(!is_ci_path(p), "{p}");
+        }
+    }
 }

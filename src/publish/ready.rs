@@ -116,7 +116,8 @@ impl AsReady {
         &self,
         report: &RunReport,
     ) -> (BTreeMap<u32, PublishOutcome>, Option<String>) {
-        let api = self.prepared.api();
+        // Workers only: no digest or findings yet, no issue written.
+        let api = self.prepared.api(false);
         let (gh, token) = match api.connect().await {
             Ok(c) => c,
             Err(Failure::Usage(e) | Failure::Fatal(e)) => return (BTreeMap::new(), Some(e)),

@@ -23,7 +23,7 @@ use crate::model::{Operation, PublishOutcome};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::summary::{render_pull_requests, render_summary};
 use crate::run::results::RunReport;
-use crate::util::out::{errln, outln};
+use crate::util::out::{command, errln};
 use crate::util::{CONFIG_LIMIT, read_capped_string};
 
 /// The publishing flags (`--label`, `--token`, …) as given on the command line, all
@@ -124,7 +124,7 @@ pub fn publish_report_after(
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
     let prepared = Prepared::new(repo, file, args, record)?;
-    let gh = prepared.api();
+    let gh = prepared.api(writes_issues(report, &prepared.opts));
     let done = gh.push_and_open(repo, report, &prepared.templates, &prepared.opts, early);
     let ((outcomes, integrated), stopped, digest) = match done {
         Ok(d) => d,
@@ -205,13 +205,15 @@ impl Prepared {
         })
     }
 
-    /// Talking to GitHub as prepared.
-    pub(super) fn api(&self) -> Api<'_> {
+    /// Talking to GitHub as prepared; `issues`: publishing writes issues too (a GitHub
+    /// App's token is asked for that only then).
+    pub(super) fn api(&self, issues: bool) -> Api<'_> {
         Api {
             target: &self.target,
             policy: self.policy.clone(),
             pace: self.pace,
             in_actions: self.in_actions,
+            issues,
         }
     }
 }
@@ -324,6 +326,7 @@ fn pacing(file: &ConfigFile, args: &PublishFlags) -> (RetryPolicy, Duration) {
 fn templates(repo: &UserRepo, file: &ConfigFile) -> Result<Templates, Failure> {
     let cfg = &file.publish;
     let body_template = match &cfg.body_template {
+        _ if cfg.body_template_text.is_some() => cfg.body_template_text.clone(),
         Some(p) => {
             let path = repo.workdir.join(p);
             Some(read_capped_string(&path, CONFIG_LIMIT).map_err(|e| {
@@ -357,6 +360,30 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         close_stale: cfg.close_stale.unwrap_or(true),
         reopen: args.reopen,
         digest: args.digest.or(cfg.digest) == Some(DigestMode::Issue),
+        allow_workflow_changes: cfg.allow_workflow_changes,
+    }
+}
+
+/// For a run's report read back from disk: stable branches (`<prefix>/<task>`, in no
+/// run's namespace) are published only under the prefix this repository's
+/// configuration names (`branch_prefix:`, else `fanout`), never one a forged plan names
+/// (`release/1.0` from the prefix `release`).
+pub fn check_stable_prefix(
+    file: &ConfigFile,
+    args: &PublishFlags,
+    report: &RunReport,
+) -> Result<(), Failure> {
+    if branch_mode(args.branch.or(file.publish.branch)) != BranchMode::Stable {
+        return Ok(());
+    }
+    let configured = file.branch_prefix.as_deref().unwrap_or("fanout");
+    match super::stable::prefix(&report.plan) {
+        Some(p) if p == configured => Ok(()),
+        found => Err(Failure::Fatal(format!(
+            "run {}: its branches' prefix {:?} is not this repository's branch_prefix {configured:?}; stable branches are published only under the configured prefix (nothing was pushed)",
+            report.run_id,
+            found.unwrap_or_default()
+        ))),
     }
 }
 
@@ -371,12 +398,24 @@ fn branch_mode(asked: Option<BranchMode>) -> BranchMode {
     })
 }
 
+/// Whether publishing `report` writes issues: the digest, or findings posted as a
+/// comment on a tracking issue.
+fn writes_issues(report: &RunReport, opts: &PublishOptions) -> bool {
+    opts.digest
+        || report
+            .plan
+            .workers
+            .iter()
+            .any(|w| w.task.findings == Some(crate::config::FindingsPost::Comment))
+}
+
 /// Talking to GitHub.
 pub(super) struct Api<'a> {
     target: &'a Target,
     policy: RetryPolicy,
     pace: Duration,
     in_actions: bool,
+    issues: bool,
 }
 
 /// Publish outcomes by worker id: the workers', and the integration branch's; the
@@ -410,14 +449,17 @@ impl Api<'_> {
     /// with (masked in Actions).
     pub(super) async fn connect(&self) -> Result<(GitHub, SecretString), Failure> {
         let t = self.target;
-        let connected =
-            tokio::time::timeout(self.policy.total, connect(&t.api, &t.slug, &t.credentials));
+        let connected = tokio::time::timeout(
+            self.policy.total,
+            connect(&t.api, &t.slug, &t.credentials, self.issues),
+        );
         let (crab, push_token) = connected
             .await
             .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
             .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
-        if self.in_actions {
-            outln!("::add-mask::{}", push_token.expose_secret());
+        // A personal token was masked when it was read; an App's installation token is new.
+        if self.in_actions && matches!(t.credentials, Credentials::App { .. }) {
+            command!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);
         Ok((gh, push_token))
@@ -610,14 +652,14 @@ fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
 /// `::add-mask::` every secret, so Actions never shows it in logs.
 fn mask(c: &Credentials) {
     match c {
-        Credentials::Token(t) => outln!("::add-mask::{}", t.expose_secret()),
+        Credentials::Token(t) => command!("::add-mask::{}", t.expose_secret()),
         Credentials::App {
             private_key_pem, ..
         } => {
             for line in private_key_pem.expose_secret().lines() {
                 let line = line.trim();
                 if !line.is_empty() && !line.starts_with("-----") {
-                    outln!("::add-mask::{line}");
+                    command!("::add-mask::{line}");
                 }
             }
         }

@@ -8,6 +8,11 @@
 //! The push URL is never read from the repository's configuration at publish time (an
 //! agent may have rewritten `remote.origin.url`, a `pushurl` or an `insteadOf`):
 //! - `--remote URL` on the publishing command line: that URL, as given;
+//! - `publish.remote` spelling a URL (recorded when the run started): that URL, only on
+//!   the GitHub server's host (`$GITHUB_SERVER_URL`, else the API's web host) for an
+//!   https one: neither a config file nor a run's record (which an unsandboxed agent
+//!   that read the record key can forge) ever sends the token elsewhere; an ssh or
+//!   local one carries no token;
 //! - otherwise the remote named by `--remote NAME`, `publish.remote` or `origin`, as
 //!   recorded when the run started ([`PushRecord`], in the run's journal):
 //!   - an https (or http) remote → `https://<server>/<owner>/<repo>.git`, the server
@@ -184,7 +189,14 @@ pub fn push_to(i: PushInputs<'_>) -> Result<PushTo, String> {
     };
     let name = record.publish_remote.as_deref().unwrap_or("origin");
     if !is_remote_name(name) {
-        return as_given(name, "publish.remote");
+        let to = as_given(name, "publish.remote")?;
+        return match &to {
+            PushTo::Https(url) if !same_origin(url, i.server_url) => Err(format!(
+                "publish.remote {name:?}: fanout sends the token only to the GitHub server ({}), never to a host a config file or a run's record names; to push elsewhere, pass --remote URL on the command line",
+                i.server_url
+            )),
+            _ => Ok(to),
+        };
     }
     match recorded(name) {
         Some(url) => from_recorded(url, &i, github),
@@ -201,6 +213,14 @@ fn as_given(url: &str, origin: &str) -> Result<PushTo, String> {
         )),
         RemoteKind::Ssh => Ok(PushTo::Ssh(url.trim().to_owned())),
         RemoteKind::Local(p) => Ok(PushTo::Local(p)),
+    }
+}
+
+/// Whether `url` is on the server `server` (same scheme, host and port).
+fn same_origin(url: &str, server: &str) -> bool {
+    match (url::Url::parse(url), url::Url::parse(server)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
     }
 }
 
@@ -309,6 +329,21 @@ mod tests {
         );
     }
 
+    /// Where `octo/demo` on github.com is pushed, given `flag`, `rec` and `in_actions`.
+    fn at(
+        flag: Option<&str>,
+        rec: Option<&PushRecord>,
+        in_actions: bool,
+    ) -> Result<PushTo, String> {
+        push_to(PushInputs {
+            flag,
+            record: rec,
+            slug: &RepoSlug::parse("octo/demo").unwrap(),
+            server_url: "https://github.com",
+            in_actions,
+        })
+    }
+
     fn record(remotes: &[(&str, &str)], publish_remote: Option<&str>) -> PushRecord {
         PushRecord {
             remotes: remotes
@@ -321,17 +356,7 @@ mod tests {
 
     #[test]
     fn the_push_url_never_comes_from_config_read_after_the_start() {
-        let slug = RepoSlug::parse("octo/demo").unwrap();
         let gh = PushTo::Https("https://github.com/octo/demo.git".into());
-        let at = |flag: Option<&str>, rec: Option<&PushRecord>, in_actions: bool| {
-            push_to(PushInputs {
-                flag,
-                record: rec,
-                slug: &slug,
-                server_url: "https://github.com",
-                in_actions,
-            })
-        };
         let https = record(&[("origin", "https://github.com/octo/demo")], None);
         assert_eq!(at(None, Some(&https), false).unwrap(), gh);
         let ssh = record(&[("origin", "git@github.com:octo/demo.git")], None);
@@ -381,6 +406,42 @@ mod tests {
             at(None, Some(&url), false).unwrap(),
             PushTo::Https(_)
         ));
+    }
+
+    #[test]
+    fn a_config_or_record_names_no_other_host_for_the_token() {
+        let url = record(&[], Some("https://github.com/octo/demo.git"));
+        // A config (recorded at the run's start) names no other host for the token, in
+        // Actions or not; a flag may.
+        assert!(matches!(
+            at(None, Some(&url), true).unwrap(),
+            PushTo::Https(_)
+        ));
+        let elsewhere = record(&[], Some("https://attacker.example/x.git"));
+        for in_actions in [false, true] {
+            let e = at(None, Some(&elsewhere), in_actions).unwrap_err();
+            assert!(
+                e.starts_with("publish.remote \"https://attacker.example/x.git\": fanout sends the token only to the GitHub server"),
+                "{e}"
+            );
+            assert!(e.contains("--remote URL"), "{e}");
+        }
+        let port = record(&[], Some("https://github.com:8443/octo/demo.git"));
+        assert!(at(None, Some(&port), true).is_err());
+        assert_eq!(
+            at(
+                Some("https://attacker.example/x.git"),
+                Some(&elsewhere),
+                true
+            )
+            .unwrap(),
+            PushTo::Https("https://attacker.example/x.git".into())
+        );
+        let path = record(&[], Some("/srv/git/mirror.git"));
+        assert_eq!(
+            at(None, Some(&path), true).unwrap(),
+            PushTo::Local("/srv/git/mirror.git".into())
+        );
     }
 
     #[test]

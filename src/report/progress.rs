@@ -4,10 +4,11 @@
 //!   status, elapsed time, the agent's last output line).
 //! * Otherwise, or with `--quiet`: plain log lines on stderr.
 //! * In GitHub Actions: plain lines, plus a `::group::` per finished worker holding the
-//!   tail of its log, and an `::error`/`::warning` annotation per unsuccessful worker.
+//!   tail of its log, and an `::error`/`::warning` annotation per unsuccessful worker
+//!   (all on stderr; the log tail, agent text, issues no workflow command:
+//!   [`crate::util::out`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use super::table::{TASK_CHARS, format_cost, format_duration};
 use crate::model::{Status, WorkerResult};
 use crate::plan::Plan;
 use crate::run::event::{Event, Reporter, StopLevel};
-use crate::util::out::{errln, outln};
+use crate::util::out::{command, errln};
 
 /// Lines of a worker's log shown in its Actions group.
 const LOG_TAIL_LINES: usize = 40;
@@ -125,7 +126,7 @@ impl Reporter for Plain {
                 if self.warned.insert(message.clone()) {
                     errln!("fanout: warning: {message}");
                     if self.github {
-                        outln!("::warning title=fanout::{}", escape_workflow_data(message));
+                        command!("::warning title=fanout::{}", escape_workflow_data(message));
                     }
                 }
             }
@@ -135,25 +136,24 @@ impl Reporter for Plain {
             Event::WorkerFinished(r) => {
                 let line = finished_line(r);
                 if self.github {
-                    let title = format!("{} {}", self.label(r.worker_id), r.status);
-                    outln!("::group::{title} ({})", r.branch);
+                    let title = format!("{} {} ({})", self.label(r.worker_id), r.status, r.branch);
+                    command!("::group::{}", escape_workflow_data(&title));
                     if let Some(log) = &r.log_path {
                         print_tail(log);
                     }
-                    outln!("::endgroup::");
+                    command!("::endgroup::");
                     if !r.status.is_good() {
                         let kind = if r.status == Status::Partial {
                             "warning"
                         } else {
                             "error"
                         };
-                        outln!(
+                        command!(
                             "::{kind} title=fanout worker {}::{}",
                             r.worker_id,
                             escape_workflow_data(&line)
                         );
                     }
-                    let _ = std::io::stdout().flush();
                 }
                 errln!("fanout: {} {}", self.label(r.worker_id), line);
             }
@@ -179,15 +179,13 @@ pub fn escape_workflow_data(s: &str) -> String {
         .replace('\n', "%0A")
 }
 
+/// The tail of a worker's log, in its group: agent text, which issues no workflow
+/// command (a line that could is printed in a stop-commands block:
+/// [`crate::util::out`]).
 fn print_tail(log: &Path) {
-    let mut out = std::io::stdout().lock();
-    for text in log_tail(log) {
-        // A log line must not be able to issue workflow commands.
-        if text.trim_start().starts_with("::") {
-            let _ = writeln!(out, " {text}");
-        } else {
-            let _ = writeln!(out, "{text}");
-        }
+    let tail = log_tail(log);
+    if !tail.is_empty() {
+        errln!("{}", tail.join("\n"));
     }
 }
 

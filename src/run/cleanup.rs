@@ -13,6 +13,17 @@ use super::runs::{list_runs, live_pid, read_plan};
 use super::worktree;
 use crate::plan::Plan;
 
+/// How to clean: what `fanout cleanup`'s flags ask.
+#[derive(Debug, Clone, Default)]
+pub struct How {
+    /// Keep the branches (and the run's records); remove only worktrees.
+    pub keep_branches: bool,
+    /// Commit a worktree's uncommitted work on its branch (kept), then remove it.
+    pub force: bool,
+    /// Branches holding a WIP commit fanout saved that the user asks to delete anyway.
+    pub delete_kept: Vec<String>,
+}
+
 /// What cleaning one run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cleaned {
@@ -36,13 +47,7 @@ pub enum Cleaned {
 /// for the worker, a worktree under the run's worktree root) — and its records when
 /// nothing was kept. A worktree holding uncommitted work is kept and listed, unless
 /// `force`: then the work is first committed on the worker's branch, which is kept.
-pub fn clean(
-    git: &git2::Repository,
-    runs_dir: &Path,
-    id: &str,
-    keep_branches: bool,
-    force: bool,
-) -> Cleaned {
+pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cleaned {
     let run_dir = runs_dir.join(id);
     if let Some(pid) = live_pid(&run_dir) {
         return Cleaned::Running(pid);
@@ -60,24 +65,32 @@ pub fn clean(
     let (mut trees, mut branches) = (0, 0);
     let mut kept = Vec::new();
     for entry in &journal.entries {
-        if let Err(why) = owned(&journal, &plan, entry) {
+        if let Err(why) = owned(&plan, id, entry) {
             kept.push(why);
             continue;
         }
-        let Some(keep_branch) = save_or_keep(git, &plan, entry, force, &mut kept) else {
+        let Some(keep_branch) = save_or_keep(git, &plan, entry, how.force, &mut kept) else {
             continue;
         };
-        let removed = worktree::remove(git, entry, keep_branches || keep_branch);
+        let fate = if how.keep_branches || keep_branch {
+            worktree::BranchFate::Keep
+        } else if how.delete_kept.contains(&entry.branch) {
+            worktree::BranchFate::DeleteEvenWip
+        } else {
+            worktree::BranchFate::Delete
+        };
+        let removed = worktree::remove(git, entry, fate);
         trees += usize::from(removed.worktree);
         branches += usize::from(removed.branch);
         kept.extend(removed.kept);
     }
-    if !keep_branches {
-        branches += remove_extra_branches(git, &journal, id, &mut kept);
+    if !how.keep_branches {
+        let ns = run_namespace(&plan, id).unwrap_or_default();
+        branches += remove_extra_branches(git, &journal, &ns, &mut kept);
     }
     // The run's folder under the worktree root, if empty now.
     let _ = std::fs::remove_dir(journal.worktree_root.join(id));
-    if !keep_branches && kept.is_empty() {
+    if !how.keep_branches && kept.is_empty() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     Cleaned::Done {
@@ -87,17 +100,33 @@ pub fn clean(
     }
 }
 
-/// Whether journal `entry` names what fanout made for this run: the plan's branch for
-/// its worker (in the run's namespace) and a worktree under the run's root.
-fn owned(journal: &Journal, plan: &Plan, entry: &JournalEntry) -> Result<(), String> {
-    let ns = super::tamper::namespace(plan).unwrap_or_default();
+/// The namespace of run `id` (`<prefix>/<id>/`, the prefix never empty) as its plan
+/// names it; `None` when the plan is not run `id`'s or names no such namespace.
+///
+/// Nothing in a run's records is trusted beyond this shape: records are signed, but
+/// an unsandboxed agent can read the key and sign a forgery, so what cleanup removes
+/// is bounded by the run it was asked to clean (`id`, the run directory's name), not
+/// by what the records say.
+pub fn run_namespace(plan: &Plan, id: &str) -> Option<String> {
+    let ns = super::tamper::namespace(plan)?;
+    let prefix = ns.strip_suffix(&format!("/{id}/"))?;
+    (plan.run_id == id && !prefix.is_empty()).then_some(ns)
+}
+
+/// Whether journal `entry` names what fanout made for run `id`: the plan's branch for
+/// its worker, inside the run's namespace, and the worktree fanout names for that
+/// worker (`fanout-<id>-w<N>`, in a folder `<id>/w<N>`; git's own record of it decides
+/// where it is: [`worktree::remove`]).
+fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
+    let ns = run_namespace(plan, id).unwrap_or_default();
     let planned = plan.workers.iter().find(|w| w.id == entry.worker_id);
+    let folder = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     let ours = planned.is_some_and(|w| w.branch == entry.branch)
         && !ns.is_empty()
         && entry.branch.starts_with(&ns)
-        && entry.worktree_name == worktree::worktree_name(&plan.run_id, entry.worker_id)
-        && entry.worktree_path
-            == worktree::worktree_path(&journal.worktree_root, &plan.run_id, entry.worker_id);
+        && entry.worktree_name == worktree::worktree_name(id, entry.worker_id)
+        && folder(&entry.worktree_path) == Some(format!("w{}", entry.worker_id))
+        && entry.worktree_path.parent().and_then(folder).as_deref() == Some(id);
     if ours {
         Ok(())
     } else {
@@ -148,10 +177,11 @@ fn save_or_keep(
     match unsaved.commit(common, &refname, "saved by fanout cleanup --force") {
         Ok(oid) => {
             kept.push(format!(
-                "branch {}: holds the uncommitted work of {path} ({}) as WIP commit {}",
+                "branch {}: holds the uncommitted work of {path} ({}) as WIP commit {}; a later cleanup keeps it too, unless `--delete-kept {}` names it",
                 entry.branch,
                 unsaved.listed(),
-                crate::util::short(&oid.to_string())
+                crate::util::short(&oid.to_string()),
+                entry.branch
             ));
             Some(true)
         }
@@ -182,17 +212,17 @@ fn warn_changes(id: &str, snap: &super::tamper::Snapshot) {
     }
 }
 
-/// The integration branch, when fanout made one (only inside the run's namespace);
-/// returns how many branches were removed.
+/// The integration branch, when fanout made one (only inside the run's namespace
+/// `ns`); returns how many branches were removed.
 fn remove_extra_branches(
     git: &git2::Repository,
     journal: &Journal,
-    id: &str,
+    ns: &str,
     kept: &mut Vec<String>,
 ) -> usize {
     let mut removed = 0;
     for b in &journal.extra_branches {
-        if !b.contains(&format!("/{id}/")) {
+        if ns.is_empty() || !b.starts_with(ns) {
             kept.push(format!("branch {b}: not in this run's namespace"));
             continue;
         }

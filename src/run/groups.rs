@@ -107,6 +107,34 @@ pub fn alive(rec: &GroupRecord) -> bool {
         .any(|&(_, started)| started >= start)
 }
 
+/// The live processes of recorded group `rec` that fanout cannot prove it started:
+/// every process fanout starts for run `run_id` carries `FANOUT_RUN_ID=<run_id>` in the
+/// environment it was started with (`/proc/<pid>/environ`, which no other process can
+/// rewrite), so a process without it — or that cannot be read — may be anyone's (a
+/// record is signed, but an unsandboxed agent can read the key and forge one naming a
+/// process of the user's). Each as `(pid, its command name)`. Without `/proc` nothing is
+/// provable: the leader is returned.
+pub fn unproven(rec: &GroupRecord, run_id: &str) -> Vec<(i32, String)> {
+    let mark = format!("FANOUT_RUN_ID={run_id}");
+    let name = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| c.trim().to_owned())
+            .unwrap_or_else(|_| "?".into())
+    };
+    if !Path::new("/proc/self/environ").exists() {
+        return vec![(rec.pgid, rec.program.clone())];
+    }
+    members(rec.pgid)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .filter(|&pid| {
+            !std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+        })
+        .map(|pid| (pid, name(pid)))
+        .collect()
+}
+
 /// Live (not zombie) members of group `pgid`: (pid, start time).
 fn members(pgid: i32) -> Vec<(i32, u64)> {
     let Ok(rd) = std::fs::read_dir("/proc") else {

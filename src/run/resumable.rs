@@ -56,7 +56,7 @@ pub struct Resumable {
 /// Find the run to resume (`run`, else the most recent one cut short) and get it
 /// ready; `stop_survivors` stops processes of its earlier attempt that still run
 /// instead of refusing.
-pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Result<Found, Failure> {
+pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Result<Found, Failure> {
     let Some((id, run_dir)) = pick(repo, run)? else {
         let running = list_runs(&repo.runs_dir())
             .into_iter()
@@ -136,14 +136,23 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: bool) -> Resu
     })))
 }
 
+/// What `fanout resume` may do with processes of the run's earlier attempt that still
+/// run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Nothing: refuse to resume while they run.
+    No,
+    /// Stop those fanout can prove it started (`--stop-survivors`); refuse when any
+    /// other is among them.
+    Proven,
+    /// Stop them all, proven or not (`--stop-survivors --yes`, or the user said yes).
+    All,
+}
+
 /// Refuse while processes of the run's earlier attempt still run (a SIGKILLed fanout
-/// cannot stop its agents), or stop them first (SIGTERM, `kill_grace`, SIGKILL).
-fn stop_earlier_attempt(
-    id: &str,
-    run_dir: &Path,
-    plan: &Plan,
-    stop_survivors: bool,
-) -> Result<(), Failure> {
+/// cannot stop its agents), or stop them first (SIGTERM, `kill_grace`, SIGKILL) — a
+/// process fanout cannot prove it started only when the user agrees.
+fn stop_earlier_attempt(id: &str, run_dir: &Path, plan: &Plan, stop: Stop) -> Result<(), Failure> {
     let survivors = resume::survivors(run_dir);
     if survivors.is_empty() {
         return Ok(());
@@ -152,10 +161,21 @@ fn stop_earlier_attempt(
         .iter()
         .map(|s| format!("process group {} ({})", s.pgid, s.program))
         .collect();
-    if !stop_survivors {
+    if stop == Stop::No {
         return Err(Failure::Usage(format!(
             "run {id}: processes of its earlier attempt are still running: {}; stop them (kill -- -PGID) or pass --stop-survivors",
             named.join(", ")
+        )));
+    }
+    let unproven: Vec<String> = survivors
+        .iter()
+        .flat_map(|s| &s.unproven)
+        .map(|(pid, name)| format!("pid {pid} ({name})"))
+        .collect();
+    if !unproven.is_empty() && stop != Stop::All && !confirmed(id, &unproven) {
+        return Err(Failure::Usage(format!(
+            "run {id}: its records name processes fanout cannot prove it started (no FANOUT_RUN_ID={id} in the environment they started with): {}; nothing was stopped — check them (ps -o pid,args -p PID), stop them yourself, or pass --yes to stop them",
+            unproven.join(", ")
         )));
     }
     errln!("fanout: stopping {}", named.join(", "));
@@ -173,8 +193,26 @@ fn stop_earlier_attempt(
     )))
 }
 
+/// Whether the user, at a terminal, agrees to stop `unproven` (never without one).
+fn confirmed(id: &str, unproven: &[String]) -> bool {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return false;
+    }
+    errln!(
+        "fanout: run {id}: its records name processes fanout cannot prove it started: {}",
+        unproven.join(", ")
+    );
+    crate::util::out::stderr(format_args!("stop them? [y/N] "));
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    matches!(answer.trim(), "y" | "Y" | "yes")
+}
+
 /// Compare with the run's tamper snapshot (its earlier attempt was cut short, so no
-/// check ran after its last workers) and restore; say what changed.
+/// check ran after its last workers): say what changed; restore config, hooks and
+/// `info/`, never a ref ([`super::tamper::Mode::Resume`]); then let the attempt take
+/// a snapshot of its own.
 fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     if !run_dir.join(super::tamper::SNAPSHOT_FILE).exists() {
         return Ok(());
@@ -182,10 +220,21 @@ fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     let snap = super::tamper::Snapshot::load(run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let changes = snap
-        .check(super::tamper::Mode::End)
+        .check(super::tamper::Mode::Resume)
         .map_err(|e| Failure::Fatal(format!("run {id}: tamper check: {e}")))?;
     for c in changes.iter().filter(|c| !c.benign) {
         errln!("fanout: run {id}: since its earlier attempt started, {c}");
+    }
+    // What is there now is this attempt's baseline: the attempt takes a snapshot of
+    // its own, so the user's changes since the crash are never blamed on a worker, nor
+    // undone after one.
+    let path = run_dir.join(super::tamper::SNAPSHOT_FILE);
+    for p in [crate::util::sign::sig_path(&path), path] {
+        if let Err(e) = std::fs::remove_file(&p)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(Failure::Fatal(format!("run {id}: {}: {e}", p.display())));
+        }
     }
     Ok(())
 }
@@ -210,7 +259,7 @@ fn clear_unfinished(
         .filter(|e| todo.contains(&e.worker_id))
     {
         save_unfinished(&git, id, plan, entry, number)?;
-        let removed = worktree::remove(&git, entry, false);
+        let removed = worktree::remove(&git, entry, worktree::BranchFate::Delete);
         if !removed.kept.is_empty() {
             return Err(Failure::Fatal(format!(
                 "run {id}: could not clear worker {}'s earlier attempt: {}; fix that and resume again",

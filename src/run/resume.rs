@@ -127,6 +127,8 @@ pub struct Survivor {
     pub program: String,
     /// The record naming it.
     pub record: PathBuf,
+    /// Its live processes fanout cannot prove it started ([`super::groups::unproven`]).
+    pub unproven: Vec<(i32, String)>,
 }
 
 /// The recorded process groups of `run_dir` that are still alive and still fanout's
@@ -144,10 +146,15 @@ pub fn survivors(run_dir: &Path) -> Vec<Survivor> {
         .filter(|p| p.extension().is_some_and(|x| x == "pgid"))
         .collect();
     records.sort();
+    let run_id = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut out = Vec::new();
     for record in records {
         match super::groups::read(&record) {
             Ok(g) if super::groups::alive(&g) => out.push(Survivor {
+                unproven: super::groups::unproven(&g, &run_id),
                 pgid: g.pgid,
                 program: g.program,
                 record,

@@ -13,6 +13,7 @@ use git2::{Index, IndexAddOption, Oid, Signature};
 
 use super::harvest::{is_excluded, tree_changes};
 use super::journal::JournalEntry;
+use super::worktree::WIP_SUBJECT;
 
 /// A worktree's files that differ from the commit they would go on.
 #[derive(Debug, Clone)]
@@ -101,10 +102,7 @@ impl Unsaved {
             .signature()
             .or_else(|_| Signature::now("fanout", "fanout@users.noreply.github.com"))
             .map_err(git)?;
-        let message = format!(
-            "WIP: work left uncommitted in {} ({why})\n",
-            self.worktree.display()
-        );
+        let message = format!("{WIP_SUBJECT}{} ({why})\n", self.worktree.display());
         let oid = repo
             .commit(None, &sig, &sig, &message, &tree, &[&parent])
             .map_err(git)?;

@@ -286,10 +286,32 @@ pub struct Removed {
     pub kept: Vec<String>,
 }
 
+/// Whether the worktree at `path` has a `.git` file naming `admin` as its git dir.
+fn links_to(path: &Path, admin: &Path) -> bool {
+    let Ok(text) = crate::util::read_regular(&path.join(".git"), 4096) else {
+        return false;
+    };
+    String::from_utf8_lossy(&text)
+        .trim()
+        .strip_prefix("gitdir:")
+        .is_some_and(|g| same_path(Path::new(g.trim()), admin))
+}
+
+/// What [`remove`] does with a worker's branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchFate {
+    /// Leave it.
+    Keep,
+    /// Delete it, unless it holds a WIP commit fanout saved (then it is kept and said).
+    Delete,
+    /// Delete it, WIP commit and all: the user named it (`cleanup --delete-kept`).
+    DeleteEvenWip,
+}
+
 /// Remove what `entry` says fanout created. A worktree is only removed when git's
 /// record of it points at the journal's path; a branch only when it was created by
 /// fanout and is not checked out anywhere.
-pub fn remove(repo: &Repository, entry: &JournalEntry, keep_branch: bool) -> Removed {
+pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Removed {
     let mut out = Removed::default();
     if entry.worktree_created {
         match repo.find_worktree(&entry.worktree_name) {
@@ -317,9 +339,14 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, keep_branch: bool) -> Rem
             }
             Err(_) => {
                 // git no longer knows it; remove a leftover directory only if it is
-                // exactly the one we made and looks like a worktree (has a .git file).
-                let dotgit = entry.worktree_path.join(".git");
-                if dotgit.is_file() {
+                // exactly the one we made: its `.git` file names fanout's
+                // administrative directory for it (a worktree of the user's names
+                // its own).
+                let admin = repo
+                    .commondir()
+                    .join("worktrees")
+                    .join(&entry.worktree_name);
+                if links_to(&entry.worktree_path, &admin) {
                     if std::fs::remove_dir_all(&entry.worktree_path).is_ok() {
                         out.worktree = true;
                     }
@@ -337,12 +364,20 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, keep_branch: bool) -> Rem
         }
     }
     if entry.branch_created
-        && !keep_branch
+        && branch != BranchFate::Keep
         && let Ok(mut b) = repo.find_branch(&entry.branch, BranchType::Local)
     {
+        let wip = tip_is_wip(&b);
         if b.is_head() {
             out.kept
                 .push(format!("branch {}: checked out: kept", entry.branch));
+        } else if let Some(oid) = wip.filter(|_| branch != BranchFate::DeleteEvenWip) {
+            out.kept.push(format!(
+                "branch {}: holds WIP commit {} that fanout saved (uncommitted work); kept — delete it with `fanout cleanup --delete-kept {}`",
+                entry.branch,
+                crate::util::short(&oid.to_string()),
+                entry.branch
+            ));
         } else {
             match b.delete() {
                 Ok(()) => out.branch = true,
@@ -359,6 +394,19 @@ fn same_path(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     let trim = |p: PathBuf| PathBuf::from(p.to_string_lossy().trim_end_matches('/').to_owned());
     trim(canon(a)) == trim(canon(b))
+}
+
+/// How the message of every WIP commit fanout makes begins (see `run::wip`).
+pub const WIP_SUBJECT: &str = "WIP: work left uncommitted in ";
+
+/// The tip of `branch` when it is a WIP commit fanout made (work it saved so that
+/// nothing is lost: only the user may discard it).
+pub fn tip_is_wip(branch: &git2::Branch<'_>) -> Option<Oid> {
+    let commit = branch.get().peel_to_commit().ok()?;
+    commit
+        .message_bytes()
+        .starts_with(WIP_SUBJECT.as_bytes())
+        .then(|| commit.id())
 }
 
 /// Disk use of a directory tree in bytes (symlinks not followed).

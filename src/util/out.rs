@@ -6,6 +6,19 @@
 //! never cut short, nor its results lost, because its reader left) and ends with its
 //! own exit code. Any other write error (a full disk) is said once on stderr, and
 //! [`failed`] makes the command's exit code 4 at the edge (`cli::main`).
+//!
+//! Under a GitHub Actions runner ([`set_runner_reads_commands`], said once at start
+//! by `cli::main`), what fanout prints stays text: the runner takes a line whose
+//! start (leading whitespace trimmed) is `::` as a workflow command, and `##[` anywhere
+//! in a line as a legacy one, on stdout and stderr alike. A write with such a line
+//! (an agent's log, a task, a reason, a finding — or anything else) goes to standard
+//! error inside a `::stop-commands::<token>` … `::<token>::` block, the token fresh
+//! and random for each block, so nothing in the text can end the block early. The
+//! workflow commands fanout means ([`workflow_command`]) go to standard error too: every line
+//! the runner may act on is on one stream, in the order fanout wrote it (the runner
+//! reads stdout and stderr on two threads, so a block on one stream would not hold
+//! against lines of the other). JSON on stdout ([`stdout_json`]) stays JSON: its
+//! `#` are written `\u0023`, and a pretty JSON line never starts with `::`.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -19,32 +32,175 @@ const FAILED: u8 = 2;
 static STDOUT: AtomicU8 = AtomicU8::new(OPEN);
 static STDERR: AtomicU8 = AtomicU8::new(OPEN);
 static SAID: AtomicBool = AtomicBool::new(false);
+/// Whether a GitHub Actions runner reads what fanout prints for workflow commands.
+static RUNNER_READS_COMMANDS: AtomicBool = AtomicBool::new(false);
 
-/// Write to standard output (what [`out!`] and [`outln!`] call).
+/// Say whether a GitHub Actions runner reads this process's output for workflow
+/// commands (`cli::main`, from `crate::actions::outputs::in_actions`, before
+/// anything is printed).
+pub fn set_runner_reads_commands(on: bool) {
+    RUNNER_READS_COMMANDS.store(on, Ordering::Relaxed);
+}
+
+fn runner_reads_commands() -> bool {
+    RUNNER_READS_COMMANDS.load(Ordering::Relaxed)
+}
+
+/// Write to standard output (what [`out!`] and [`outln!`] call); under a runner, a
+/// text the runner would take a command from goes to stderr in a block instead.
 pub fn stdout(args: fmt::Arguments<'_>) {
+    if runner_reads_commands() {
+        let text = args.to_string();
+        if holds_command(&text) {
+            return blocked(&text);
+        }
+        return write(
+            &STDOUT,
+            &mut io::stdout().lock(),
+            format_args!("{text}"),
+            "standard output",
+        );
+    }
     write(&STDOUT, &mut io::stdout().lock(), args, "standard output");
 }
 
-/// Write to standard error (what [`errln!`] calls).
+/// Write to standard error (what [`errln!`] calls); under a runner, a text the runner
+/// would take a command from is written in a block.
 pub fn stderr(args: fmt::Arguments<'_>) {
+    if runner_reads_commands() {
+        let text = args.to_string();
+        if holds_command(&text) {
+            return blocked(&text);
+        }
+    }
     write(&STDERR, &mut io::stderr().lock(), args, "standard error");
 }
 
+/// A workflow command fanout means (`::add-mask::…`, `::group::…`, an annotation),
+/// and a newline, on standard error: written as it is. Data from anywhere else must be
+/// escaped by the caller (`%`, CR, LF), so that it cannot start a line of its own.
+pub fn workflow_command(args: fmt::Arguments<'_>) {
+    write(
+        &STDERR,
+        &mut io::stderr().lock(),
+        format_args!("{args}\n"),
+        "standard error",
+    );
+}
+
+/// Whether a runner could take a workflow command from a line of `text`: one that
+/// holds `::` (a command starts with it once leading whitespace is trimmed; any `::`
+/// is counted, which needs no whitespace rules) or `##[` (legacy, anywhere). Lines
+/// end at CR as well as LF, as the runner reads them.
+pub fn holds_command(text: &str) -> bool {
+    text.split(['\n', '\r'])
+        .any(|line| line.contains("::") || line.contains("##["))
+}
+
+/// `text` on standard error between `::stop-commands::<token>` and `::<token>::`,
+/// in one write, the token 32 random hex digits not found in `text`. Without
+/// randomness the text is withheld (a guessable token would not hold).
+fn blocked(text: &str) {
+    let body = block_of(text);
+    write(
+        &STDERR,
+        &mut io::stderr().lock(),
+        format_args!("{body}"),
+        "standard error",
+    );
+}
+
+/// `text` as the block [`blocked`] writes.
+fn block_of(text: &str) -> String {
+    match stop_token(text) {
+        Some(token) => {
+            let nl = if text.ends_with('\n') { "" } else { "\n" };
+            format!("::stop-commands::{token}\n{text}{nl}::{token}::\n")
+        }
+        None => "fanout: (a line withheld: no randomness for a stop-commands token)\n".into(),
+    }
+}
+
+/// A fresh stop-commands token: 128 random bits, in hex, not found in `text`.
+fn stop_token(text: &str) -> Option<String> {
+    loop {
+        let mut bytes = [0u8; 16];
+        getrandom::getrandom(&mut bytes).ok()?;
+        let token = hex::encode(bytes);
+        if !text.contains(&token) {
+            return Some(token);
+        }
+    }
+}
+
+/// What tracing writes goes through [`stderr`], a line at a time (a record may carry
+/// an agent's text too).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingWriter;
+
+impl Write for TracingWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        stderr(format_args!("{}", String::from_utf8_lossy(buf)));
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for TracingWriter {
+    type Writer = TracingWriter;
+    fn make_writer(&'a self) -> TracingWriter {
+        TracingWriter
+    }
+}
+
 /// `value` as pretty JSON and a newline on standard output, streamed through a
-/// buffer: a report that grows with the run is never held whole in memory.
+/// buffer: a report that grows with the run is never held whole in memory. Under a
+/// runner, every `#` (only ever inside a string) is written `\u0023`: no `##[`.
 pub fn stdout_json<T: serde::Serialize + ?Sized>(value: &T) {
     if STDOUT.load(Ordering::Relaxed) != OPEN {
         return;
     }
     let mut w = io::BufWriter::new(io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut w, value)
-        .map_err(io::Error::from)
-        .and_then(|()| w.write_all(b"\n"))
-        .and_then(|()| w.flush());
+    let written = if runner_reads_commands() {
+        json_to(&mut NoHash(&mut w), value)
+    } else {
+        json_to(&mut w, value)
+    };
+    let written = written.and_then(|()| w.flush());
     if let Err(e) = written {
         // What the buffer still holds is dropped: the stream is closed or failed.
         let _ = w.into_parts();
         stopped(&STDOUT, e, "standard output");
+    }
+}
+
+fn json_to<W: Write, T: serde::Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, value)
+        .map_err(io::Error::from)
+        .and_then(|()| w.write_all(b"\n"))
+}
+
+/// JSON with each `#` written as `\u0023`. JSON has `#` only inside strings, where
+/// serde_json never escapes it: the result is the same JSON.
+struct NoHash<'a, W: Write>(&'a mut W);
+
+impl<W: Write> Write for NoHash<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        for piece in buf.split_inclusive(|b| *b == b'#') {
+            match piece.split_last() {
+                Some((b'#', head)) => {
+                    self.0.write_all(head)?;
+                    self.0.write_all(b"\\u0023")?;
+                }
+                _ => self.0.write_all(piece)?,
+            }
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -94,7 +250,13 @@ macro_rules! errln {
     };
 }
 
-pub(crate) use {errln, out, outln};
+/// A workflow command fanout means, on a line of its own on stderr
+/// ([`workflow_command`]).
+macro_rules! command {
+    ($($arg:tt)*) => { $crate::util::out::workflow_command(format_args!($($arg)*)) };
+}
+
+pub(crate) use {command, errln, out, outln};
 
 #[cfg(test)]
 mod tests {
@@ -110,6 +272,69 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn lines_a_runner_could_take_a_command_from_are_found() {
+        for text in [
+            "::error::x",
+            "  ::set-output name=a::b",
+            "fanout: #1 ##[error]x [m] failed",
+            "ok\n\t::add-mask::secret\n",
+            "ok\r::warning::x",
+            "a reason with a::b in it",
+        ] {
+            assert!(holds_command(text), "{text:?}");
+        }
+        for text in [
+            "",
+            "fanout: #1 fix it [gpt] success",
+            "## [x]",
+            "a: b :c",
+            "#[x]",
+        ] {
+            assert!(!holds_command(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_block_stops_commands_with_a_fresh_token_and_resumes_on_its_own_line() {
+        let text = "##[set-output name=publish]true\n::add-mask::x";
+        let a = block_of(text);
+        let b = block_of(text);
+        let lines: Vec<&str> = a.lines().collect();
+        let token = lines[0].strip_prefix("::stop-commands::").unwrap();
+        assert_eq!(token.len(), 32);
+        assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(&lines[1..3], text.lines().collect::<Vec<_>>());
+        assert_eq!(lines[3], format!("::{token}::"));
+        assert_eq!(lines.len(), 4);
+        assert!(a.ends_with('\n'));
+        assert_ne!(a, b, "each block has its own token");
+    }
+
+    #[test]
+    fn json_under_a_runner_has_no_hash_and_is_the_same_json() {
+        let value = serde_json::json!({
+            "task": "##[set-output name=x]y",
+            "back\\#slash": ["\\#", "#", "::add-mask::z", "a\n::error::b"],
+        });
+        let mut plain = Vec::new();
+        json_to(&mut plain, &value).unwrap();
+        let mut safe = Vec::new();
+        json_to(&mut NoHash(&mut safe), &value).unwrap();
+        let text = String::from_utf8(safe.clone()).unwrap();
+        assert!(!text.contains('#'), "{text}");
+        assert!(
+            text.lines().all(|l| !l.trim_start().starts_with("::")),
+            "{text}"
+        );
+        let back: serde_json::Value = serde_json::from_slice(&safe).unwrap();
+        assert_eq!(back, value);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&plain).unwrap(),
+            value
+        );
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! response schema of the operation too, so bugs in the fake show up as
 //! violations as well. Tests should end with [`FakeGitHub::assert_no_violations`].
 //!
+//! A GitHub App's installation token works only as far as it was asked for, as on
+//! GitHub: on the repositories its request named (404 elsewhere), and for writes its
+//! permissions allow (403 "Resource not accessible by integration": an issue needs
+//! `issues: write`, a pull request or a label or comment on one `pull_requests: write`).
+//!
 //! The server runs on its own thread with its own tokio runtime, so it can be
 //! used from synchronous tests, and is shut down when the [`FakeGitHub`] value
 //! is dropped. It only ever binds `127.0.0.1`.
@@ -521,6 +526,12 @@ struct App {
     key: jsonwebtoken::DecodingKey,
 }
 
+/// What an installation token was asked for.
+struct TokenScope {
+    repositories: Option<Vec<String>>,
+    permissions: serde_json::Map<String, Value>,
+}
+
 struct State {
     owner: String,
     repo: String,
@@ -529,6 +540,9 @@ struct State {
     token: Option<String>,
     app: Option<App>,
     installation_tokens: Vec<String>,
+    /// What each installation token was asked for: its repositories (`None`: every
+    /// repository of the installation) and permissions.
+    token_scopes: BTreeMap<String, TokenScope>,
     pulls: Vec<PullRequest>,
     issues: Vec<Issue>,
     comments: Vec<Comment>,
@@ -611,6 +625,7 @@ impl State {
             token: None,
             app: None,
             installation_tokens: Vec::new(),
+            token_scopes: BTreeMap::new(),
             pulls: Vec::new(),
             issues: Vec::new(),
             comments: Vec::new(),
@@ -776,6 +791,9 @@ impl State {
         {
             return Reply::not_found(DOCS_REST);
         }
+        if !needs_jwt && let Some(reply) = self.check_scope(authorization, method, call) {
+            return reply;
+        }
 
         let mut drop_connection = false;
         let draft = call.body.get("draft") == Some(&Value::Bool(true));
@@ -810,6 +828,54 @@ impl State {
         let mut reply = self.dispatch(call);
         reply.drop_connection = drop_connection;
         reply
+    }
+
+    /// An installation token used beyond what it was asked for: a repository it was
+    /// not asked for (404, as GitHub answers), or a write its permissions do not
+    /// allow (403 "Resource not accessible by integration"). Writing an issue needs
+    /// `issues: write`; a comment or label on a pull request, `pull_requests: write`
+    /// too.
+    fn check_scope(
+        &self,
+        authorization: Option<&str>,
+        method: &str,
+        call: &Call<'_>,
+    ) -> Option<Reply> {
+        let token = authorization?.split_once(' ')?.1.trim();
+        let scope = self.token_scopes.get(token)?;
+        if let Some(repos) = &scope.repositories
+            && let Some(repo) = call.path_params.get("repo")
+            && !repos.iter().any(|r| r.eq_ignore_ascii_case(repo))
+        {
+            return Some(Reply::not_found(DOCS_REST));
+        }
+        if method.eq_ignore_ascii_case("GET") {
+            return None;
+        }
+        let op = call.op.id.as_str();
+        let on_pull = call
+            .path_params
+            .get("issue_number")
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| self.find_pull(n).is_some());
+        let needed = match op {
+            _ if op.starts_with("pulls/") => "pull_requests",
+            "issues/create" => "issues",
+            _ if op.starts_with("issues/") && on_pull => "pull_requests",
+            _ if op.starts_with("issues/") => "issues",
+            _ => return None,
+        };
+        let allowed = scope.permissions.get(needed).and_then(Value::as_str) == Some("write")
+            || needed == "pull_requests"
+                && on_pull
+                && scope.permissions.get("issues").and_then(Value::as_str) == Some("write");
+        (!allowed).then(|| {
+            Reply::error(
+                403,
+                "Resource not accessible by integration",
+                "https://docs.github.com/rest/overview/permissions-required-for-github-apps",
+            )
+        })
     }
 
     fn check_token(&self, authorization: Option<&str>) -> Result<(), String> {
@@ -1461,6 +1527,22 @@ impl State {
         } else {
             "all"
         };
+        let repositories = call
+            .body
+            .get("repositories")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r.as_str().map(str::to_owned))
+                    .collect()
+            });
+        self.token_scopes.insert(
+            token.clone(),
+            TokenScope {
+                repositories,
+                permissions: permissions.as_object().cloned().unwrap_or_default(),
+            },
+        );
         Reply::json(
             201,
             json!({

@@ -22,6 +22,7 @@ use crate::common;
 use crate::fake_github;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use act_support::{ActLog, copy_dir};
 use common::*;
@@ -78,9 +79,17 @@ impl Fixture {
 
     /// `fanout init --kind KIND`'s workflow, with `config` as the repository's fanout.yml.
     fn setup_kind(kind: &str, config: &str, build: bool) -> Option<Fixture> {
+        Self::setup_in(kind, |_| config.to_owned(), build)
+    }
+
+    /// [`Fixture::setup_kind`] with the config made from the test's root directory
+    /// (for paths under it).
+    fn setup_in(kind: &str, config: impl FnOnce(&Path) -> String, build: bool) -> Option<Fixture> {
         let act = act_support::binary()?;
         let t = TestEnv::new();
         let root = t.root().to_path_buf();
+        let config = config(&root);
+        let config = config.as_str();
         let remote = root.join("remote.git");
         t.git_in(
             &root,
@@ -142,15 +151,23 @@ impl Fixture {
         let root = t.root().to_path_buf();
         // Each run its own artifacts, as on GitHub; the cache outlives runs.
         let artifacts = (1..)
-            .map(|n| root.join(format!("artifacts-{n}")))
+            .map(|n| root.join("artifacts").join(n.to_string()))
             .find(|p| !p.exists())
             .unwrap();
         std::fs::create_dir_all(&artifacts).unwrap();
         let event = root.join("event.json");
         std::fs::write(&event, serde_json::json!({ "inputs": inputs }).to_string()).unwrap();
+        let tools = root.join("host-tools");
+        act_support::stand_in_host_tools(&tools, &root.join("sudo.log"));
+        let path = format!(
+            "{}:{}",
+            tools.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
 
         let out = t
             .command(self.act.to_str().unwrap(), &t.repo)
+            .env("PATH", path)
             .env("ACT_DISABLE_VERSION_CHECK", "1")
             .args([
                 "workflow_dispatch",
@@ -377,6 +394,7 @@ fn empty_plan_under_act_skips_the_worker_and_aggregate_jobs() {
     let names: Vec<String> = std::fs::read_dir(&artifacts)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".ids")
         .collect();
     assert_eq!(names, ["fanout-plan"]);
     assert!(gh.requests().is_empty());
@@ -774,4 +792,322 @@ fn nightly_template_keeps_one_pull_request_per_task_and_a_digest_under_act() {
         );
     }
     gh.assert_no_violations();
+}
+
+/// An executable shell script `body` in `dir` (outside the repository), for an agent.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    path
+}
+
+/// Item 8 of issue #28 under act: in the `local` workflow (`mode: run`), each agent
+/// prints lines that would be workflow commands — `::add-mask::`, `::error::`,
+/// `##[error]`, `::set-output`, `##[set-output]` — on stdout and stderr, and writes to
+/// `$GITHUB_OUTPUT`. fanout shows its log in the worker's group, and act takes no
+/// command from it: no annotation, no mask, no output of the step, and the publish
+/// step (gated on the step's outputs) publishes as it would have. (act parses only
+/// lines that start with `::` or `##[`; how the GitHub runner parses them, leading
+/// whitespace trimmed and `##[` anywhere, is tested in tests/it/hostile_ci.rs.)
+#[test]
+fn agent_output_sets_no_annotation_mask_or_output_under_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = script(
+        dir.path(),
+        "forger.sh",
+        r#"for line in '::add-mask::PWNED-mask' '::error::PWNED-error' '##[error]PWNED-legacy-error' \
+    '::warning::PWNED-warning' '::set-output name=pwned::PWNED-output' \
+    '##[set-output name=pwned2;]PWNED-output' '::set-output name=run-id::PWNED-run'; do
+  echo "$line"; echo "$line" >&2
+done
+echo "pwned3=PWNED-file" >> "$GITHUB_OUTPUT" 2>/dev/null
+echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
+"#,
+    );
+    let Some(f) = Fixture::local(agent.to_str().unwrap()) else {
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let (out, log, _) = f.act(
+        &gh,
+        serde_json::json!({"tasks": "first task\nsecond task\n", "models": "", "workers": "2"}),
+    );
+    let fail = |what: &str| -> ! {
+        panic!(
+            "{what}\n--- act stdout ---\n{}\n--- act stderr ---\n{}",
+            log.raw,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    if !out.status.success() {
+        fail("the workflow failed");
+    }
+    // The agents' lines were shown (in their groups), and act acted on none of them.
+    let shown = log
+        .messages("fanout")
+        .filter(|m| m.contains("PWNED-legacy-error"))
+        .count();
+    if shown < 2 {
+        fail("the agents' log lines were not shown");
+    }
+    let forged: Vec<(String, String)> = log
+        .commands("fanout")
+        .into_iter()
+        .filter(|(c, raw)| c != "ignored" && raw.contains("PWNED"))
+        .collect();
+    if !forged.is_empty() {
+        fail(&format!("act took commands from agent output: {forged:#?}"));
+    }
+    for name in ["pwned", "pwned2", "pwned3"] {
+        if let Some(v) = log.output("fanout", name) {
+            fail(&format!("the agent set the step output {name}={v}"));
+        }
+    }
+    let run_id = log.output("fanout", "run-id").unwrap_or_default();
+    assert!(!run_id.contains("PWNED"), "{run_id}");
+    assert_eq!(gh.pulls().len(), 2);
+    gh.assert_no_violations();
+
+    // Item 10 in the same run: Docker was stopped (through the sudo stand-in) before
+    // any agent step, and the agents ran sandboxed (`sandbox: required`).
+    let sudo = std::fs::read_to_string(f.t.root().join("sudo.log")).unwrap_or_default();
+    assert!(
+        sudo.contains("sudo systemctl stop docker.socket docker.service containerd.service"),
+        "{sudo}"
+    );
+    let messages: Vec<String> = log.messages("fanout").collect();
+    let locked = messages
+        .iter()
+        .position(|m| m.contains("Success - Main Stop Docker before any agent runs"));
+    let ran = messages.iter().position(|m| m.contains("fanout: run"));
+    if !matches!((locked, ran), (Some(l), Some(r)) if l < r) {
+        fail("Docker was not stopped before the agents ran");
+    }
+    let results: Value =
+        serde_json::from_str(log.output("fanout", "results").unwrap_or("{}")).unwrap();
+    for r in results["results"].as_array().unwrap() {
+        assert_eq!(r["sandboxed"], true, "{r:#}");
+    }
+}
+
+/// Item 1 of issue #28 under act: in the matrix workflow, worker 1's agent does what
+/// a worker job's token allows: it deletes the `fanout-plan` artifact and uploads one
+/// of the same name holding the very plan (its digest still matches) and a
+/// `fanout.yml` that names its own server as the remote. The aggregate job downloads
+/// the plan by the id the plan job recorded, which the new artifact does not have: it
+/// refuses to go on, and nothing reaches the server. In a second run the agent adds
+/// an artifact of its own (`fanout-result-99`, with that `fanout.yml`) instead: it is
+/// downloaded under `runner.temp`, never into the checkout, the aggregate publishes
+/// where the plan says, and nothing reaches the server either. (The stand-in artifact
+/// store stands for the artifact API, which the agent reaches here as a directory its
+/// definition may write.)
+#[test]
+fn a_replaced_plan_artifact_carrying_a_fanout_yml_sends_nothing_elsewhere_under_act() {
+    // The agent's server listens before the repository (whose config names the
+    // agent) is made; the agent reads its URL from the test's directory.
+    let trap_dir = tempfile::tempdir().unwrap();
+    let trap_root = trap_dir.path().canonicalize().unwrap();
+    let scratch = TestEnv::new();
+    scratch.git_in(&trap_root, &["init", "-q", "--bare", "-b", "main", "x.git"]);
+    let trap = crate::hostile::GitHttp::start(&scratch, &trap_root);
+    let port = trap.port;
+    let Some(f) = Fixture::setup_in(
+        "matrix",
+        |root| {
+            let store = root.join("artifacts");
+            std::fs::create_dir_all(&store).unwrap();
+            let agent = script(
+                root,
+                "replacer.sh",
+                &format!(
+                    r#"set -e
+echo "work $FANOUT_WORKER_ID" > "out-$FANOUT_WORKER_ID.txt"
+[ "$FANOUT_WORKER_ID" = 1 ] || exit 0
+art="$FANOUT_TEST_ARTIFACTS"
+keep=$(mktemp -d)
+cp "$art/fanout-plan/fanout-plan.json" "$keep/"
+printf 'publish:\n  remote: http://127.0.0.1:{port}/x.git\n' > "$keep/fanout.yml"
+if [ "$(cat '{root}/mode')" = replace ]; then
+  rm -rf "$art/fanout-plan"
+  for f in "$art"/.ids/*; do [ "$(cat "$f")" != fanout-plan ] || rm -f "$f"; done
+  mkdir "$art/fanout-plan" && cp "$keep"/* "$art/fanout-plan/"
+  echo fanout-plan > "$art/.ids/4242"
+else
+  mkdir "$art/fanout-result-99" && cp "$keep/fanout.yml" "$art/fanout-result-99/"
+  echo fanout-result-99 > "$art/.ids/4343"
+fi
+"#,
+                    root = root.display()
+                ),
+            );
+            format!(
+                "parallel_runs:\n  agent: replacer\n  workers: 2\nagents:\n  replacer:\n    command: [sh, '{}']\n    writable: ['{}']\n",
+                agent.display(),
+                store.display()
+            )
+        },
+        false,
+    ) else {
+        return;
+    };
+    let t = &f.t;
+    let root = t.root().to_path_buf();
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    let inputs = serde_json::json!({"tasks": "one\ntwo\n", "models": "", "publish": "true"});
+
+    std::fs::write(root.join("mode"), "replace").unwrap();
+    let (out, log, artifacts) = f.act(&gh, inputs.clone());
+    let said = || format!("{}\n{}", log.raw, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        artifacts.join("fanout-plan/fanout.yml").is_file(),
+        "the agent did not replace the plan artifact:\n{}",
+        said()
+    );
+    assert_eq!(
+        trap.credentials(),
+        "",
+        "the token reached the agent's server"
+    );
+    assert!(!out.status.success(), "{}", said());
+    assert!(
+        log.messages("aggregate")
+            .any(|m| m.contains("None of the provided artifact IDs were found")),
+        "the aggregate job did not refuse the replaced plan:\n{}",
+        said()
+    );
+    assert!(
+        log.messages("aggregate")
+            .all(|m| !m.contains("fanout: aggregate")),
+        "fanout aggregate ran:\n{}",
+        said()
+    );
+    assert!(gh.pulls().is_empty());
+
+    std::fs::write(root.join("mode"), "add").unwrap();
+    let (out, log, artifacts) = f.act(&gh, inputs);
+    let said = || format!("{}\n{}", log.raw, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        artifacts.join("fanout-result-99/fanout.yml").is_file(),
+        "{}",
+        said()
+    );
+    assert_eq!(
+        trap.credentials(),
+        "",
+        "the token reached the agent's server"
+    );
+    assert!(out.status.success(), "{}", said());
+    let pulls = gh.pulls();
+    assert_eq!(pulls.len(), 2, "{}", said());
+    for pr in pulls {
+        let on_remote = t.git_in(&f.remote, &["branch", "--list", &pr.head_ref]);
+        assert!(
+            !on_remote.trim().is_empty(),
+            "{} not on origin",
+            pr.head_ref
+        );
+    }
+    gh.assert_no_violations();
+}
+
+/// Item 10 of issue #28 under act: a run cancelled while a worker's agent runs starts
+/// no later wave and no aggregate. act cannot show that with the jobs themselves: it
+/// does not apply a cancellation to the `if:` of jobs that start after it (its
+/// `cancelled()` there reads only the new job's own state, so with `always()` and
+/// with `!cancelled()` alike it starts them, then skips their plain steps). What act
+/// does model is `cancelled()` inside a job that is cancelled while it runs: so the
+/// generated matrix workflow's conditions — of `work-2`..`work-4`, of the aggregate,
+/// and of the worker jobs' result upload — are evaluated here as the conditions of
+/// steps that come after a step interrupted by the cancellation (SIGINT to act, as a
+/// user's cancel), with the plan's outputs they read. None runs; a control step with
+/// `always()` does (the conditions were evaluated after the cancel).
+#[test]
+fn after_a_cancel_no_later_wave_and_no_aggregate_starts_under_act() {
+    let Some(act) = act_support::binary() else {
+        return;
+    };
+    let t = TestEnv::new();
+    let wf_out = ".github/workflows/fanout.yml";
+    t.run_ok(&["init", "--kind", "matrix", "--output", wf_out]);
+    let generated = std::fs::read_to_string(t.repo.join(wf_out)).unwrap();
+    let wf: Value = serde_saphyr::from_str(&generated).unwrap();
+    let cond = |job: &str| wf["jobs"][job]["if"].as_str().unwrap().to_owned();
+    let upload_if = wf["jobs"]["work-1"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["with"]["name"] == "fanout-result-${{ matrix.id }}")
+        .and_then(|s| s["if"].as_str())
+        .unwrap()
+        .to_owned();
+    let markers = t.root().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let mut probe = String::from(
+        "name: cancel-probe\non: workflow_dispatch\njobs:\n  plan:\n    runs-on: ubuntu-latest\n    outputs:\n",
+    );
+    for o in ["count", "count-1", "count-2", "count-3", "count-4"] {
+        probe.push_str(&format!("      {o}: ${{{{ steps.plan.outputs.{o} }}}}\n"));
+    }
+    probe.push_str(
+        "    steps:\n      - id: plan\n        run: for o in count count-1 count-2 count-3 count-4; do echo \"$o=1\" >> \"$GITHUB_OUTPUT\"; done\n  work-1:\n    needs: plan\n    runs-on: ubuntu-latest\n    steps:\n      - name: an agent, running when the run is cancelled\n        run: touch \"$MARKERS/started\"; sleep 120\n",
+    );
+    let steps = [
+        ("work-2", cond("work-2")),
+        ("work-3", cond("work-3")),
+        ("work-4", cond("work-4")),
+        ("aggregate", cond("aggregate")),
+        ("upload", upload_if),
+        ("control", "always()".to_owned()),
+    ];
+    for (name, c) in &steps {
+        probe.push_str(&format!(
+            "      - name: {name}\n        if: \"{}\"\n        run: touch \"$MARKERS/{name}\"\n",
+            c.replace('"', "\\\"")
+        ));
+    }
+    std::fs::write(t.repo.join(".github/workflows/cancel-probe.yml"), &probe).unwrap();
+
+    let mut child = t
+        .command(act.to_str().unwrap(), &t.repo)
+        .env("ACT_DISABLE_VERSION_CHECK", "1")
+        .args([
+            "workflow_dispatch",
+            "-W",
+            ".github/workflows/cancel-probe.yml",
+        ])
+        .args(["-P", "ubuntu-latest=-self-hosted", "--no-cache-server"])
+        .arg("--action-cache-path")
+        .arg(t.root().join("act-cache"))
+        .arg("--env")
+        .arg(format!("MARKERS={}", markers.display()))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(t.root().join("act.log")).unwrap())
+        .stderr(std::fs::File::create(t.root().join("act.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let started = wait_until(Duration::from_secs(120), || {
+        markers.join("started").exists()
+    });
+    // The user cancels the run.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    );
+    let status = wait_child(&mut child, Duration::from_secs(120));
+    let log = ["act.log", "act.err"]
+        .map(|f| std::fs::read_to_string(t.root().join(f)).unwrap_or_default())
+        .join("\n");
+    assert!(started, "the probe's agent step never started:\n{log}");
+    assert!(
+        markers.join("control").exists(),
+        "the steps after the cancel were not evaluated (status {status:?}):\n{probe}\n{log}"
+    );
+    for (name, c) in &steps[..5] {
+        assert!(
+            !markers.join(name).exists(),
+            "`{name}` would run after a cancel (if: {c}):\n{log}"
+        );
+    }
 }

@@ -3,16 +3,17 @@
 //! `tests/common` and the peers of `tests/support`.
 
 #[path = "../support/act.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
 mod act_support;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../common/fake_github.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
+#[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_github;
 #[path = "../support/fake_release.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
+#[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_release;
+#[path = "../support/runner_commands.rs"]
+mod runner_commands;
 
 mod act;
 mod adapters;
@@ -26,8 +27,11 @@ mod docs;
 mod fake_github_api;
 mod findings;
 mod first_contact;
+mod forged_records;
 mod fuzz_corpus;
+#[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
+mod hostile_ci;
 mod init;
 mod install;
 mod limits;

@@ -566,3 +566,23 @@ fn a_replaced_plan_file_is_refused_by_its_digest() {
     assert!(err.contains("not the one the plan job wrote"), "{err}");
     assert_eq!(m.t.git_in(&agg, &["for-each-ref", "refs/heads/fanout"]), "");
 }
+
+#[test]
+fn aggregate_says_it_does_not_read_a_config_the_plan_overrides() {
+    let m = Matrix::new(&["one"]);
+    assert!(m.worker(1).status.success());
+    let agg = m.clone("aggregate");
+    let out =
+        m.t.command(FANOUT, &agg)
+            .args(["--config", m.cfg.to_str().unwrap(), "aggregate", "--plan"])
+            .arg(&m.plan)
+            .arg("--from")
+            .arg(&m.results)
+            .output()
+            .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not read: the plan carries the settings"),
+        "{stderr}"
+    );
+}

@@ -257,3 +257,70 @@ fn the_check_refuses_tags_branches_short_shas_and_missing_comments() {
         "two SHAs for actions/checkout v4.4.0 passed"
     );
 }
+
+/// The agent CLIs the workflows `fanout init` writes install are pinned to exact
+/// versions, the ones `.ci/install-agents.sh` installs for the tests that drive them
+/// (tests/it/agents_real.rs): a workflow never installs whatever version is newest.
+#[test]
+fn the_workflows_install_the_agent_clis_at_the_versions_the_tests_drive() {
+    let script = std::fs::read_to_string(Path::new(ROOT).join(".ci/install-agents.sh")).unwrap();
+    let pin = |var: &str| -> String {
+        script
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{var}=")))
+            .unwrap_or_else(|| panic!("no {var}= in .ci/install-agents.sh"))
+            .trim()
+            .to_owned()
+    };
+    let want = [
+        (
+            "claude",
+            vec![format!(
+                "npm install -g @anthropic-ai/claude-code@{}",
+                pin("CLAUDE_VERSION")
+            )],
+        ),
+        (
+            "codex",
+            vec![format!(
+                "npm install -g @openai/codex@{}",
+                pin("CODEX_VERSION")
+            )],
+        ),
+        (
+            "aider",
+            vec![format!("pipx install aider-chat=={}", pin("AIDER_VERSION"))],
+        ),
+        (
+            "architect",
+            vec![format!(
+                "pipx install architect-ai-cli=={} && pipx inject architect-ai-cli mcp=={}",
+                pin("ARCHITECT_VERSION"),
+                pin("MCP_VERSION")
+            )],
+        ),
+    ];
+    let t = TestEnv::new();
+    for (agent, lines) in want {
+        for kind in ["matrix", "local", "nightly"] {
+            let out = format!(".github/workflows/{agent}-{kind}.yml");
+            t.run_ok(&["init", "--kind", kind, "--agent", agent, "--output", &out]);
+            let text = std::fs::read_to_string(t.repo.join(&out)).unwrap();
+            let installs: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("run: "))
+                .filter(|r| r.contains("install"))
+                .collect();
+            assert!(
+                !installs.is_empty(),
+                "{agent} {kind}: no install step:\n{text}"
+            );
+            for i in installs {
+                assert!(
+                    lines.iter().any(|l| l == i),
+                    "{agent} {kind}: `{i}`, want {lines:?}"
+                );
+            }
+        }
+    }
+}

@@ -5,9 +5,12 @@
 //! project uses at a **local stand-in** under `.github/stand-ins/` ([`install`]
 //! writes them), and says so:
 //! - `actions/upload-artifact`, `actions/download-artifact`: copy files through
-//!   `$FANOUT_TEST_ARTIFACTS/<name>/`, with the same inputs and layout (`pattern`
-//!   puts each artifact in `path/<name>/`, or all in `path/` with `merge-multiple`;
-//!   a missing `name` fails, as the real action does);
+//!   `$FANOUT_TEST_ARTIFACTS/<name>/`, with the same inputs, outputs and layout
+//!   (`pattern` and `artifact-ids` put each artifact in `path/<name>/`, or all in
+//!   `path/` with `merge-multiple`; a missing `name`, or ids none of which is an
+//!   artifact's any more, fails, as the real action does). Each upload gets a fresh
+//!   id (`$FANOUT_TEST_ARTIFACTS/.ids/<id>` holds the artifact's name; its
+//!   `artifact-id` output): an artifact deleted and uploaded again is a new one;
 //! - `actions/cache/restore`, `actions/cache/save`: `$FANOUT_TEST_CACHE/<key>/`,
 //!   exact keys, an existing entry never overwritten (as GitHub's cache); every save
 //!   is logged to `$FANOUT_TEST_CACHE/saves.log`;
@@ -16,6 +19,11 @@
 //!   stand-in cargo), as the real ones put the tools they install.
 //!
 //! `actions/checkout` needs no stand-in: act copies the local repository for it.
+//!
+//! Host tools the workflows call have stand-ins too, first on act's `PATH`
+//! ([`stand_in_host_tools`]): `sudo`, which logs what it was asked and runs nothing
+//! (the templates' "Stop Docker" step must never stop this machine's Docker), and
+//! `docker`, a client whose daemon is not reachable.
 //! act is found at `$FANOUT_ACT`, else in the peers cache that `.ci/install-act.sh`
 //! fills; without it a test fails, telling how to install it, unless
 //! `FANOUT_SKIP_ACT=1` asks to skip.
@@ -28,7 +36,8 @@ use serde_json::Value;
 const UPLOAD: &str = r#"name: upload-artifact (local stand-in)
 description: >-
   Test stand-in for actions/upload-artifact, which cannot be fetched offline: copies
-  the files into $FANOUT_TEST_ARTIFACTS/<name>/.
+  the files into $FANOUT_TEST_ARTIFACTS/<name>/ and gives the artifact a fresh id
+  ($FANOUT_TEST_ARTIFACTS/.ids/<id> holds its name), output as artifact-id.
 inputs:
   name:
     description: Artifact name
@@ -48,10 +57,15 @@ inputs:
   overwrite:
     description: Replace an artifact of the same name
     default: "false"
+outputs:
+  artifact-id:
+    description: The new artifact's id
+    value: ${{ steps.upload.outputs.artifact-id }}
 runs:
   using: composite
   steps:
-    - shell: bash
+    - id: upload
+      shell: bash
       env:
         NAME: ${{ inputs.name }}
         SRC: ${{ inputs.path }}
@@ -63,6 +77,7 @@ runs:
         if [ -e "$dest" ]; then
           if [ "$OVERWRITE" != true ]; then echo "artifact $NAME already exists" >&2; exit 1; fi
           rm -rf "$dest"
+          { grep -lxF "$NAME" "$FANOUT_TEST_ARTIFACTS"/.ids/* 2>/dev/null || true; } | xargs rm -f
         fi
         found=0
         while IFS= read -r p; do
@@ -78,16 +93,27 @@ runs:
           echo "no files found at: $SRC" >&2
           exit 1
         fi
+        if [ "$found" = 1 ]; then
+          mkdir -p "$FANOUT_TEST_ARTIFACTS/.ids"
+          id=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+          echo "$NAME" > "$FANOUT_TEST_ARTIFACTS/.ids/$id"
+          echo "artifact-id=$id" >> "$GITHUB_OUTPUT"
+        fi
 "#;
 
 const DOWNLOAD: &str = r#"name: download-artifact (local stand-in)
 description: >-
-  Test stand-in for actions/download-artifact, which cannot be fetched offline: copies
-  from $FANOUT_TEST_ARTIFACTS. With `name`, into `path`; with `pattern`, each matching
-  artifact into `path/<name>/` (all into `path/` with merge-multiple).
+  Test stand-in for actions/download-artifact (v4.3.0), which cannot be fetched
+  offline: copies from $FANOUT_TEST_ARTIFACTS. With `name`, into `path`; with
+  `artifact-ids`, each artifact that still has one of those ids (one deleted and
+  uploaded again has a new id) into `path/<name>/` (into `path/` with merge-multiple),
+  failing when none has; with `pattern`, each matching artifact likewise.
 inputs:
   name:
     description: Artifact name
+    default: ""
+  artifact-ids:
+    description: Artifact ids, comma-separated
     default: ""
   pattern:
     description: Glob of artifact names
@@ -104,27 +130,50 @@ runs:
     - shell: bash
       env:
         NAME: ${{ inputs.name }}
+        IDS: ${{ inputs.artifact-ids }}
         PATTERN: ${{ inputs.pattern }}
         DEST: ${{ inputs.path }}
         MERGE: ${{ inputs.merge-multiple }}
       run: |
         set -euo pipefail
+        art="$FANOUT_TEST_ARTIFACTS"
+        if [ -n "$NAME" ] && [ -n "$IDS" ]; then
+          echo "Inputs 'name' and 'artifact-ids' cannot be used together." >&2
+          exit 1
+        fi
         if [ -n "$NAME" ]; then
-          if [ ! -d "$FANOUT_TEST_ARTIFACTS/$NAME" ]; then
+          if [ ! -d "$art/$NAME" ]; then
             echo "Unable to download artifact(s): Artifact not found for name: $NAME" >&2
             exit 1
           fi
           mkdir -p "$DEST"
-          cp -R "$FANOUT_TEST_ARTIFACTS/$NAME"/. "$DEST"/
+          cp -R "$art/$NAME"/. "$DEST"/
+          exit 0
+        fi
+        names=()
+        if [ -n "$IDS" ]; then
+          for id in ${IDS//,/ }; do
+            if [ -f "$art/.ids/$id" ] && [ -d "$art/$(cat "$art/.ids/$id")" ]; then
+              names+=("$(cat "$art/.ids/$id")")
+            else
+              echo "::warning::Could not find the following artifact IDs: $id"
+            fi
+          done
+          if [ "${#names[@]}" = 0 ]; then
+            echo "None of the provided artifact IDs were found" >&2
+            exit 1
+          fi
         else
-          mkdir -p "$DEST"
-          for d in "$FANOUT_TEST_ARTIFACTS"/$PATTERN; do
-            [ -d "$d" ] || continue
-            if [ "$MERGE" = true ]; then out="$DEST"; else out="$DEST/$(basename "$d")"; fi
-            mkdir -p "$out"
-            cp -R "$d"/. "$out"/
+          for d in "$art"/$PATTERN; do
+            [ -d "$d" ] && names+=("$(basename "$d")")
           done
         fi
+        mkdir -p "$DEST"
+        for n in ${names[@]+"${names[@]}"}; do
+          if [ "$MERGE" = true ]; then out="$DEST"; else out="$DEST/$n"; fi
+          mkdir -p "$out"
+          cp -R "$art/$n"/. "$out"/
+        done
 "#;
 
 const CACHE_RESTORE: &str = r#"name: cache/restore (local stand-in)
@@ -351,6 +400,22 @@ impl ActLog {
             .map(|(_, _, v)| v.as_str())
     }
 
+    /// The workflow commands act took from `job`'s output: (command, the raw line),
+    /// in order; a line act ignored inside a `stop-commands` block is `ignored`.
+    pub fn commands(&self, job: &str) -> Vec<(String, String)> {
+        self.raw
+            .lines()
+            .filter_map(|line| {
+                let v: Value = serde_json::from_str(line).ok()?;
+                if v["jobID"].as_str() != Some(job) {
+                    return None;
+                }
+                let command = v["command"].as_str()?.to_owned();
+                Some((command, v["raw"].as_str().unwrap_or_default().to_owned()))
+            })
+            .collect()
+    }
+
     /// The messages act logged for `job` (its steps' output lines).
     pub fn messages<'a>(&'a self, job: &'a str) -> impl Iterator<Item = String> + 'a {
         self.raw.lines().filter_map(move |line| {
@@ -358,6 +423,31 @@ impl ActLog {
             (v["jobID"].as_str() == Some(job))
                 .then(|| v["msg"].as_str().unwrap_or_default().to_owned())
         })
+    }
+}
+
+/// The host-tool stand-ins in `dir` (see the module docs): `sudo` appends
+/// `sudo ARGS…` to `log` and does nothing else; `docker` says its daemon is not
+/// reachable and fails.
+pub fn stand_in_host_tools(dir: &Path, log: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let tools = [
+        (
+            "sudo",
+            format!("#!/bin/sh\necho \"sudo $*\" >> '{}'\n", log.display()),
+        ),
+        (
+            "docker",
+            "#!/bin/sh\necho 'Cannot connect to the Docker daemon (test stand-in)' >&2\nexit 1\n"
+                .to_owned(),
+        ),
+    ];
+    for (name, script) in tools {
+        let path = dir.join(name);
+        std::fs::write(&path, script).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
     }
 }
 

@@ -1,7 +1,10 @@
 //! Authentication: a token (`--token`, `GITHUB_TOKEN`, `GH_TOKEN`), or a GitHub App
 //! (`--app-id` and a private key) → a JWT (jsonwebtoken 10, as octocrab uses) → the
-//! repository's installation → an installation token. Either way the result is an
-//! authenticated octocrab plus the token that also authorizes `git push`.
+//! repository's installation → an installation token, asked for the one repository
+//! and only what publishing needs ([`token_request`]: `contents` and `pull_requests`
+//! write, `issues` write only when a digest or findings need it) — never every
+//! repository of the installation with every permission of the App. Either way the
+//! result is an authenticated octocrab plus the token that also authorizes `git push`.
 
 use std::time::Duration;
 
@@ -62,12 +65,25 @@ fn first_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
+/// The body of an installation token request: `repo` alone, with write access to its
+/// contents and pull requests, and to its issues when `issues` (a digest issue, or
+/// findings posted to a tracking issue).
+pub fn token_request(repo: &RepoSlug, issues: bool) -> serde_json::Value {
+    let mut permissions = serde_json::json!({"contents": "write", "pull_requests": "write"});
+    if issues {
+        permissions["issues"] = "write".into();
+    }
+    serde_json::json!({"repositories": [repo.name], "permissions": permissions})
+}
+
 /// Authenticate against `api_base` for `repo`. Returns the client and the token that
-/// authorizes pushes (the installation token for an App).
+/// authorizes pushes (the installation token for an App, scoped by [`token_request`];
+/// `issues`: publishing writes issues too).
 pub async fn connect(
     api_base: &str,
     repo: &RepoSlug,
     credentials: &Credentials,
+    issues: bool,
 ) -> Result<(Octocrab, SecretString), ApiError> {
     match credentials {
         Credentials::Token(token) => {
@@ -93,15 +109,7 @@ pub async fn connect(
                 encode(&repo.owner),
                 encode(&repo.name)
             );
-            let response = app
-                ._get(path)
-                .await
-                .map_err(|e| ApiError::Transport(first_line(&e)))?;
-            let status = response.status().as_u16();
-            let text = app
-                .body_to_string(response)
-                .await
-                .map_err(|e| ApiError::Transport(first_line(&e)))?;
+            let (status, text) = app_call(&app, path, None).await?;
             if status != 200 {
                 return Err(ApiError::Auth(format!(
                     "GitHub App {app_id}: no installation on {repo} (HTTP {status}: {})",
@@ -112,16 +120,74 @@ pub async fn connect(
                 .ok()
                 .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
                 .ok_or_else(|| ApiError::Decode("installation without an id".into()))?;
-            let (crab, token) = app
-                .installation_and_token(InstallationId(id))
-                .await
-                .map_err(|e| {
-                    ApiError::Auth(format!(
-                        "GitHub App {app_id}: installation token for {repo}: {}",
-                        first_line(&e)
-                    ))
-                })?;
+            let token = installation_token(&app, *app_id, InstallationId(id), repo, issues).await?;
+            let crab = builder(api_base)?
+                .personal_token(token.clone())
+                .build()
+                .map_err(|e| ApiError::Auth(first_line(&e)))?;
             Ok((crab, token))
         }
+    }
+}
+
+/// GET `path` as the App (POST `body` when given): the answer's status and text.
+async fn app_call(
+    app: &Octocrab,
+    path: String,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, String), ApiError> {
+    let sent = match body {
+        None => app._get(path).await,
+        Some(body) => app._post(path, Some(body)).await,
+    };
+    let response = sent.map_err(|e| ApiError::Transport(first_line(&e)))?;
+    let status = response.status().as_u16();
+    let text = app
+        .body_to_string(response)
+        .await
+        .map_err(|e| ApiError::Transport(first_line(&e)))?;
+    Ok((status, text))
+}
+
+/// An installation token for `repo` alone, with what [`token_request`] asks for.
+async fn installation_token(
+    app: &Octocrab,
+    app_id: u64,
+    installation: InstallationId,
+    repo: &RepoSlug,
+    issues: bool,
+) -> Result<SecretString, ApiError> {
+    let path = format!("/app/installations/{installation}/access_tokens");
+    let (status, text) = app_call(app, path, Some(&token_request(repo, issues))).await?;
+    if status != 201 {
+        return Err(ApiError::Auth(format!(
+            "GitHub App {app_id}: installation token for {repo} (contents and pull requests write{}): HTTP {status}: {}",
+            if issues { ", issues write" } else { "" },
+            super::error_message(&text)
+        )));
+    }
+    serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("token")?.as_str().map(str::to_owned))
+        .map(SecretString::from)
+        .ok_or_else(|| ApiError::Decode("installation token response without a token".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_installation_token_is_asked_for_one_repository_and_what_publishing_needs() {
+        let repo = RepoSlug::parse("octo/demo").unwrap();
+        assert_eq!(
+            token_request(&repo, false),
+            serde_json::json!({"repositories": ["demo"],
+                "permissions": {"contents": "write", "pull_requests": "write"}})
+        );
+        assert_eq!(
+            token_request(&repo, true)["permissions"],
+            serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write"})
+        );
     }
 }

@@ -146,7 +146,7 @@ impl Snapshot {
                 Mode::Report => false,
                 Mode::Worker => !benign,
                 Mode::Outside => benign,
-                Mode::End => true,
+                Mode::End | Mode::Resume => true,
             };
             let done = match restore {
                 false if benign => String::new(),

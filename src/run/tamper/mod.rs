@@ -133,6 +133,12 @@ pub enum Mode {
     /// user's own commit, branch or edit made while the run went on — and is only
     /// reported; fanout's own submodule entries are still undone.
     Outside,
+    /// Before `fanout resume` runs anything: the earlier attempt was cut short, so no
+    /// check ran after its last workers; since then the user may have committed,
+    /// made branches or switched their checkout, and fanout cannot tell their changes
+    /// from an agent's. Refs are reported, never moved; config, hooks and `info/` are
+    /// restored (what they held is kept in the run directory).
+    Resume,
     /// Report only.
     Report,
 }
@@ -453,15 +459,26 @@ impl Snapshot {
         is: Option<&String>,
     ) -> Option<String> {
         let oid = git2::Oid::from_str(is?).ok()?;
-        let short = format!(
+        let base = format!(
             "{}kept/{}",
             self.namespace,
             name.strip_prefix("refs/").unwrap_or(name)
         );
         let msg = "fanout: kept what a restored ref pointed at";
-        repo.reference(&format!("refs/heads/{short}"), oid, true, msg)
-            .ok()?;
-        Some(short)
+        // A ref moved twice keeps both commits: an earlier keep is never overwritten.
+        (1..100).find_map(|n| {
+            let short = if n == 1 {
+                base.clone()
+            } else {
+                format!("{base}-{n}")
+            };
+            let full = format!("refs/heads/{short}");
+            match repo.refname_to_id(&full) {
+                Ok(there) if there == oid => Some(short),
+                Ok(_) => None,
+                Err(_) => repo.reference(&full, oid, false, msg).ok().map(|_| short),
+            }
+        })
     }
 
     fn heads_changed(&self, now: &Snapshot, out: &mut Vec<Change>) {

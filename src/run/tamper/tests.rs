@@ -110,6 +110,25 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
 }
 
 #[test]
+fn a_ref_moved_twice_keeps_both_commits_aside() {
+    let (_t, repo, s) = setup();
+    let mut agents = Vec::new();
+    for name in ["b.txt", "c.txt"] {
+        std::fs::write(repo.join(name), "x\n").unwrap();
+        git(&repo, &["add", name]);
+        git(&repo, &["commit", "-q", "-m", name]);
+        agents.push(git(&repo, &["rev-parse", "HEAD"]).trim().to_owned());
+        let said = named(&s.check(Mode::Worker).unwrap());
+        assert!(said.contains("refs/heads/main moved to"), "{said}");
+    }
+    // the second move does not overwrite what the first one kept
+    let first = git(&repo, &["rev-parse", "fanout/r1/kept/heads/main"]);
+    let second = git(&repo, &["rev-parse", "fanout/r1/kept/heads/main-2"]);
+    assert_eq!(first.trim(), agents[0]);
+    assert_eq!(second.trim(), agents[1]);
+}
+
+#[test]
 fn config_keys_are_named_and_restored_keeping_the_planted_bytes() {
     let (_t, repo, s) = setup();
     let before = std::fs::read(repo.join(".git/config")).unwrap();
