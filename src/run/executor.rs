@@ -679,8 +679,7 @@ impl Executor {
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
-        // Off the worker's way: the runtime is let go only once this is done
-        // ([`crate::run::blocking`]).
+        // Off the worker's way: the runtime, dropped, waits for it.
         tokio::task::spawn_blocking(move || confined.remove());
         result
     }
