@@ -86,7 +86,7 @@ impl UserRepo {
 
     /// Open a fresh handle (git2 handles are not shared across threads).
     pub fn open(&self) -> Result<Repository, git2::Error> {
-        open(&self.workdir)
+        Repository::open(&self.workdir)
     }
 
     /// Resolve `requested` (`HEAD`, a branch, a tag, a sha) to the base commit.
@@ -211,30 +211,6 @@ impl UserRepo {
     }
 }
 
-/// A libgit2 handle on the repository at `path` whose configuration is read once, as
-/// it opens. A live one checks every configuration file (a `stat` each) on every
-/// lookup: about 450 calls in a one-task run, across fanout's short-lived handles. A
-/// handle here serves one operation; what an agent writes later is read by the next.
-/// The configuration cannot be written through it (fanout writes none).
-pub fn open(path: &Path) -> Result<Repository, git2::Error> {
-    let repo = Repository::open(path)?;
-    freeze_config(&repo)?;
-    Ok(repo)
-}
-
-/// Replace `repo`'s configuration by a snapshot of it.
-fn freeze_config(repo: &Repository) -> Result<(), git2::Error> {
-    use git2::Binding;
-    let snapshot = repo.config()?.snapshot()?;
-    // SAFETY: both are live handles; libgit2 takes a reference of its own to the
-    // snapshot (dropped with the repository) and frees the configuration it replaces.
-    let rc = unsafe { libgit2_sys::git_repository_set_config(repo.raw(), snapshot.raw()) };
-    if rc < 0 {
-        return Err(git2::Error::last_error(rc));
-    }
-    Ok(())
-}
-
 /// Resolve `.` and `..` lexically (the path need not exist yet).
 pub fn normalize(p: &Path) -> PathBuf {
     use std::path::Component;
@@ -313,34 +289,6 @@ mod tests {
             normalize(Path::new("/a/repo/../worktrees")),
             PathBuf::from("/a/worktrees")
         );
-    }
-
-    #[test]
-    fn a_handle_keeps_the_configuration_it_opened_with() {
-        let tmp = tempfile::tempdir().unwrap();
-        let repo = Repository::init(tmp.path()).unwrap();
-        repo.config()
-            .unwrap()
-            .set_str("fanout.probe", "before")
-            .unwrap();
-        let frozen = open(tmp.path()).unwrap();
-        // Written afterwards, as an agent would: the open handle does not see it, the
-        // next one does; the frozen one cannot be written through.
-        repo.config()
-            .unwrap()
-            .set_str("fanout.probe", "after")
-            .unwrap();
-        let read = |r: &Repository| r.config().unwrap().get_string("fanout.probe").unwrap();
-        assert_eq!(read(&frozen), "before");
-        assert_eq!(read(&open(tmp.path()).unwrap()), "after");
-        assert!(
-            frozen
-                .config()
-                .unwrap()
-                .set_str("fanout.probe", "x")
-                .is_err()
-        );
-        assert!(frozen.head().is_err(), "an unborn HEAD still reads as one");
     }
 
     #[test]

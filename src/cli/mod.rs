@@ -8,7 +8,6 @@ pub mod cleanup;
 pub mod common;
 pub mod demo;
 pub mod fake_agent;
-pub mod harvest_worker;
 pub mod init;
 pub mod plan;
 pub mod publish;
@@ -101,12 +100,6 @@ pub fn main() -> ExitCode {
     crate::secret::make_undumpable();
     // Under a GitHub Actions runner, nothing fanout prints may issue a workflow command.
     crate::util::out::set_runner_reads_commands(crate::actions::outputs::in_actions());
-    // A harvest child of a run: no flags to parse, no credentials to keep.
-    if let Some(parent) = crate::run::harvest_process::started_as_child(std::env::args_os()) {
-        drop(secrets);
-        crate::util::runtime::init();
-        return harvest_worker::harvest_worker(parent);
-    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -225,26 +218,6 @@ mod tests {
         }
         out.extend(word);
         out
-    }
-
-    #[test]
-    fn only_the_harvest_childs_whole_command_line_skips_clap() {
-        use crate::run::harvest_process::{CHILD_COMMAND, started_as_child};
-        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        let parent = started_as_child(args(&["fanout", CHILD_COMMAND, "42"]).into_iter());
-        assert_eq!(parent, Some(nix::unistd::Pid::from_raw(42)));
-        for other in [
-            &["fanout", CHILD_COMMAND][..],
-            &["fanout", CHILD_COMMAND, "0"],
-            &["fanout", CHILD_COMMAND, "-3"],
-            &["fanout", CHILD_COMMAND, "x"],
-            &["fanout", CHILD_COMMAND, "42", "--help"],
-            &["fanout", "run", "42"],
-        ] {
-            assert_eq!(started_as_child(args(other).into_iter()), None, "{other:?}");
-        }
-        // Nor is it a subcommand people can reach through clap.
-        assert!(Cli::try_parse_from(["fanout", CHILD_COMMAND]).is_err());
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! `fanout run`: plan → worktrees → supervised agents → harvest → report
 //! ([`crate::ops::run`]), then the integration branch and publishing when asked.
 
-use std::sync::Arc;
-
 use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
@@ -14,7 +12,6 @@ use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::{ExecOptions, push_record};
-use crate::run::harvest_server::HarvestServer;
 use crate::secret::Secrets;
 use crate::util::out::{errln, out, outln};
 
@@ -97,13 +94,7 @@ fn tonight(
 /// repository's remotes recorded, before the first worker starts; the config file is
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
-pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, CliError> {
-    // git lists the repository's configuration while fanout starts, finds the
-    // repository and makes the plan (run where fanout was started, git finds the same
-    // repository); a process, no thread.
-    let early_config = crate::git::EarlyListing::start(&ctx.cwd);
-    // While this process has one thread: the server that forks each harvest.
-    let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
+pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, path) = ctx.load_config(&repo)?;
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
@@ -124,8 +115,6 @@ pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, C
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     plan.check_arguments().map_err(CliError::Usage)?;
     let mut opts = ExecOptions::from_settings(&settings);
-    opts.early_config = Some(early_config);
-    opts.harvest_server = harvest_server;
     opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
     // Nothing else needs them: gone before any agent starts.

@@ -183,7 +183,7 @@ fn import(
     // A dependent worker's change is measured from where it started (the merge of its
     // dependencies), when that is really its branch's tip (it changed nothing: failed)
     // or an ancestor of it.
-    let files = crate::repo::open(repo_dir).and_then(|repo| {
+    let files = git2::Repository::open(repo_dir).and_then(|repo| {
         let tip_oid: git2::Oid = tip.parse()?;
         let from = match result.base_commit.as_deref().map(str::parse::<git2::Oid>) {
             Some(Ok(b))

@@ -50,8 +50,7 @@ pub fn check_agent(settings: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
-/// and write its report. Used by `run`, `worker` and `demo`. Each harvest runs in a
-/// child process of the running program ([`crate::run::harvest_process`]).
+/// and write its report. Used by `run`, `worker` and `demo`.
 pub fn execute_plan(
     repo: &UserRepo,
     opts: &ExecOptions,
@@ -200,14 +199,12 @@ fn conclude(repo: &UserRepo, done: Attempted) -> Result<RunReport, Failure> {
         run_dir,
         pid_file,
         sandbox_notice,
-        last_check,
     } = done;
     let conflicts = crate::fanin::select::fan_in(&plan, &mut results, &repo.workdir);
     let duration = clock.elapsed().as_secs_f64();
     let mut report = RunReport::new(plan, results, conflicts, started_at, duration, interrupted);
     report.sandbox_notice = sandbox_notice;
     write_report(&report, &run_dir)?;
-    last_check.finish();
     pid_file.remove();
     Ok(report)
 }

@@ -249,7 +249,7 @@ fn tasks<'a>(
     out: &mut BTreeMap<u32, PublishOutcome>,
 ) -> Result<Vec<Task<'a>>, String> {
     let ids = stable::branches(&report.plan)?;
-    let repo = crate::repo::open(repo_dir).map_err(|e| e.message().to_owned())?;
+    let repo = git2::Repository::open(repo_dir).map_err(|e| e.message().to_owned())?;
     let mut chosen: BTreeMap<String, Task<'a>> = BTreeMap::new();
     for r in &report.results {
         let (Some((key, branch)), Some(w)) = (

@@ -65,7 +65,7 @@ pub async fn publish(
         .base
         .clone()
         .or_else(|| report.plan.base.branch.clone());
-    let repo = crate::repo::open(repo_dir).ok();
+    let repo = git2::Repository::open(repo_dir).ok();
     let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut out);
     drop(repo);
     let Some(base) = base else { return out };

@@ -245,7 +245,7 @@ impl Gather<'_> {
         );
         let branch = lease.branch.clone();
         let pushed = tokio::task::spawn_blocking(move || {
-            let repo = crate::repo::open(&dir).map_err(|e| e.message().to_owned())?;
+            let repo = git2::Repository::open(&dir).map_err(|e| e.message().to_owned())?;
             super::push::push(&repo, &push, token.as_deref(), std::slice::from_ref(&lease))
         })
         .await
@@ -482,7 +482,7 @@ impl Gather<'_> {
         );
         let old_base: Oid = m.base.parse().map_err(|_| "a bad marker".to_owned())?;
         let made = tokio::task::spawn_blocking(move || {
-            let repo = crate::repo::open(&dir).map_err(|e| e.message().to_owned())?;
+            let repo = git2::Repository::open(&dir).map_err(|e| e.message().to_owned())?;
             let head = fetch(&repo, &push, token.as_deref(), &branch)?;
             replay(&repo, (old_base, head, base), &branch, &identity)
         })

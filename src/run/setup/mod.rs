@@ -138,7 +138,7 @@ async fn prepare_steps(
         let git = crate::git::Git::new(w.worktree)
             .parent_env(w.base_env.iter().cloned())
             .args(["submodule", "update", "--init", "--recursive"]);
-        let inv = crate::run::blocking::spawn(move || git.invocation())
+        let inv = tokio::task::spawn_blocking(move || git.invocation())
             .await
             .map_err(|_| failed("submodules: task panicked".into()))?
             .map_err(|e| failed(format!("submodules: {e}")))?;
@@ -226,7 +226,7 @@ async fn copy_left_out(
         w.worktree.to_owned(),
     );
     let (done, unmatched) =
-        crate::run::blocking::spawn(move || copy_files(&checkout, &root, &wt, &patterns))
+        tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
             .await
             .map_err(|_| failed("copying: task panicked".into()))?
             .map_err(failed)?;
@@ -298,9 +298,9 @@ async fn run_commands(
 /// Record what setup changed in the worktree ([`Baseline`]): harvest leaves it out.
 async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), String> {
     let wt = w.worktree.to_owned();
-    crate::run::blocking::spawn(move || {
+    tokio::task::spawn_blocking(move || {
         let baseline = Baseline::capture(&wt, copied)?;
-        let repo = crate::repo::open(&wt)?;
+        let repo = git2::Repository::open(&wt)?;
         baseline
             .save(repo.path())
             .map_err(|e| git2::Error::from_str(&e.to_string()))
@@ -317,7 +317,7 @@ fn copy_files(
     worktree: &Path,
     patterns: &glob::Patterns,
 ) -> Result<(copy::Copied, Vec<String>), String> {
-    let repo = crate::repo::open(checkout)
+    let repo = git2::Repository::open(checkout)
         .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
     let root = repo
         .workdir()
@@ -528,7 +528,7 @@ impl Baseline {
     /// The worktree's state now: every path that differs from its index (untracked
     /// files included, ignored files and submodules not).
     pub fn capture(worktree: &Path, copied: Vec<String>) -> Result<Baseline, git2::Error> {
-        let repo = crate::repo::open(worktree)?;
+        let repo = git2::Repository::open(worktree)?;
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
