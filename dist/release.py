@@ -338,7 +338,7 @@ def cmd_draft(args: list[str]) -> None:
                 "tag_name": tag,
                 "target_commitish": env("GITHUB_SHA"),
                 "name": f"fanout {version}",
-                "body": "Install: see the README. Each archive has its sha256 beside it.",
+                "body": "Install: see docs/install.md. Each archive has its sha256 beside it, and dist/manifest.json at this tag lists them all.",
                 "generate_release_notes": True,
                 "draft": True,
                 "prerelease": pre,

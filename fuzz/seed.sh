@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Seed inputs for every fuzz target, from real files: the recorded agent outputs in
-# tests/fixtures/agents, the README's fanout.yml examples, and a real run of the fake
+# tests/fixtures/agents, the fanout.yml examples of the README and docs/, and a real run of the fake
 # agent (`fanout demo`: results.json, journal.json, plan.json, worker records, a git
 # bundle of a worker's branch, a matrix artifact made from a record).
 #
@@ -57,12 +57,13 @@ printf '\020\002\n{"status":"success","steps":4,"cost":0.12,"reason":"done"}\n' 
 printf '\003\003\n' >"$out/agent_command/exit-code"
 printf '\003\001\001\000{"cost":0.5,"turns":2}\n{"cost":0.75,"turns":3}\n' >"$out/agent_stream/jsonl"
 
-# fanout.yml: every YAML example in the README.
-python3 - "$root/README.md" "$out/config_yml" <<'EOF'
+# fanout.yml: every YAML example in the README and docs/ (the corpus keeps the
+# names the examples had when they were all in the README).
+python3 - "$out/config_yml" "$root/README.md" "$root"/docs/*.md <<'EOF'
 import re, sys
-text = open(sys.argv[1]).read()
+text = "".join(open(p).read() for p in sys.argv[2:])
 for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", text, re.S)):
-    open(f"{sys.argv[2]}/readme-{i}.yml", "w").write(block)
+    open(f"{sys.argv[1]}/readme-{i}.yml", "w").write(block)
 EOF
 
 # A real run of the fake agent, and what it leaves behind.

@@ -86,7 +86,7 @@ impl UserRepo {
 
     /// Open a fresh handle (git2 handles are not shared across threads).
     pub fn open(&self) -> Result<Repository, git2::Error> {
-        open(&self.workdir)
+        Repository::open(&self.workdir)
     }
 
     /// Resolve `requested` (`HEAD`, a branch, a tag, a sha) to the base commit.
@@ -130,6 +130,38 @@ impl UserRepo {
     /// The directory of one run.
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
         self.runs_dir().join(run_id)
+    }
+
+    /// `<git dir>/fanout/init.json`: the files `fanout init` wrote, path (relative to
+    /// the checkout) → SHA-256 of what it wrote.
+    fn init_note(&self) -> PathBuf {
+        self.common_dir.join("fanout").join("init.json")
+    }
+
+    /// The files `fanout init` wrote ([`Self::note_written_by_init`]), path → SHA-256
+    /// of what it wrote; empty when there is no readable note. The note only spares
+    /// the user a warning about those files while they are as init wrote them: one an
+    /// agent forged would hide changes from that warning, nothing more.
+    pub fn written_by_init(&self) -> std::collections::BTreeMap<String, String> {
+        crate::util::read_capped(&self.init_note(), crate::util::CONFIG_LIMIT)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Note that `fanout init` wrote `bytes` to `rel` (relative to the checkout).
+    pub fn note_written_by_init(&self, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let mut notes = self.written_by_init();
+        notes.insert(
+            rel.to_string_lossy().into_owned(),
+            crate::util::sha256_hex(bytes),
+        );
+        let path = self.init_note();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let json = serde_json::to_vec_pretty(&notes).expect("a map of strings serializes");
+        crate::util::write_atomic(&path, &json)
     }
 
     /// Where worktrees go unless configured: a per-user data directory outside the
@@ -177,30 +209,6 @@ impl UserRepo {
             None => normalize(&self.default_worktree_root()),
         }
     }
-}
-
-/// A libgit2 handle on the repository at `path` whose configuration is read once, as
-/// it opens. A live one checks every configuration file (a `stat` each) on every
-/// lookup: about 450 calls in a one-task run, across fanout's short-lived handles. A
-/// handle here serves one operation; what an agent writes later is read by the next.
-/// The configuration cannot be written through it (fanout writes none).
-pub fn open(path: &Path) -> Result<Repository, git2::Error> {
-    let repo = Repository::open(path)?;
-    freeze_config(&repo)?;
-    Ok(repo)
-}
-
-/// Replace `repo`'s configuration by a snapshot of it.
-fn freeze_config(repo: &Repository) -> Result<(), git2::Error> {
-    use git2::Binding;
-    let snapshot = repo.config()?.snapshot()?;
-    // SAFETY: both are live handles; libgit2 takes a reference of its own to the
-    // snapshot (dropped with the repository) and frees the configuration it replaces.
-    let rc = unsafe { libgit2_sys::git_repository_set_config(repo.raw(), snapshot.raw()) };
-    if rc < 0 {
-        return Err(git2::Error::last_error(rc));
-    }
-    Ok(())
 }
 
 /// Resolve `.` and `..` lexically (the path need not exist yet).
@@ -281,34 +289,6 @@ mod tests {
             normalize(Path::new("/a/repo/../worktrees")),
             PathBuf::from("/a/worktrees")
         );
-    }
-
-    #[test]
-    fn a_handle_keeps_the_configuration_it_opened_with() {
-        let tmp = tempfile::tempdir().unwrap();
-        let repo = Repository::init(tmp.path()).unwrap();
-        repo.config()
-            .unwrap()
-            .set_str("fanout.probe", "before")
-            .unwrap();
-        let frozen = open(tmp.path()).unwrap();
-        // Written afterwards, as an agent would: the open handle does not see it, the
-        // next one does; the frozen one cannot be written through.
-        repo.config()
-            .unwrap()
-            .set_str("fanout.probe", "after")
-            .unwrap();
-        let read = |r: &Repository| r.config().unwrap().get_string("fanout.probe").unwrap();
-        assert_eq!(read(&frozen), "before");
-        assert_eq!(read(&open(tmp.path()).unwrap()), "after");
-        assert!(
-            frozen
-                .config()
-                .unwrap()
-                .set_str("fanout.probe", "x")
-                .is_err()
-        );
-        assert!(frozen.head().is_err(), "an unborn HEAD still reads as one");
     }
 
     #[test]

@@ -257,12 +257,6 @@ impl Secrets {
         }
     }
 
-    /// Drop every value (each zeroed as it goes): for a process forked from fanout
-    /// that must not keep them.
-    pub fn forget(&mut self) {
-        self.vars.clear();
-    }
-
     /// The value of `name`, when it was set and not blank.
     pub fn get(&self, name: &str) -> Option<&SecretString> {
         use secrecy::ExposeSecret;

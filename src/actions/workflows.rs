@@ -1,16 +1,17 @@
 //! fanout's workflow templates (`templates/workflows/`, embedded in the binary), for
-//! `fanout init`: rendering one for an action reference, comparing it with the file
-//! in `.github/workflows/` (a unified diff), and writing it.
+//! `fanout init`: rendering one for an action reference, checking that the file in
+//! `.github/workflows/` still holds what the template says ([`drift`]), and writing it.
 //!
 //! The templates are minijinja templates (strict: an unknown variable is an error)
 //! that are also workflow files the linters pass as they are: their only template
 //! syntax is line statements starting `#%` (YAML comments) and, in the included
 //! `agent-install.j2`, `[[ variables ]]` (`{{ }}` is left to GitHub's `${{ }}`).
 //! Rendered for its agents (the run's and those tasks name), a workflow installs
-//! their CLIs before each step that runs them and passes only their providers' keys; the action reference (`--action`) replaces
-//! the default one. A checked-in file stays byte-for-byte comparable with the
-//! template it came from; a file that exists and differs is never overwritten
-//! without `--force`: it may hold the user's edits.
+//! their CLIs before each step that runs them and passes only their providers' keys;
+//! the action reference (`--action`) replaces the default one. fanout owns what the
+//! template says, the user what they add to the file (a step, an input, comments);
+//! a file that lacks part of the template is never overwritten without `--force`: it
+//! may hold the user's edits.
 
 use std::path::Path;
 
@@ -148,16 +149,134 @@ pub fn render(kind: Kind, action: &str, agents: &ForAgents) -> Result<String, St
 /// The install step the templates include before each step that runs the agent.
 const AGENT_INSTALL: &str = include_str!("../../templates/workflows/agent-install.j2");
 
-/// A unified diff of `old` → `new`, labelled with `path`.
-pub fn diff(path: &Path, old: &str, new: &str) -> String {
-    similar::TextDiff::from_lines(old, new)
-        .unified_diff()
-        .context_radius(3)
-        .header(
-            &format!("{} (on disk)", path.display()),
-            &format!("{} (template)", path.display()),
-        )
-        .to_string()
+/// What of `template` (a rendered workflow) the workflow `file` does not hold: the
+/// lines `init --check` reports, one per difference, each naming the place in YAML
+/// terms (`jobs.fanout.steps[fanout].with.workers`). Only what the template says is
+/// checked — every key it sets with its value, every list item in its order — so the
+/// user's additions (a step of their own, another input, more `env:`) are no drift,
+/// nor are comments and layout. A `uses:` may name another ref of the same action
+/// (a pin to a commit, a newer version). Empty when the file holds the whole template.
+pub fn drift(template: &str, file: &str) -> Result<Vec<String>, String> {
+    let parse = |text: &str| serde_saphyr::from_str::<serde_json::Value>(text);
+    let t = parse(template).map_err(|e| format!("the template: {e}"))?;
+    let f = parse(file).map_err(|e| format!("not a YAML file fanout can read: {e}"))?;
+    let mut out = Vec::new();
+    contained(&t, &f, "", &mut out);
+    Ok(out)
+}
+
+/// Add to `out` each way `file` (at `path`) lacks something of `template`.
+fn contained(
+    template: &serde_json::Value,
+    file: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let here = |p: &str| {
+        if p.is_empty() {
+            "the file".to_owned()
+        } else {
+            p.to_owned()
+        }
+    };
+    match (template, file) {
+        // A bare key (`workflow_dispatch:`): its presence is all the template says.
+        (Value::Null, _) => {}
+        (Value::Object(t), Value::Object(f)) => {
+            for (key, tv) in t {
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match f.get(key) {
+                    Some(fv) => contained(tv, fv, &at, out),
+                    None => out.push(format!("{at}: missing (the template has {})", brief(tv))),
+                }
+            }
+        }
+        (Value::Array(t), Value::Array(f)) => items_contained(t, f, path, out),
+        (Value::String(t), Value::String(f)) if path.ends_with(".uses") && same_action(t, f) => {}
+        (t, f) if t == f => {}
+        (t, f) => out.push(format!(
+            "{}: {} (the template has {})",
+            here(path),
+            brief(f),
+            brief(t)
+        )),
+    }
+}
+
+/// The template's list items, in order, among the file's (which may hold more).
+/// An item that is not there whole is looked for by its name (a step's `id`, `name`
+/// or action) to say what of it differs.
+fn items_contained(
+    template: &[serde_json::Value],
+    file: &[serde_json::Value],
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    let holds = |t: &serde_json::Value, f: &serde_json::Value| {
+        let mut d = Vec::new();
+        contained(t, f, "", &mut d);
+        d.is_empty()
+    };
+    let mut next = 0;
+    for (i, t) in template.iter().enumerate() {
+        let label = item_label(t).unwrap_or_else(|| i.to_string());
+        let at = format!("{path}[{label}]");
+        if let Some(j) = file[next..].iter().position(|f| holds(t, f)) {
+            next += j + 1;
+            continue;
+        }
+        let named =
+            item_label(t).and_then(|l| file.iter().find(|f| item_label(f).as_deref() == Some(&l)));
+        match named {
+            Some(f) if holds(t, f) => out.push(format!("{at}: out of the template's order")),
+            Some(f) => contained(t, f, &at, out),
+            None => out.push(format!("{at}: missing (the template has {})", brief(t))),
+        }
+    }
+}
+
+/// What names a list item: a step's `id`, else its `name`, else the action it uses
+/// (without the ref); a scalar item is its own name.
+fn item_label(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Object(m) => ["id", "name", "uses"].iter().find_map(|k| {
+            m.get(*k)
+                .and_then(|v| v.as_str())
+                .map(|s| s.split('@').next().unwrap_or(s).to_owned())
+        }),
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
+/// Two `uses:` of one action (`owner/repo[/path]@ref`), whatever their refs.
+fn same_action(a: &str, b: &str) -> bool {
+    match (a.split_once('@'), b.split_once('@')) {
+        (Some((a, _)), Some((b, _))) => a == b,
+        _ => false,
+    }
+}
+
+/// A value as a line can show it: a scalar as YAML would, a mapping or list in short.
+fn brief(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => {
+            let s = v.to_string();
+            if s.chars().count() > 60 {
+                format!("{}…", s.chars().take(60).collect::<String>())
+            } else {
+                s
+            }
+        }
+        serde_json::Value::Null => "nothing".to_owned(),
+        other => other.to_string(),
+    }
 }
 
 /// The workflow file at `path`, when there is one.

@@ -1,5 +1,6 @@
 //! `fanout demo`: make a throwaway repository, run three workers of the bundled fake
-//! agent in it, and show the result. Everything it makes stays under one directory.
+//! agent in it, and show the result. Everything it makes stays under one directory:
+//! a temporary one removed at the end, or `--dir`, kept to look at.
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ use clap::Args;
 
 use super::common::CliError;
 use crate::ops::demo::make_repo;
-use crate::report::next::{Hints, next_steps};
+use crate::report::next::{Hints, next_steps, program};
 use crate::report::progress::Style;
 use crate::util::out::{out, outln};
 
@@ -16,14 +17,15 @@ const EXAMPLES: &str = "\
 Examples:
   # Three fake workers in a throwaway repository
   fanout demo
-  # Keep the repository somewhere to look at afterwards
-  fanout demo --dir demo-repo";
+  # Keep the repository, to look at its branches and results afterwards
+  fanout demo --dir fanout-demo";
 
 /// `fanout demo`.
 #[derive(Debug, Args, Clone)]
 #[command(after_help = EXAMPLES)]
 pub struct DemoArgs {
-    /// Where to make the demo repository (default: a new temporary directory).
+    /// Make the demo repository in DIR and keep it, to look at its branches, results
+    /// and summary afterwards (default: a temporary directory, removed at the end).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
@@ -34,9 +36,17 @@ pub struct DemoArgs {
 
 /// Entry point of `fanout demo`.
 pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
-    let root = match &args.dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("fanout-demo-{}", crate::plan::new_run_id())),
+    // Without --dir, everything is made in a temporary directory that goes when the
+    // demo ends (its guard's drop), failed or not: the demo leaves nothing behind.
+    let (root, temp) = match &args.dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("fanout-demo-")
+                .tempdir()
+                .map_err(|e| CliError::Fatal(format!("a temporary directory for the demo: {e}")))?;
+            (t.path().to_owned(), Some(t))
+        }
     };
     let repo_dir = root.join("repo");
     if repo_dir.exists() {
@@ -53,6 +63,13 @@ pub fn demo(args: &DemoArgs) -> Result<i32, CliError> {
 
     let (repo, report) = crate::ops::demo::run(&repo_dir, Style::detect(args.quiet))?;
     out!("\n{}", crate::report::table::table(&report.results));
+    if temp.is_some() {
+        outln!(
+            "\nThe demo's repository is removed now; to keep one and look at its branches, results and summary:\n  {} demo --dir fanout-demo",
+            program()
+        );
+        return Ok(report.exit_code);
+    }
     let hints = Hints {
         dir: Some(&repo_dir),
         publish: false,

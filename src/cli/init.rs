@@ -2,9 +2,11 @@
 //! ([`crate::actions::workflows`]) into `.github/workflows/`, rendered for the agent
 //! ([`crate::ops::init`]: `--agent`, fanout.yml's, else the first agent CLI on PATH),
 //! and `fanout.yml` when the repository has none; then say what is left to do on
-//! GitHub. With `--check`, report how the workflow has drifted from the template. A
-//! file that exists and differs is never overwritten without `--force`: it may hold
-//! the user's edits; an existing `fanout.yml` is never touched.
+//! GitHub. With `--check`, report what of the template the workflow no longer holds
+//! (the user's additions are theirs). A file that lacks part of the template is never
+//! overwritten without `--force`: it may hold the user's edits; an existing
+//! `fanout.yml` is never touched. What init writes is noted in the repository's git
+//! directory, so the first run does not call it the user's uncommitted changes.
 
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ use clap::Args;
 use super::common::{CliError, Context};
 use crate::actions::workflows::{self, DEFAULT_ACTION, Kind};
 use crate::ops::init::{InitAgent, choose_agent, config_text, next_steps};
-use crate::util::out::{errln, out};
+use crate::util::out::{errln, out, outln};
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
@@ -32,8 +34,9 @@ pub struct InitArgs {
     /// Which workflow to write.
     #[arg(long, value_enum, default_value = "matrix")]
     pub kind: Kind,
-    /// Compare the workflow file with the template instead of writing it: exit 0 when
-    /// they match, 1 with a diff when they differ or the file is missing.
+    /// Check the workflow file instead of writing it: exit 0 when it holds everything
+    /// the template says (steps, inputs and comments of your own besides), 1 naming
+    /// what differs, or when the file is missing.
     #[arg(long)]
     pub check: bool,
     /// The action the workflow uses (`owner/repo@ref`, or a local `./path`).
@@ -86,27 +89,38 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     let shown = args.output.clone().unwrap_or_else(|| {
         PathBuf::from(format!(".github/workflows/fanout-{}.yml", args.kind.name()))
     });
+    let drift = match existing.as_deref() {
+        Some(old) => Some(
+            workflows::drift(&text, old)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", shown.display())))?,
+        ),
+        None => None,
+    };
     if args.check {
-        return Ok(check(args.kind, &shown, existing.as_deref(), &text));
+        return Ok(check(args.kind, &shown, drift.as_deref()));
     }
-    let up_to_date = existing.as_deref() == Some(text.as_str());
-    if let Some(old) = existing.as_deref().filter(|_| !up_to_date && !args.force) {
-        out!("{}", workflows::diff(&shown, old, &text));
+    // Holds the whole template (the user's additions besides): left as it is.
+    let up_to_date = drift.as_ref().is_some_and(Vec::is_empty);
+    if let Some(lines) = drift.as_ref().filter(|_| !up_to_date && !args.force) {
+        print_drift(&shown, lines);
         return Err(CliError::Usage(format!(
-            "{} exists and differs from the {} template (diff above); keep it, or pass --force to overwrite it",
+            "{} exists and differs from the {} template (above); keep it, or pass --force to overwrite it",
             shown.display(),
             args.kind.name()
         )));
     }
     let mut written = Vec::new();
     if file.is_none() && ctx.config.is_none() {
-        write_config(&workdir.join("fanout.yml"), &agent)?;
+        let config = workdir.join("fanout.yml");
+        let text = write_config(&config, &agent)?;
+        record(&workdir, &config, &text);
         written.push("fanout.yml".to_owned());
     }
     if up_to_date {
         errln!("{}: already up to date", shown.display());
     } else {
         workflows::write(&path, &text)?;
+        record(&workdir, &path, &text);
         errln!("wrote {}", shown.display());
         written.push(shown.display().to_string());
     }
@@ -116,8 +130,20 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// Write the scaffolded `fanout.yml` (never over an existing file).
-fn write_config(path: &std::path::Path, agent: &InitAgent) -> Result<(), CliError> {
+/// Note that init wrote `text` to `path` (in the repository at `workdir`), so the
+/// next run does not count it among the user's uncommitted changes. Best effort: the
+/// note only spares a warning.
+fn record(workdir: &std::path::Path, path: &std::path::Path, text: &str) {
+    if let Ok(repo) = crate::repo::UserRepo::discover(workdir)
+        && let Ok(rel) = path.strip_prefix(&repo.workdir)
+        && let Err(e) = repo.note_written_by_init(rel, text.as_bytes())
+    {
+        tracing::debug!("noting {} as init's: {e}", path.display());
+    }
+}
+
+/// Write the scaffolded `fanout.yml` (never over an existing file); what it wrote.
+fn write_config(path: &std::path::Path, agent: &InitAgent) -> Result<String, CliError> {
     use std::io::Write;
     let text = config_text(agent).map_err(CliError::Fatal)?;
     std::fs::OpenOptions::new()
@@ -135,20 +161,28 @@ fn write_config(path: &std::path::Path, agent: &InitAgent) -> Result<(), CliErro
         "wrote fanout.yml (agent: {}; agent CLIs on PATH: {found})",
         agent.name
     );
-    Ok(())
+    Ok(text)
 }
 
-/// `--check`: 0 when the file matches the template, else 1 with a diff.
-fn check(kind: Kind, shown: &std::path::Path, existing: Option<&str>, text: &str) -> i32 {
-    match existing {
-        Some(old) if old == text => {
-            errln!("{}: matches the {} template", shown.display(), kind.name());
+/// Print what of the template `shown` lacks, one line each.
+fn print_drift(shown: &std::path::Path, lines: &[String]) {
+    for l in lines {
+        outln!("{}: {l}", shown.display());
+    }
+}
+
+/// `--check`: 0 when the file holds the whole template (with whatever the user
+/// added), else 1, saying what of the template it lacks.
+fn check(kind: Kind, shown: &std::path::Path, drift: Option<&[String]>) -> i32 {
+    match drift {
+        Some([]) => {
+            errln!("{}: holds the {} template", shown.display(), kind.name());
             0
         }
-        Some(old) => {
-            out!("{}", workflows::diff(shown, old, text));
+        Some(lines) => {
+            print_drift(shown, lines);
             errln!(
-                "{}: differs from the {} template (run `fanout init --kind {} --force` to reset it)",
+                "{}: differs from the {} template (above); edit it back, or run `fanout init --kind {} --force` to reset it (your additions go too)",
                 shown.display(),
                 kind.name(),
                 kind.name()

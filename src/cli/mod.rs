@@ -8,7 +8,6 @@ pub mod cleanup;
 pub mod common;
 pub mod demo;
 pub mod fake_agent;
-pub mod harvest_worker;
 pub mod init;
 pub mod plan;
 pub mod publish;
@@ -17,6 +16,7 @@ pub mod run;
 pub mod sandbox;
 pub mod schema;
 pub mod status;
+pub mod tend;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -68,6 +68,9 @@ pub enum Command {
     Aggregate(aggregate::AggregateArgs),
     /// Push successful branches and open or update one pull request each.
     Publish(publish::PublishCommand),
+    /// Before a night: read GitHub (issues as tasks, pull requests to tend) for
+    /// `fanout run --tend-file`.
+    Tend(Box<tend::TendArgs>),
     /// Print the JSON Schema of fanout.yml.
     #[command(after_help = schema::EXAMPLES)]
     Schema,
@@ -97,15 +100,13 @@ pub fn main() -> ExitCode {
     crate::secret::make_undumpable();
     // Under a GitHub Actions runner, nothing fanout prints may issue a workflow command.
     crate::util::out::set_runner_reads_commands(crate::actions::outputs::in_actions());
-    // A harvest child of a run: no flags to parse, no credentials to keep.
-    if let Some(parent) = crate::run::harvest_process::started_as_child(std::env::args_os()) {
-        drop(secrets);
-        crate::util::runtime::init();
-        return harvest_worker::harvest_worker(parent);
-    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // An error (not --help or --version) opens like fanout's own: `fanout: error: …`.
+            if e.use_stderr() {
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), b"fanout: ");
+            }
             let _ = e.print();
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
@@ -135,11 +136,16 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
+/// Log lines go to stderr: fanout's warnings by default (`FANOUT_LOG` sets the
+/// filter), without octocrab's own (fanout says what went wrong with each request),
+/// coloured only on a terminal.
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("FANOUT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,octocrab=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(crate::util::out::TracingWriter)
         .try_init();
 }
@@ -151,6 +157,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Run(_)
         | Command::Resume(_)
         | Command::Publish(_)
+        | Command::Tend(_)
         | Command::Aggregate(_)
         | Command::Worker(_) => secrets,
         _ => {
@@ -173,6 +180,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Worker(args) => worker::worker(&ctx, &args, secrets),
         Command::Aggregate(args) => aggregate::aggregate(&ctx, &args, &secrets),
         Command::Publish(args) => publish::publish_command(&ctx, &args, &secrets),
+        Command::Tend(args) => tend::tend(&ctx, &args, &secrets),
         Command::Schema => schema::schema(),
         Command::Init(args) => init::init(&ctx, &args),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),
@@ -210,26 +218,6 @@ mod tests {
         }
         out.extend(word);
         out
-    }
-
-    #[test]
-    fn only_the_harvest_childs_whole_command_line_skips_clap() {
-        use crate::run::harvest_process::{CHILD_COMMAND, started_as_child};
-        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        let parent = started_as_child(args(&["fanout", CHILD_COMMAND, "42"]).into_iter());
-        assert_eq!(parent, Some(nix::unistd::Pid::from_raw(42)));
-        for other in [
-            &["fanout", CHILD_COMMAND][..],
-            &["fanout", CHILD_COMMAND, "0"],
-            &["fanout", CHILD_COMMAND, "-3"],
-            &["fanout", CHILD_COMMAND, "x"],
-            &["fanout", CHILD_COMMAND, "42", "--help"],
-            &["fanout", "run", "42"],
-        ] {
-            assert_eq!(started_as_child(args(other).into_iter()), None, "{other:?}");
-        }
-        // Nor is it a subcommand people can reach through clap.
-        assert!(Cli::try_parse_from(["fanout", CHILD_COMMAND]).is_err());
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         errln!("fanout: note: {note}");
     }
     let mut plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     // What the aggregate job publishes with travels in the plan, under its digest.
     plan.fanin =
         Some(crate::plan::FaninSettings::read(&file, &repo.workdir).map_err(CliError::Usage)?);
@@ -97,9 +98,12 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
             .map(|b| format!(" ({b})"))
             .unwrap_or_default()
     );
+    let width = plan.workers.iter().map(|w| w.branch.chars().count()).max();
+    let width = width.unwrap_or(0).max("BRANCH".len());
+    outln!("  {:<4} {:<16} {:<width$}  TASK", "#", "MODEL", "BRANCH");
     for w in &plan.workers {
         outln!(
-            "  #{:<3} {:<16} {}  {}",
+            "  #{:<3} {:<16} {:<width$}  {}",
             w.id,
             w.model_cell(plan.several_agents()),
             w.branch,

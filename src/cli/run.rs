@@ -1,8 +1,6 @@
 //! `fanout run`: plan → worktrees → supervised agents → harvest → report
 //! ([`crate::ops::run`]), then the integration branch and publishing when asked.
 
-use std::sync::Arc;
-
 use clap::Args;
 
 use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
@@ -14,7 +12,6 @@ use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::attempt::{ExecOptions, push_record};
-use crate::run::harvest_server::HarvestServer;
 use crate::secret::Secrets;
 use crate::util::out::{errln, out, outln};
 
@@ -64,19 +61,45 @@ pub struct RunArgs {
     pub publish_args: PublishArgs,
 }
 
+/// What GitHub says before tonight's plan ([`crate::ops::tend`]): `--tend-file`'s,
+/// else read now when the run publishes and the config asks for it (issues as tasks,
+/// tending), before any agent starts.
+fn tonight(
+    ctx: &Context,
+    args: &RunArgs,
+    (repo, file, path): (
+        &crate::repo::UserRepo,
+        &crate::config::ConfigFile,
+        &std::path::Path,
+    ),
+    flags: Option<&crate::publish::report::PublishFlags>,
+) -> Result<Option<crate::plan::night::NightInputs>, CliError> {
+    if let Some(p) = &args.plan.tend_file {
+        return crate::ops::tend::read(&ctx.path(p)).map(Some);
+    }
+    let Some(flags) = flags.filter(|f| crate::ops::tend::wanted(file, f)) else {
+        return Ok(None);
+    };
+    let first = ctx.resolve(file, path, &args.plan, true, None)?;
+    let record = push_record(repo, first.publish_remote.clone());
+    check_publishing(flags, Some(&record))?;
+    let night = crate::ops::tend::night(repo, file, &first, flags, Some(&record))?;
+    for note in &night.notes {
+        errln!("fanout: warning: {note}");
+    }
+    Ok(Some(night))
+}
+
 /// Entry point of `fanout run`. Everything publishing needs is checked, and the
 /// repository's remotes recorded, before the first worker starts; the config file is
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
 /// is read again.
-pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, CliError> {
-    // git lists the repository's configuration while fanout starts, finds the
-    // repository and makes the plan (run where fanout was started, git finds the same
-    // repository); a process, no thread.
-    let early_config = crate::git::EarlyListing::start(&ctx.cwd);
-    // While this process has one thread: the server that forks each harvest.
-    let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
+pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
-    let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
+    let (file, path) = ctx.load_config(&repo)?;
+    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
+    let night = tonight(ctx, args, (&repo, &file, &path), flags.as_ref())?;
+    let settings = ctx.resolve(&file, &path, &args.plan, args.allow_empty, night)?;
     if settings.tasks.is_empty() {
         errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
         return Ok(crate::exit::SUCCESS);
@@ -90,12 +113,10 @@ pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, C
         errln!("fanout: note: {note}");
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     let mut opts = ExecOptions::from_settings(&settings);
-    opts.early_config = Some(early_config);
-    opts.harvest_server = harvest_server;
     opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
-    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     // Nothing else needs them: gone before any agent starts.
     drop(secrets);
     if let Some(flags) = &flags {

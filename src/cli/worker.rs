@@ -10,7 +10,6 @@ use clap::Args;
 use super::common::{CliError, Context, agent_tokens};
 use crate::ops::matrix::{WorkerJob, worker as run_worker};
 use crate::report::progress::Style;
-use crate::run::harvest_server::HarvestServer;
 use crate::secret::Secrets;
 use crate::util::out::outln;
 
@@ -53,9 +52,7 @@ pub struct WorkerArgs {
 }
 
 /// Entry point of `fanout worker`.
-pub fn worker(ctx: &Context, args: &WorkerArgs, mut secrets: Secrets) -> Result<i32, CliError> {
-    // First, while this process has one thread: the server that forks each harvest.
-    let harvest_server = HarvestServer::start(|| secrets.forget()).map(std::sync::Arc::new);
+pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, _) = ctx.load_config(&repo)?;
     let mut plan = ctx.plan_file_checked(&args.plan, args.plan_sha256.as_deref())?;
@@ -68,7 +65,6 @@ pub fn worker(ctx: &Context, args: &WorkerArgs, mut secrets: Secrets) -> Result<
         deps_from: args.deps_from.as_deref().map(|d| ctx.path(d)),
         style: Style::detect(args.quiet),
         agent_tokens: agent_tokens(&plan, &secrets),
-        harvest_server,
     };
     drop(secrets);
     let (dir, code) = run_worker(&repo, &file, &plan, &job)?;

@@ -67,6 +67,37 @@ impl ConfigError {
         }
     }
 
+    /// An error located in a list read as [`super::list_text`] wraps it (`tasks:`
+    /// and every line indented), placed back in `original`: the line and column
+    /// where `original` holds it, the key without the list's name (`[2].prompt`).
+    pub fn in_list(self, original: &str) -> ConfigError {
+        match self {
+            ConfigError::Invalid {
+                path,
+                line,
+                column,
+                key,
+                message,
+                ..
+            } => {
+                let line = line.saturating_sub(1).max(1);
+                let column = column.saturating_sub(2).max(1);
+                let key = key
+                    .split_once('[')
+                    .map_or(String::new(), |(_, rest)| format!("[{rest}"));
+                ConfigError::Invalid {
+                    snippet: snippet(original, line, column),
+                    path,
+                    line,
+                    column,
+                    key,
+                    message,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// The located error for `problem`, found in `text` (the file at `path`) after it
     /// was parsed.
     pub fn at(text: &str, path: &Path, problem: Problem) -> ConfigError {
@@ -261,6 +292,21 @@ impl<'de> Deserialize<'de> for KeyText {
 /// Line and column of `path` in `text`: a key's own position for a mapping key (its
 /// value's with `value`), an item's for a list index; the deepest part of the path
 /// that exists when the whole path does not.
+/// The line and column of the value at the mapping keys `keys` of `text`, when it
+/// has one there.
+pub(super) fn value_at(text: &str, keys: &[&str]) -> Option<(usize, usize)> {
+    let keys: Vec<KeySeg> = keys.iter().map(|k| key(k)).collect();
+    let root = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text).ok()?;
+    let mut node = &root;
+    for k in &keys {
+        let (KeySeg::Key(k), Node::Map(entries)) = (k, &node.value) else {
+            return None;
+        };
+        node = &entries.iter().find(|(name, _)| name.value.0 == *k)?.1;
+    }
+    Some(locate(text, &keys, true))
+}
+
 pub(super) fn locate(text: &str, path: &[KeySeg], value: bool) -> (usize, usize) {
     let Ok(root) = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text) else {
         return (1, 1);

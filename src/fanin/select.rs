@@ -41,7 +41,9 @@ pub fn fan_in(
 ) -> Option<crate::model::fanin::ConflictMap> {
     let compares = plan.select.mode == SelectMode::Best
         || crate::fanin::conflicts::candidates(results).len() >= 2;
-    let repo = compares.then(|| crate::repo::open(repo_dir).ok()).flatten();
+    let repo = compares
+        .then(|| git2::Repository::open(repo_dir).ok())
+        .flatten();
     apply(plan, results, repo.as_ref());
     crate::fanin::conflicts::analyze(repo.as_ref()?, &plan.base.commit, results)
 }

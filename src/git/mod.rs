@@ -188,6 +188,7 @@ pub struct Git {
     extra_env: Vec<(OsString, OsString)>,
     trusted: TrustedConfig,
     listed: Option<Listed>,
+    own_group: bool,
 }
 
 impl Git {
@@ -203,6 +204,7 @@ impl Git {
             extra_env: Vec::new(),
             trusted: TrustedConfig::default(),
             listed: None,
+            own_group: false,
         }
     }
 
@@ -285,6 +287,13 @@ impl Git {
         self
     }
 
+    /// Start git in a process group of its own: a Ctrl-C at the terminal signals the
+    /// foreground group (fanout's) and does not cut this command short.
+    pub fn own_process_group(mut self) -> Git {
+        self.own_group = true;
+        self
+    }
+
     fn what(&self) -> String {
         self.args
             .first()
@@ -320,22 +329,11 @@ impl Git {
 
     /// Everything git would read here, with scopes.
     fn list_config(&self, env: &[(OsString, OsString)]) -> Result<Vec<Entry>, GitError> {
-        let out = self
-            .list_config_command(env)
-            .stdin(Stdio::null())
-            .output()?;
-        self.listed_config(out)
-    }
-
-    /// The `git config --list` of [`Git::list_config`], to run.
-    fn list_config_command(&self, env: &[(OsString, OsString)]) -> Command {
         let mut args = self.base_args();
         args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
-        git_command(&args, &self.dir, env)
-    }
-
-    /// The entries of a [`Git::list_config_command`] that ran to `out`.
-    fn listed_config(&self, out: std::process::Output) -> Result<Vec<Entry>, GitError> {
+        let out = git_command(&args, &self.dir, env)
+            .stdin(Stdio::null())
+            .output()?;
         if !out.status.success() {
             return Err(GitError::Failed {
                 what: format!("config --list (before {})", self.what()),
@@ -390,7 +388,12 @@ impl Git {
     /// succeeds.
     pub fn output_with_input(&self, input: Option<&[u8]>) -> Result<String, GitError> {
         let inv = self.invocation()?;
-        let out = run(&inv.args, &inv.dir, &inv.env, input)?;
+        let mut cmd = git_command(&inv.args, &inv.dir, &inv.env);
+        if self.own_group {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let out = run(cmd, input)?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -398,58 +401,6 @@ impl Git {
                 what: self.what(),
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
             })
-        }
-    }
-}
-
-/// A [`list_config`] started early, for a caller with other work to do until it
-/// needs the listing ([`EarlyListing::wait`]): git's process only, no thread (so the
-/// caller may still fork as a process with one thread).
-#[derive(Debug, Clone)]
-pub struct EarlyListing {
-    dir: PathBuf,
-    listing: std::sync::Arc<Pending>,
-}
-
-/// The listing's git, killed and reaped when the last [`EarlyListing`] goes unused
-/// (no git command outlives the run that started it).
-#[derive(Debug)]
-struct Pending(std::sync::Mutex<Option<std::process::Child>>);
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if let Some(mut git) = self.0.get_mut().ok().and_then(Option::take) {
-            let _ = git.kill();
-            let _ = git.wait();
-        }
-    }
-}
-
-impl EarlyListing {
-    /// Start listing the configuration git sees in `dir`.
-    pub fn start(dir: &Path) -> EarlyListing {
-        let git = Git::new(dir);
-        let listing = git
-            .list_config_command(&git.env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .ok();
-        EarlyListing {
-            dir: dir.to_owned(),
-            listing: std::sync::Arc::new(Pending(std::sync::Mutex::new(listing))),
-        }
-    }
-
-    /// The listing started early, the first time; any later call (or when git could
-    /// not start) lists the configuration now.
-    pub fn wait(&self) -> Result<Vec<Entry>, GitError> {
-        let started = self.listing.0.lock().ok().and_then(|mut l| l.take());
-        // Its output and errors read together, as `Command::output` does.
-        match started.map(std::process::Child::wait_with_output) {
-            Some(Ok(out)) => Git::new(&self.dir).listed_config(out),
-            _ => list_config(&self.dir),
         }
     }
 }
@@ -519,13 +470,8 @@ fn git_command(args: &[OsString], dir: &Path, env: &[(OsString, OsString)]) -> C
     cmd
 }
 
-fn run(
-    args: &[OsString],
-    dir: &Path,
-    env: &[(OsString, OsString)],
-    input: Option<&[u8]>,
-) -> std::io::Result<std::process::Output> {
-    let mut cmd = git_command(args, dir, env);
+/// Run `cmd` with `input` on its stdin (else stdin closed), capturing its output.
+fn run(mut cmd: Command, input: Option<&[u8]>) -> std::io::Result<std::process::Output> {
     let Some(input) = input else {
         return cmd.stdin(Stdio::null()).output();
     };

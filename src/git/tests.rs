@@ -429,34 +429,6 @@ fn git_is_found_as_execvp_would_find_it() {
 }
 
 #[test]
-fn an_early_listing_is_waited_for_once_then_listed_afresh() {
-    let d = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(d.path())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["config", "fanout.probe", "one"]);
-    let early = EarlyListing::start(d.path());
-    let first = early.wait().unwrap();
-    git(&["config", "fanout.probe", "two"]);
-    let again = early.clone().wait().unwrap();
-    let probe = |l: &[harden::Entry]| {
-        l.iter()
-            .rev()
-            .find(|e| e.key == "fanout.probe")
-            .map(|e| e.value.clone())
-    };
-    assert_eq!(probe(&first).as_deref(), Some("one"));
-    assert_eq!(probe(&again).as_deref(), Some("two"));
-}
-
-#[test]
 fn a_named_git_directory_finds_the_shared_submodule_configs_through_commondir() {
     let d = tempfile::tempdir().unwrap();
     let common = d.path().join("repo/.git");

@@ -384,6 +384,9 @@ pub enum Operation {
     /// issue, `findings: review` on another task's pull request): the number and URL
     /// are that issue's or pull request's.
     Posted,
+    /// A success waiting for room (stable branches, `publish.max_open`): no push, no
+    /// pull request yet; published when fewer of fanout's pull requests are open.
+    Queued,
     /// Not eligible (status, empty diff): no push, no pull request.
     Skipped,
     /// Something went wrong; see the reason.
@@ -399,6 +402,7 @@ impl Operation {
             Operation::Unchanged => "unchanged",
             Operation::Closed => "closed",
             Operation::Posted => "posted",
+            Operation::Queued => "queued",
             Operation::Skipped => "skipped",
             Operation::Failed => "failed",
         }
@@ -452,8 +456,13 @@ pub struct Totals {
     pub cost: Option<f64>,
     /// Workers whose cost is unknown.
     pub cost_unknown: usize,
-    /// Sum of known steps.
-    pub steps: u64,
+    /// Sum of known steps; `None` (JSON `null`) when workers ran and none of their
+    /// step counts is known — never a made-up zero. With some unknown
+    /// (`steps_unknown`), the sum of the known ones: a lower bound.
+    pub steps: Option<u64>,
+    /// Workers that ran whose step count is unknown.
+    #[serde(default)]
+    pub steps_unknown: usize,
     /// Distinct files modified across workers.
     pub files_modified: usize,
 }
@@ -481,13 +490,20 @@ impl Totals {
                 None if r.status == Status::Skipped => {}
                 None => t.cost_unknown += 1,
             }
-            t.steps += u64::from(r.steps.unwrap_or(0));
+            match r.steps {
+                Some(n) => t.steps = Some(t.steps.unwrap_or(0) + u64::from(n)),
+                None if r.status == Status::Skipped => {}
+                None => t.steps_unknown += 1,
+            }
             files.extend(r.files_modified.iter().cloned());
         }
         t.files_modified = files.len();
         if t.cost.is_none() && t.cost_unknown == 0 {
             // Nothing ran, or only workers that never started: nothing was spent.
             t.cost = Some(0.0);
+        }
+        if t.steps.is_none() && t.steps_unknown == 0 {
+            t.steps = Some(0);
         }
         t
     }

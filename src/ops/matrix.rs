@@ -40,8 +40,6 @@ pub struct WorkerJob {
     /// The GitHub token, for an agent allowed it (see
     /// [`crate::run::attempt::ExecOptions::agent_tokens`]).
     pub agent_tokens: Vec<(String, secrecy::SecretString)>,
-    /// The server that forks each harvest's child, when the command started one.
-    pub harvest_server: Option<std::sync::Arc<crate::run::harvest_server::HarvestServer>>,
 }
 
 /// Run worker `job.id` of `plan` in this checkout and write its artifact; returns the
@@ -75,8 +73,6 @@ pub fn worker(
         push_record: None,
         publish_remote: file.publish.remote.clone(),
         agent_tokens: job.agent_tokens.clone(),
-        early_config: None,
-        harvest_server: job.harvest_server.clone(),
     };
     let report = execute_plan_keeping(repo, &opts, one, job.style, kept)?;
     let result = report

@@ -44,6 +44,9 @@ pub struct PublishOptions {
     pub reopen: bool,
     /// Keep the morning digest issue ([`super::digest`]).
     pub digest: bool,
+    /// Stable branches: most of fanout's pull requests open at once
+    /// (`publish.max_open`); tonight's other successes are queued.
+    pub max_open: Option<u32>,
     /// Publish branches that change the repository's CI ([`changes_ci`]).
     pub allow_workflow_changes: bool,
 }
@@ -209,7 +212,7 @@ pub(super) async fn push_all(
     let token = push_token.map(str::to_owned);
     let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
     let pushed = tokio::task::spawn_blocking(move || {
-        let repo = crate::repo::open(&repo_dir).map_err(|e| e.message().to_owned())?;
+        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
         push::push(&repo, &to, token.as_deref(), &batch)
     })
     .await;

@@ -423,6 +423,50 @@ fn on_runtime<T: Send + 'static>(
         .map_err(|_| "the HTTP transport's task ended without an answer".to_owned())
 }
 
+/// GET `url` with `headers` and no credential (a job's log where GitHub redirects to:
+/// [`super::github`]): the status and at most `max` bytes of the body.
+pub(crate) fn get_untokened(
+    url: &str,
+    headers: &[(&str, String)],
+    max: usize,
+) -> Result<(u16, Vec<u8>), String> {
+    let client = client_for(url)?;
+    let mut request = http::Request::builder()
+        .method("GET")
+        .uri(url)
+        .header(http::header::USER_AGENT, USER_AGENT);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| format!("{url}: {e}"))?;
+    let url = url.to_owned();
+    on_runtime(async move {
+        use http_body_util::BodyExt;
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| failed(&url, &e))?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut bytes = Vec::new();
+        while bytes.len() < max {
+            match body.frame().await {
+                None => break,
+                Some(Err(e)) => return Err(format!("{url}: {e}")),
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        bytes.extend_from_slice(data);
+                    }
+                }
+            }
+        }
+        bytes.truncate(max);
+        Ok((status, bytes))
+    })?
+}
+
 /// What went wrong sending a request to `url` or reading its answer's head.
 fn failed(url: &str, e: &hyper_util::client::legacy::Error) -> String {
     if let Some(why) = client::untrusted_certificate(e) {

@@ -148,6 +148,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             agents => report.plan.agent_names().into_iter().map(str::to_owned).collect::<Vec<_>>(),
             duration => format_duration(report.duration),
             cost_total => total_cost(report),
+            steps_total => super::table::format_total_steps(&report.totals),
             rows => Value::from(Serde(&rows(shown))),
             failures => Value::from(Serde(&failures(shown))),
             setups => Value::from(Serde(&setups(shown))),
@@ -588,6 +589,7 @@ mod snapshot_tests {
                 sandbox: Default::default(),
                 hidden: Vec::new(),
                 fail_on: Default::default(),
+                settled: Vec::new(),
                 fanin: None,
             },
             totals: Totals::of(&results),
@@ -611,7 +613,7 @@ mod snapshot_tests {
         | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | | **total** | | | | 12 (partial: 1 unknown) | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -675,7 +677,7 @@ mod snapshot_tests {
         | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | $0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | | **total** | | | | 12 (partial: 1 unknown) | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ### Not successful
 
@@ -708,7 +710,7 @@ mod snapshot_tests {
         | 1 | ✅ success | fix it | `fanout/r1/w1-fix-it` | gpt-4o | 3 | ≈$0.0123 | 1m01s | 1 |
         | 2 | ❌ failed | fix it | `fanout/r1/w2-fix-it` | default | – | – | 2m03s | 2 |
         | 3 | ⏱️ timeout | fix it | `fanout/r1/w3-fix-it` | default | 9 | $0.5000 | 3m04s | 3 |
-        | | **total** | | | | 12 | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
+        | | **total** | | | | 12 (partial: 1 unknown) | $0.5123 (partial: 1 unknown) | 5m00s | 3 |
 
         ≈ 1 cost is estimated from token usage × the price table (the agent reports no cost).
 
@@ -743,6 +745,31 @@ mod snapshot_tests {
           #2 failed: exit code 1: bad | pipe
           #3 timeout: timed out after 300s
         ");
+    }
+
+    #[test]
+    fn totals_unknown_are_said_unknown_never_zero() {
+        let mut r = report();
+        for w in &mut r.results {
+            w.steps = None;
+            w.cost = None;
+        }
+        r.totals = Totals::of(&r.results);
+        let md = render_summary(&r, None);
+        assert!(
+            md.contains("| | **total** | | | | unknown | unknown | 5m00s | 3 |"),
+            "{md}"
+        );
+        assert!(md.contains("· cost unknown\n"), "{md}");
+        let json = serde_json::to_value(&r.totals).unwrap();
+        assert_eq!(json["steps"], serde_json::Value::Null);
+        assert_eq!(json["steps_unknown"], 3);
+        // Workers that never ran: nothing was counted, and nothing is unknown.
+        for w in &mut r.results {
+            w.status = Status::Skipped;
+        }
+        let t = Totals::of(&r.results);
+        assert_eq!((t.steps, t.steps_unknown), (Some(0), 0));
     }
 
     #[test]

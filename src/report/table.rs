@@ -44,6 +44,16 @@ pub fn format_total_cost(t: &Totals) -> String {
     }
 }
 
+/// The total of the workers' steps: `unknown` when none of the counts is known,
+/// marked partial when some are not (never a made-up zero).
+pub fn format_total_steps(t: &Totals) -> String {
+    match (t.steps, t.steps_unknown) {
+        (None, _) => "unknown".into(),
+        (Some(n), 0) => n.to_string(),
+        (Some(n), u) => format!("{n} (partial: {u} unknown)"),
+    }
+}
+
 /// Characters of a task shown in a table or a live line.
 pub const TASK_CHARS: usize = 24;
 
@@ -144,7 +154,7 @@ pub fn pr_table(report: &RunReport) -> String {
             "#{:<3} {:<9} {}  {}\n",
             r.worker_id,
             p.operation.as_str(),
-            r.branch,
+            p.branch.as_deref().unwrap_or(&r.branch),
             what
         ));
         if let Some(link) = &p.compare_url {
@@ -176,5 +186,13 @@ mod tests {
             format_total_cost(&t(Some(0.5), 2)),
             "$0.5000 (partial: 2 unknown)"
         );
+        let s = |steps, steps_unknown| Totals {
+            steps,
+            steps_unknown,
+            ..Totals::default()
+        };
+        assert_eq!(format_total_steps(&s(None, 3)), "unknown");
+        assert_eq!(format_total_steps(&s(Some(7), 0)), "7");
+        assert_eq!(format_total_steps(&s(Some(7), 1)), "7 (partial: 1 unknown)");
     }
 }

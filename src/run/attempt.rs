@@ -18,7 +18,6 @@ use secrecy::SecretString;
 
 use super::event::{Event, Reporter};
 use super::executor::Executor;
-use super::harvest_server::{HarvestServer, Harvester};
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
 use super::runs::PidFile;
 use super::signals::Dispatcher;
@@ -52,13 +51,6 @@ pub struct ExecOptions {
     /// The GitHub token, for an agent whose definition says `allow_github_token:
     /// true` (nothing else fanout starts gets it).
     pub agent_tokens: Vec<(String, SecretString)>,
-    /// The repository's configuration, listed early while the plan was made (else it
-    /// is listed when the run starts).
-    pub early_config: Option<crate::git::EarlyListing>,
-    /// The server that forks each harvest's child, started by the command while it had
-    /// one thread ([`HarvestServer::start`]); without one, each harvest executes
-    /// fanout's binary.
-    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
 impl ExecOptions {
@@ -71,8 +63,6 @@ impl ExecOptions {
             push_record: None,
             publish_remote: s.publish_remote.clone(),
             agent_tokens: Vec::new(),
-            early_config: None,
-            harvest_server: None,
         }
     }
 }
@@ -114,13 +104,9 @@ pub struct Attempt {
     pub listed: Option<crate::git::Listed>,
     /// The runtime the executor runs on ([`runtime`]).
     pub runtime: tokio::runtime::Runtime,
-    /// The server that forks each harvest's child, when the command started one
-    /// ([`ExecOptions::harvest_server`]).
-    pub harvest_server: Option<Arc<HarvestServer>>,
 }
 
-/// The executor's runtime: built while git lists the configuration, before anything
-/// else waits on it.
+/// The executor's runtime.
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -148,9 +134,6 @@ pub struct Attempted {
     pub pid_file: PidFile,
     /// Why workers ran unconfined (or less confined than they could), for the summary.
     pub sandbox_notice: Option<String>,
-    /// The tamper check after the last worker, in progress: finished before the pid
-    /// file is removed.
-    pub last_check: LastCheck,
 }
 
 /// Start a new run of `plan` in `repo`: its run directory, journal and `plan.json`
@@ -166,7 +149,7 @@ pub fn start(
 ) -> Result<Attempt, Failure> {
     let started_at = SystemTime::now();
     let runtime = runtime()?;
-    let config = read_config(repo, opts.early_config.as_ref())?;
+    let config = read_config(repo)?;
     let sandbox = sandbox_decision(plan.sandbox)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
@@ -207,7 +190,6 @@ pub fn start(
         trusted: trusted_filters(config.iter()),
         listed: crate::git::Listed::shareable(&config),
         runtime,
-        harvest_server: opts.harvest_server.clone(),
     })
 }
 
@@ -222,19 +204,12 @@ pub fn push_record(repo: &UserRepo, publish_remote: Option<String>) -> PushRecor
     }
 }
 
-/// The git configuration `repo` sees now (every scope; `early`: as listed while the
-/// plan was made, before anything of the run ran). Refused when it holds a credential
+/// The git configuration `repo` sees now (every scope). Refused when it holds a credential
 /// every agent could read (`actions/checkout`'s persisted token above all): fanout
 /// runs no agent in such a repository.
-pub fn read_config(
-    repo: &UserRepo,
-    early: Option<&crate::git::EarlyListing>,
-) -> Result<Vec<Entry>, Failure> {
-    let config = match early {
-        Some(listing) => listing.wait(),
-        None => crate::git::list_config(&repo.workdir),
-    }
-    .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
+pub fn read_config(repo: &UserRepo) -> Result<Vec<Entry>, Failure> {
+    let config = crate::git::list_config(&repo.workdir)
+        .map_err(|e| Failure::Fatal(format!("reading the repository's git config: {e}")))?;
     let keys = crate::git::credentials_in(&config);
     let Some(first) = keys.first() else {
         return Ok(config);
@@ -261,10 +236,20 @@ pub fn trusted_filters<'a>(config: impl IntoIterator<Item = &'a Entry>) -> Trust
     )
 }
 
-/// Warn when the checkout at `workdir` has uncommitted changes (`n` files modified,
-/// staged, deleted or untracked, from the tamper snapshot's scan): workers start from
-/// the base.
-fn warn_about_checkout(workdir: &Path, n: usize, base: &str) {
+/// Warn when the checkout at `workdir` has uncommitted changes (files modified,
+/// staged, deleted or untracked: `checkout`, the tamper snapshot's scan, path →
+/// hash): workers start from the base. The files `fanout init` wrote, as it wrote
+/// them (`by_init`), are not the user's changes and go unsaid.
+fn warn_about_checkout(
+    workdir: &Path,
+    checkout: &BTreeMap<String, String>,
+    by_init: &BTreeMap<String, String>,
+    base: &str,
+) {
+    let n = checkout
+        .iter()
+        .filter(|(path, hash)| by_init.get(*path) != Some(*hash))
+        .count();
     if n > 0 {
         errln!(
             "fanout: warning: {} has {n} uncommitted change{}; they are not included (workers start from {})",
@@ -295,6 +280,7 @@ fn snapshot_meanwhile(
         run_dir.to_owned(),
     );
     let (plan, to) = (Arc::clone(plan), Arc::clone(&guard));
+    let by_init = repo.written_by_init();
     let thread = std::thread::Builder::new()
         .name("fanout-snapshot".into())
         .spawn(move || {
@@ -302,16 +288,13 @@ fn snapshot_meanwhile(
                 let fresh = !run_dir.join(SNAPSHOT_FILE).exists();
                 let s = Snapshot::for_run(&workdir, &plan, &worktree_root, &run_dir)?;
                 if fresh {
-                    warn_about_checkout(&workdir, s.checkout.len(), &plan.base.commit);
+                    warn_about_checkout(&workdir, &s.checkout, &by_init, &plan.base.commit);
                 }
                 Ok(s)
             }));
             to.taken(taken.unwrap_or_else(|_| Err("taking it panicked".into())));
         })
         .map_err(|e| Failure::Fatal(format!("the tamper snapshot: {e}")))?;
-    // A new thread starts on this CPU and waits there while this one runs on: giving
-    // the CPU up once lets it start now (the other CPU takes one of the two).
-    std::thread::yield_now();
     Ok((guard, thread))
 }
 
@@ -346,15 +329,6 @@ fn new_journal(
     }
 }
 
-/// How the attempt's harvests run: through the `server` when there is one.
-fn harvester(server: Option<Arc<HarvestServer>>) -> std::io::Result<Harvester> {
-    let own_binary = super::harvest_process::own_binary()?;
-    Ok(match server {
-        Some(server) => Harvester::Server(server, own_binary),
-        None => Harvester::Exec(own_binary),
-    })
-}
-
 /// Run every worker of `plan` not in `attempt.kept`, feeding `reporter` every event
 /// and recording each result as soon as it is final (`results/w<N>.json`, for
 /// `fanout resume`). The run's pid file is written first and left for the caller to
@@ -379,14 +353,9 @@ pub fn execute(
         trusted,
         listed,
         runtime,
-        harvest_server,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let common_dir = repo.common_dir.clone();
-    let harvester =
-        harvester(harvest_server.clone()).map_err(|e| fatal("fanout's own binary", e))?;
-    let to_run = plan.workers.iter().filter(|w| !kept.contains_key(&w.id));
-    let to_run = to_run.count();
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
@@ -410,8 +379,6 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
-        harvester,
-        harvests_left: std::sync::atomic::AtomicUsize::new(to_run),
     });
 
     let (results, interrupted) = runtime
@@ -423,20 +390,16 @@ pub fn execute(
             number,
         ))
         .map_err(|e| fatal("signal handlers", e))?;
-    super::blocking::let_go(runtime);
+    // Dropped, the runtime waits for its blocking work (checkouts, harvests, private
+    // directories' removal): nothing a worker started runs when the last check looks.
+    drop(runtime);
     let _ = snapshot.join();
     if let Some(e) = tamper.failed() {
         // No worker ran anything: those whose worktree was made end `not started`
         // (the journal has their worktrees, for cleanup or resume).
         return Err(Failure::Fatal(format!("the tamper snapshot: {e}")));
     }
-    // Every harvest is done: the server goes, so that what is left among fanout's
-    // children is the agents' (daemons out of their process groups), which stops
-    // before anything reports or publishes.
-    if let Some(server) = &harvest_server {
-        server.close();
-    }
-    let last_check = after_the_last_worker(&tamper);
+    after_the_last_worker(&tamper);
     Ok(Attempted {
         plan: Arc::unwrap_or_clone(plan),
         results,
@@ -446,13 +409,12 @@ pub fn execute(
         run_dir,
         pid_file,
         sandbox_notice: sandbox.notice,
-        last_check,
     })
 }
 
-/// Once every worker is done: stop what the agents left running (said on stderr
-/// when there was any), then start the tamper check after the last worker.
-fn after_the_last_worker(tamper: &Arc<Guard>) -> LastCheck {
+/// Once every worker is done: stop what the agents left running, then the tamper
+/// check after the last worker, each said on stderr when it found something.
+fn after_the_last_worker(tamper: &Guard) {
     let left = super::reaper::sweep();
     if left > 0 {
         errln!(
@@ -460,65 +422,9 @@ fn after_the_last_worker(tamper: &Arc<Guard>) -> LastCheck {
             if left == 1 { "" } else { "es" }
         );
     }
-    LastCheck::start(tamper)
-}
-
-/// The tamper check after the last worker, on a thread of its own: nothing of the
-/// agents runs any more, and it reads the repository while the caller fans the
-/// results in and writes the report (files of the run directory, which the check
-/// leaves be). [`LastCheck::finish`], or dropping it, waits for it and says on stderr
-/// what it found.
-#[derive(Debug)]
-pub struct LastCheck {
-    tamper: Arc<Guard>,
-    check: Option<Checking>,
-}
-
-/// Where the check after the last worker is.
-#[derive(Debug)]
-enum Checking {
-    /// On its thread.
-    Running(std::thread::JoinHandle<Vec<super::tamper::Change>>),
-    /// Done (here, when no thread could start): what it found.
-    Done(Vec<super::tamper::Change>),
-}
-
-impl LastCheck {
-    fn start(tamper: &Arc<Guard>) -> LastCheck {
-        let guard = Arc::clone(tamper);
-        let thread = std::thread::Builder::new()
-            .name("fanout-last-check".into())
-            .spawn(move || guard.end());
-        let check = match thread {
-            Ok(running) => Checking::Running(running),
-            Err(_) => Checking::Done(tamper.end()),
-        };
-        LastCheck {
-            tamper: Arc::clone(tamper),
-            check: Some(check),
-        }
-    }
-
-    /// Wait for the check; say what it found.
-    pub fn finish(mut self) {
-        self.report();
-    }
-
-    fn report(&mut self) {
-        let left = match self.check.take() {
-            Some(Checking::Running(thread)) => thread.join().unwrap_or_default(),
-            Some(Checking::Done(left)) => left,
-            None => return,
-        };
-        if !left.is_empty() {
-            said_changed(&self.tamper, &left);
-        }
-    }
-}
-
-impl Drop for LastCheck {
-    fn drop(&mut self) {
-        self.report();
+    let left = tamper.end();
+    if !left.is_empty() {
+        said_changed(tamper, &left);
     }
 }
 

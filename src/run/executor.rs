@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,8 +29,7 @@ use tokio::task::JoinSet;
 
 use super::confine::{Confinement, Place};
 use super::event::{Event, StopLevel};
-use super::harvest::{Harvest, commit_message};
-use super::harvest_process::Request;
+use super::harvest::{CommitSpec, Harvest, WorkerTree, commit_message, harvest};
 use super::inputs::Given;
 use super::journal::JournalHandle;
 use super::process::{Ending, ProcessSpec, Supervised, supervise};
@@ -240,12 +238,6 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
-    /// How each harvest's child process is started ([`super::harvest_process`]).
-    pub harvester: super::harvest_server::Harvester,
-    /// How many of this attempt's workers have not had their harvest come back: once
-    /// none has left, the harvest server is told no more will come, and ends while
-    /// the run finishes ([`super::harvest_server::Harvester::done_asking`]).
-    pub harvests_left: AtomicUsize,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -563,7 +555,7 @@ impl Executor {
         let (first, rest) = commits
             .split_first()
             .ok_or((Status::Failed, "dependencies left no commit".to_owned()))?;
-        let repo = crate::repo::open(&self.repo_dir)
+        let repo = git2::Repository::open(&self.repo_dir)
             .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
         let mut acc = *first;
         for (k, next) in rest.iter().enumerate() {
@@ -687,9 +679,8 @@ impl Executor {
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
-        // Off the worker's way: the runtime is let go only once this is done
-        // ([`crate::run::blocking`]).
-        crate::run::blocking::spawn(move || confined.remove());
+        // Off the worker's way: the runtime, dropped, waits for it.
+        tokio::task::spawn_blocking(move || confined.remove());
         result
     }
 
@@ -706,7 +697,7 @@ impl Executor {
     /// the base, like a harvest that found nothing.
     fn at_base(&self, w: &PlannedWorker, mut result: WorkerResult, base: Oid) -> WorkerResult {
         result.commit = Some(base.to_string());
-        let made = crate::repo::open(&self.common_dir).and_then(|repo| {
+        let made = git2::Repository::open(&self.common_dir).and_then(|repo| {
             repo.reference(
                 &format!("refs/heads/{}", w.branch),
                 base,
@@ -847,7 +838,7 @@ impl Executor {
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
             let reserve = self.reserve(w, &path);
-            crate::run::blocking::spawn(move || {
+            tokio::task::spawn_blocking(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
@@ -1096,41 +1087,45 @@ impl Executor {
         path: PathBuf,
         base: Oid,
     ) -> Result<(Harvest, Option<String>), String> {
-        let request = Request {
-            common: self.common_dir.clone(),
-            name: worktree::worktree_name(&self.plan.run_id, w.id),
-            path,
-            scratch: self.run_dir.join("harvest"),
-            branch: w.branch.clone(),
-            base: base.to_string(),
-            identity: self.identity.clone(),
-            message: commit_message(
-                &w.task.prompt,
-                &w.agent,
-                w.model.as_deref(),
-                w.id,
-                &self.plan.run_id,
-            ),
-            exclude: self.plan.exclude.clone(),
-            filters: self.trusted.entries().to_vec(),
-        };
-        let harvester = self.harvester.clone();
+        let common = self.common_dir.clone();
+        let name = worktree::worktree_name(&self.plan.run_id, w.id);
+        let scratch = self.run_dir.join("harvest");
+        let branch = w.branch.clone();
+        let identity = self.identity.clone();
+        let message = commit_message(
+            &w.task.prompt,
+            &w.agent,
+            w.model.as_deref(),
+            w.id,
+            &self.plan.run_id,
+        );
+        let (exclude, filters) = (self.plan.exclude.clone(), self.trusted.clone());
         // Not given up when the run is stopped: what the agent did is still committed.
         let permit = Arc::clone(&self.harvests).acquire_owned().await;
         // Journaled first: a harvest cut short may have made the branch (cleanup
         // removes it only if it is there).
         let _ = self.journal.update(w.id, |e| e.branch_created = true);
-        let harvested = crate::run::blocking::spawn(move || {
+        let harvested = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let changed = worktree::restore_admin(&request.common, &request.name, &request.path)
+            let changed = worktree::restore_admin(&common, &name, &path)
                 .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
-            let harvest = harvester
-                .harvest(&request)
-                .map_err(|e| format!("harvest failed: {e}"))?;
-            Ok::<_, String>((changed, harvest))
+            let spec = CommitSpec {
+                identity: (&identity.0, &identity.1),
+                message,
+                exclude: &exclude,
+                filters: &filters,
+            };
+            let wt = WorkerTree {
+                common: &common,
+                name: &name,
+                path: &path,
+                scratch: &scratch,
+            };
+            let h = harvest(&wt, &branch, base, &spec)
+                .map_err(|e| format!("harvest failed: {}", e.message()))?;
+            Ok::<_, String>((changed, h))
         })
         .await;
-        self.harvest_came_back();
         let (changed, h) =
             harvested.unwrap_or_else(|_| Err("harvest failed: task panicked".into()))?;
         let tampered = (!changed.is_empty()).then(|| {
@@ -1140,18 +1135,6 @@ impl Executor {
             )
         });
         Ok((h, tampered))
-    }
-
-    /// A worker's harvest came back (or failed): after the last, the harvest server
-    /// hears that no more will come. Should one come after all (one more than
-    /// counted), it runs as when the server is gone.
-    fn harvest_came_back(&self) {
-        let left = self
-            .harvests_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if left == Ok(1) {
-            self.harvester.done_asking();
-        }
     }
 
     /// Run the plan's checks on `w`'s committed result; a failed (or interrupted)
@@ -1225,7 +1208,7 @@ impl Asked {
     ) -> std::io::Result<Asked> {
         let Some(given) = given else {
             return Ok(Asked {
-                prompt: w.task.prompt.clone(),
+                prompt: w.task.agent_prompt(),
                 env,
             });
         };
@@ -1408,11 +1391,15 @@ pub fn decide(
             );
         }
         Ending::RunBudget => {
+            // A cost the agent never reported is unknown, never $0.
+            let spent = match sup.progress.cost.or(outcome.cost) {
+                Some(c) => format!("this worker had spent ${c:.4}"),
+                None => "this worker's cost is unknown".to_owned(),
+            };
             return (
                 Status::Partial,
                 Some(format!(
-                    "the run's budget_total was reached; stopped (this worker had spent ${:.4})",
-                    sup.progress.cost.or(outcome.cost).unwrap_or(0.0)
+                    "the run's budget_total was reached; stopped ({spent})"
                 )),
             );
         }

@@ -85,14 +85,14 @@ pub fn harvest(
 ) -> Result<Harvest, git2::Error> {
     let admin = wt.admin();
     let quarantine = super::worktree::quarantine(&admin);
-    let shared = crate::repo::open(wt.common)?;
+    let shared = git2::Repository::open(wt.common)?;
     let (head, note) = agent_head(&shared, &admin, base);
     let import = Import::new(&shared, &quarantine)?;
     import.reachable(head)?;
     // Committing reads the shared store and the quarantine (what the worker staged
     // without committing) and writes the shared store only (libgit2 never writes to
     // an alternate).
-    let repo = crate::repo::open(wt.common)?;
+    let repo = git2::Repository::open(wt.common)?;
     if quarantine.is_dir() {
         repo.odb()?
             .add_disk_alternate(&quarantine.to_string_lossy())?;
@@ -375,7 +375,10 @@ struct Staging<'a> {
 /// `git add -A` the NUL-separated `paths` (`:(literal)` pathspecs) of the worktree
 /// into `to.index`, through the hardened helper with the user's filter drivers from
 /// the run's start and no other. git writes the blobs into the shared store, named
-/// from their (cleaned) content.
+/// from their (cleaned) content. git (and the filters it runs) gets none of the
+/// variables kept from agents ([`crate::secret::is_scrubbed`]: no credential, not the
+/// user's ssh agent), and runs in a process group of its own: a Ctrl-C at the
+/// terminal does not cut a harvest short (the run decides when to stop).
 fn stage_with_git(
     to: &Staging<'_>,
     paths: &[u8],
@@ -384,7 +387,11 @@ fn stage_with_git(
     if paths.is_empty() {
         return Ok(());
     }
+    let env =
+        std::env::vars_os().filter(|(k, _)| !crate::secret::is_scrubbed(&k.to_string_lossy()));
     Git::new(to.workdir)
+        .parent_env(env)
+        .own_process_group()
         .git_dir(to.common)
         .work_tree(to.workdir)
         .index_file(to.index)

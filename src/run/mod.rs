@@ -3,12 +3,12 @@
 //! ([`confine`]: a private directory, an object quarantine, the sandbox), prepared
 //! before its agent starts ([`setup`]: ports, copied files, setup commands), an agent
 //! run as a supervised process group ([`process`], stopped through [`signals`]), its
-//! changes committed on its branch ([`harvest`], in a child process of its own:
-//! [`harvest_process`], forked by [`harvest_server`]) and checked ([`checks`]); a
+//! changes committed on its branch ([`harvest`]) and checked ([`checks`]); a
 //! dependent worker is given its dependencies' findings ([`inputs`]); the
 //! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
-//! [`reaper`] stops what the agents left running before the run reports (blocking
-//! work goes through [`blocking`]). What fanout created is recorded in the run's
+//! [`reaper`] stops what the agents left running before the run reports. Checkouts,
+//! harvests and file copies run on the runtime's blocking threads, in fanout's process;
+//! the runtime is dropped (waiting for them) before the run's last tamper check. What fanout created is recorded in the run's
 //! [`journal`] (cleanup and resume trust nothing else), and each worker's final result
 //! is recorded as soon as it is known ([`resume`]).
 //!
@@ -20,7 +20,6 @@
 //! report of the run is a [`results::RunReport`].
 
 pub mod attempt;
-pub mod blocking;
 pub mod checks;
 pub mod cleanup;
 pub mod confine;
@@ -29,8 +28,6 @@ pub mod excerpt;
 pub mod executor;
 pub mod groups;
 pub mod harvest;
-pub mod harvest_process;
-pub mod harvest_server;
 pub mod inputs;
 pub mod journal;
 pub mod process;

@@ -90,7 +90,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         });
     }
     let runtime = super::attempt::runtime()?;
-    let config = super::attempt::read_config(repo, None)?;
+    let config = super::attempt::read_config(repo)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
@@ -127,7 +127,6 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         listed: None,
         runtime,
         // `fanout resume` executes fanout's binary for each harvest.
-        harvest_server: None,
     };
     Ok(Found::Ready(Box::new(Resumable {
         id,

@@ -122,7 +122,7 @@ fn worker(
 ) -> WorkerStatus {
     let exists = e.worktree_path.is_dir();
     let uncommitted = exists
-        .then(|| crate::repo::open(&e.worktree_path).ok())
+        .then(|| git2::Repository::open(&e.worktree_path).ok())
         .flatten()
         .and_then(|r| {
             let mut o = git2::StatusOptions::new();

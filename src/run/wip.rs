@@ -42,7 +42,7 @@ pub fn find(
     if !entry.worktree_path.join(".git").is_file() {
         return Ok(None);
     }
-    let repo = crate::repo::open(common).map_err(git)?;
+    let repo = git2::Repository::open(common).map_err(git)?;
     let parent = match repo.refname_to_id(&format!("refs/heads/{}", entry.branch)) {
         Ok(oid) if entry.branch_created => oid,
         _ => Oid::from_str(&entry.base_commit).map_err(git)?,
@@ -95,7 +95,7 @@ impl Unsaved {
 
     /// Commit the worktree's files on `parent` and point `refname` at the commit.
     pub fn commit(&self, common: &Path, refname: &str, why: &str) -> Result<Oid, String> {
-        let repo = crate::repo::open(common).map_err(git)?;
+        let repo = git2::Repository::open(common).map_err(git)?;
         let parent = repo.find_commit(self.parent).map_err(git)?;
         let tree = repo.find_tree(self.tree).map_err(git)?;
         let sig = repo

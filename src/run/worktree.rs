@@ -98,9 +98,7 @@ pub struct CheckoutConfig<'a> {
 /// none of the repository's filter drivers but those in `config.trusted` (read when
 /// the run started, so the user's Git LFS runs and a filter an agent configured since
 /// does not). git checks out faster than libgit2 and in less memory, and runs the user's
-/// filters, which libgit2 cannot. The exception is a small tree that no attribute
-/// applies to, while the run's start listing still holds: libgit2 checks it out
-/// in-process, to the same files and index, without git's start ([`checkout`]).
+/// filters, which libgit2 cannot.
 ///
 /// `beside` runs on a thread of its own while git checks out, once the worktree's
 /// directory and its administrative directory exist; what it returned comes back
@@ -139,7 +137,7 @@ fn claimable(
     branch: &str,
     base: Oid,
 ) -> Result<PathBuf, WorktreeError> {
-    let repo = crate::repo::open(repo_dir)?;
+    let repo = git2::Repository::open(repo_dir)?;
     if repo.find_branch(branch, BranchType::Local).is_ok() {
         return Err(WorktreeError::BranchExists(branch.to_owned()));
     }
@@ -256,29 +254,10 @@ fn shown(file: &Path, common: &Path, worktree: &Path) -> String {
     )
 }
 
-/// Trees of at most this many entries may be checked out by libgit2 in-process
-/// ([`plain_tree`]): its memory for them is small, and git's own start costs more
-/// than their checkout.
-const IN_PROCESS_ENTRIES: usize = 1000;
-
-/// ...and of at most this many bytes of files (libgit2 reads each whole).
-const IN_PROCESS_BYTES: usize = 8 << 20;
-
 /// Check out the worktree at `path` (administrative directory `admin`): its files and
-/// index as HEAD has them, by git (see [`create`]) — or, for a small tree that no
-/// attribute applies to ([`plain_tree`]), by libgit2 in this process: the same files
-/// and index, since with no attribute no filter, conversion or encoding applies, and
-/// without git's start (about 1.5 ms, most of a small tree's checkout). Submodules are
-/// left to worktree setup.
+/// index as HEAD has them, by git (see [`create`]). Submodules are left to worktree
+/// setup.
 fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(), WorktreeError> {
-    if let Some(listed) = config.listed
-        && let Ok(repo) = crate::repo::open(path)
-        && plain_tree(&repo, &attribute_files(admin), listed)
-    {
-        let mut how = git2::build::CheckoutBuilder::new();
-        how.force();
-        return Ok(repo.checkout_head(Some(&mut how))?);
-    }
     Git::new(path)
         .git_dir(admin)
         .work_tree(path)
@@ -294,156 +273,6 @@ fn checkout(admin: &Path, path: &Path, config: CheckoutConfig<'_>) -> Result<(),
         .output()
         .map_err(WorktreeError::Checkout)?;
     Ok(())
-}
-
-/// Whether the worktree `repo` may be checked out in-process: no configuration that
-/// shapes a checkout ([`shapes_checkout`], in `listed` — the repository's configuration
-/// as the run started, nothing having run since — or the system's file), the umask
-/// 022, no attribute file anywhere git would read one (`files`: see
-/// [`attribute_files`]; a `.gitattributes` in the tree), and at most
-/// [`IN_PROCESS_ENTRIES`] entries and [`IN_PROCESS_BYTES`] bytes in HEAD's tree.
-fn plain_tree(repo: &Repository, files: &[PathBuf], listed: &Listed) -> bool {
-    if listed
-        .entries()
-        .iter()
-        .any(|e| shapes_checkout(&e.key, &e.value))
-        || system_shapes_checkout()
-    {
-        return false;
-    }
-    if files.iter().any(|f| f.exists()) || umask() != Some(0o022) {
-        return false;
-    }
-    let Ok(tree) = repo.head().and_then(|h| h.peel_to_tree()) else {
-        return false;
-    };
-    let Ok(odb) = repo.odb() else {
-        return false;
-    };
-    let (mut entries, mut bytes) = (0, 0);
-    let mut plain = true;
-    let walked = tree.walk(git2::TreeWalkMode::PreOrder, |_, e| {
-        entries += 1;
-        if e.kind() == Some(git2::ObjectType::Blob) {
-            bytes += odb.read_header(e.id()).map_or(usize::MAX, |(size, _)| size);
-        }
-        if entries > IN_PROCESS_ENTRIES
-            || bytes > IN_PROCESS_BYTES
-            || e.name_bytes() == b".gitattributes"
-        {
-            plain = false;
-            return git2::TreeWalkResult::Abort;
-        }
-        git2::TreeWalkResult::Ok
-    });
-    plain && walked.is_ok()
-}
-
-/// Whether configuration `key` set to `value` changes what a checkout writes, or how
-/// (git reads it, and libgit2 may not read it alike): line endings, links, modes,
-/// case, index format, sparse checkout, attributes, parallel checkout, submodules. A
-/// switch at its default on Linux (`git init` writes `core.filemode = true`) does not.
-fn shapes_checkout(key: &str, value: &str) -> bool {
-    const SWITCHES: &[(&str, bool)] = &[
-        ("core.autocrlf", false),
-        ("core.symlinks", true),
-        ("core.filemode", true),
-        ("core.ignorecase", false),
-        ("core.precomposeunicode", false),
-        ("core.protecthfs", false),
-        ("core.protectntfs", true),
-        ("core.splitindex", false),
-        ("core.sparsecheckout", false),
-        ("core.longpaths", false),
-        ("submodule.recurse", false),
-    ];
-    const KEYS: &[&str] = &[
-        "core.eol",
-        "core.safecrlf",
-        "core.checkroundtripencoding",
-        "core.sparsecheckoutcone",
-        "core.attributesfile",
-        "core.worktree",
-    ];
-    let key = key.to_ascii_lowercase();
-    if let Some((_, default)) = SWITCHES.iter().find(|(k, _)| *k == key) {
-        return git_bool(value) != Some(*default);
-    }
-    KEYS.contains(&key.as_str())
-        || ["index.", "checkout.", "feature.", "extensions.", "filter."]
-            .iter()
-            .any(|p| key.starts_with(p))
-}
-
-/// A git boolean (`true`/`yes`/`on`/`1`, `false`/`no`/`off`/`0`/empty).
-fn git_bool(value: &str) -> Option<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "yes" | "on" | "1" => Some(true),
-        "false" | "no" | "off" | "0" | "" => Some(false),
-        _ => None,
-    }
-}
-
-/// Whether the system's configuration file (which fanout's git does not read, but
-/// libgit2 does) holds a key that [`shapes_checkout`].
-fn system_shapes_checkout() -> bool {
-    let Ok(path) = git2::Config::find_system() else {
-        return false;
-    };
-    let Ok(config) = git2::Config::open(&path) else {
-        return true;
-    };
-    let Ok(mut entries) = config.entries(None) else {
-        return true;
-    };
-    let mut found = false;
-    while let Some(Ok(e)) = entries.next() {
-        found |= match (e.name(), e.value()) {
-            (Ok(name), Ok(value)) => shapes_checkout(name, value),
-            (Ok(name), Err(_)) => shapes_checkout(name, "true"),
-            _ => true,
-        };
-    }
-    found
-}
-
-/// This process's umask: git creates files 0666 and directories 0777 less it,
-/// libgit2 0644/0755 — the same only for 022.
-fn umask() -> Option<u32> {
-    u32::from_str_radix(&crate::util::proc_status("Umask")?, 8).ok()
-}
-
-/// The attribute files git reads besides the tree's own and `core.attributesFile`:
-/// the repository's `info/attributes` (its common directory is two above `admin`), the
-/// user's (`$XDG_CONFIG_HOME/git/attributes`, else `~/.config/git/attributes`) and the
-/// system's (`<prefix>/etc/gitattributes` of the git on `PATH`, `/etc/gitattributes`
-/// for `/usr`; both usual places are looked at too).
-fn attribute_files(admin: &Path) -> Vec<PathBuf> {
-    let common = admin.parent().and_then(Path::parent);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")));
-    // The system's: `<prefix>/etc/gitattributes` of the git on PATH (`/etc` for
-    // `/usr`), and the usual places.
-    let env: Vec<_> = std::env::vars_os().collect();
-    let prefix = std::fs::canonicalize(crate::git::locate(&env, admin))
-        .ok()
-        .and_then(|git| Some(git.parent()?.parent()?.to_owned()));
-    let system = prefix.map(|p| match p.as_path() {
-        p if p == Path::new("/usr") => PathBuf::from("/etc/gitattributes"),
-        p => p.join("etc").join("gitattributes"),
-    });
-    [
-        common.map(|c| c.join("info").join("attributes")),
-        xdg.map(|d| d.join("git").join("attributes")),
-        system,
-        Some(PathBuf::from("/etc/gitattributes")),
-        Some(PathBuf::from("/usr/local/etc/gitattributes")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
 }
 
 /// What [`remove`] did.
@@ -670,146 +499,5 @@ mod tests {
         // The new worktree is clean: the index matches what was written.
         let wt = Repository::open(&path).unwrap();
         assert!(wt.statuses(None).unwrap().is_empty());
-    }
-
-    /// What git says of a worktree: its status, and its index's entries.
-    fn git_view(path: &Path) -> (String, String) {
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(path)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{args:?}: {out:?}");
-            String::from_utf8(out.stdout).unwrap()
-        };
-        (
-            git(&["status", "--porcelain", "--untracked-files=all"]),
-            git(&["ls-files", "--stage", "--debug"])
-                .lines()
-                .filter(|l| !l.trim_start().starts_with(['c', 'm', 'd', 'u']))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    }
-
-    #[test]
-    fn a_small_plain_tree_is_checked_out_in_process_as_git_would() {
-        let files: &[(&str, &[u8])] = &[
-            ("a.txt", b"one\ntwo\n"),
-            ("dir/b.sh", b"#!/bin/sh\n"),
-            ("dir/deep/c", b""),
-        ];
-        let (d, repo, oid) = repo_with(files);
-        let mut index = repo.index().unwrap();
-        let mut exe = index.get_path(Path::new("dir/b.sh"), 0).unwrap();
-        exe.mode = 0o100755;
-        index.add(&exe).unwrap();
-        // A symbolic link, to a file of the tree.
-        let mut link = index.get_path(Path::new("a.txt"), 0).unwrap();
-        link.path = b"dir/link".to_vec();
-        link.mode = 0o120000;
-        link.id = repo.blob(b"../a.txt").unwrap();
-        link.file_size = 8;
-        index.add(&link).unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.invalid").unwrap();
-        let parent = repo.find_commit(oid).unwrap();
-        let oid = repo
-            .commit(Some("HEAD"), &sig, &sig, "x", &tree, &[&parent])
-            .unwrap();
-        let listed = Listed::shareable(&[]).unwrap();
-        let wt = repo.find_tree(tree.id()).unwrap();
-        let made = |name: &str, listed: Option<&Listed>| {
-            let path = d.path().join(name);
-            create(
-                d.path(),
-                name,
-                &path,
-                &format!("fanout/t/{name}"),
-                oid,
-                CheckoutConfig {
-                    trusted: &TrustedConfig::new(),
-                    listed,
-                },
-                || (),
-            )
-            .0
-            .unwrap();
-            path
-        };
-        let inside = made("in", Some(&listed));
-        let by_git = made("git", None);
-        assert!(plain_tree(
-            &Repository::open(&inside).unwrap(),
-            &[],
-            &listed
-        ));
-        assert_eq!(git_view(&inside), git_view(&by_git));
-        assert_eq!(git_view(&inside).0, "", "clean");
-        for (path, body) in files {
-            assert_eq!(std::fs::read(inside.join(path)).unwrap(), *body);
-        }
-        use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o111;
-        assert_ne!(mode(&inside.join("dir/b.sh")), 0, "executable kept");
-        assert_eq!(mode(&inside.join("a.txt")), 0);
-        let target = std::fs::read_link(inside.join("dir/link")).unwrap();
-        assert_eq!(target, Path::new("../a.txt"));
-        drop(wt);
-    }
-
-    #[test]
-    fn attributes_sparse_checkout_or_a_big_tree_leave_the_checkout_to_git() {
-        // The files of this test's repository only: the machine's own are not asserted.
-        let plain = |d: &tempfile::TempDir, repo: &Repository, listed: &Listed| {
-            let files = attribute_files(&d.path().join(".git/worktrees/w"));
-            assert_eq!(files[0], d.path().join(".git/info/attributes"));
-            plain_tree(repo, &files[..1], listed)
-        };
-        let none = Listed::shareable(&[]).unwrap();
-        let entry = |key: &str, value: &str| crate::git::harden::Entry {
-            scope: crate::git::harden::Scope::Repository,
-            key: key.into(),
-            value: value.into(),
-        };
-        let (d, repo, _) = repo_with(&[("a", b"1")]);
-        assert!(plain(&d, &repo, &none));
-        for (key, value) in [
-            ("core.sparseCheckout", "true"),
-            ("core.attributesFile", "x"),
-            ("core.autocrlf", "input"),
-            ("core.symlinks", "false"),
-            ("core.fileMode", "no"),
-            ("index.version", "4"),
-            ("filter.lfs.smudge", "x"),
-        ] {
-            let listed = Listed::shareable(&[entry(key, value)]).unwrap();
-            assert!(!plain(&d, &repo, &listed), "{key}");
-        }
-        // What `git init` writes, and switches at their defaults, change nothing.
-        let init = [
-            entry("core.repositoryformatversion", "0"),
-            entry("core.filemode", "true"),
-            entry("core.bare", "false"),
-            entry("core.logallrefupdates", "true"),
-            entry("core.autocrlf", "false"),
-        ];
-        assert!(plain(&d, &repo, &Listed::shareable(&init).unwrap()));
-        std::fs::create_dir_all(d.path().join(".git/info")).unwrap();
-        std::fs::write(d.path().join(".git/info/attributes"), "* -text\n").unwrap();
-        assert!(!plain(&d, &repo, &none), "info/attributes");
-        let (d, repo, _) = repo_with(&[("a", b"1"), ("deep/er/.gitattributes", b"")]);
-        assert!(!plain(&d, &repo, &none), ".gitattributes in a subdirectory");
-        let many: Vec<(String, &[u8])> = (0..=IN_PROCESS_ENTRIES)
-            .map(|i| (format!("f{i}"), &b""[..]))
-            .collect();
-        let many: Vec<(&str, &[u8])> = many.iter().map(|(p, b)| (p.as_str(), *b)).collect();
-        let (d, repo, _) = repo_with(&many);
-        assert!(
-            !plain(&d, &repo, &none),
-            "over {IN_PROCESS_ENTRIES} entries"
-        );
     }
 }

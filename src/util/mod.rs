@@ -210,28 +210,9 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// A field of this process's `/proc/self/status` (Linux), trimmed: `proc_status("Umask")`.
-pub fn proc_status(field: &str) -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        (name == field).then(|| value.trim().to_owned())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_status_field_is_read_by_its_whole_name() {
-        let threads: usize = proc_status("Threads").unwrap().parse().unwrap();
-        assert!(threads >= 1);
-        let pid = proc_status("Pid").unwrap();
-        assert_eq!(pid, std::process::id().to_string());
-        // A prefix of a field is not that field.
-        assert_eq!(proc_status("Pi"), None);
-    }
 
     #[test]
     fn read_regular_refuses_links_fifos_and_bounds_the_size() {

@@ -24,21 +24,14 @@
 //!   files): peak RSS about 1–1.5 MB lower than with one arena per CPU at 10, 50 and
 //!   200 tasks.
 //!
-//!   That pinning is why harvests run in child processes
-//!   ([`crate::run::harvest_process`]). With them in-process, a 200-task run's live
-//!   heap stayed about 0.8 MB (heaptrack) while its resident heap between workers
-//!   grew from about 1.6 to 3 MB. With them in children, the run's peak RSS less
-//!   file pages is about 2.3 MB at 10 and at 200 tasks alike; `bench/memory.sh`
-//!   (10 workers, 5,000 files, medians of 3): 16.1 → 16.6 MB from 10 to 200 tasks
-//!   (1.03×), against 15.4 → 17.3 MB (1.12×) in-process, the same runs (the
-//!   10-task figure is mostly the binary's file pages, which vary by about 1 MB from
-//!   one build to another). Measured in-process and not chosen, none with a lower peak
-//!   at 200 tasks: jemalloc (one arena, no thread caches, pages returned at once; for
-//!   fanout's allocations and libgit2's) and mimalloc, both higher at 10 tasks too; a
-//!   thread of its own for each harvest and tamper check (which hands its cache back
-//!   when it ends); a few long-lived threads for all of them. Turning glibc's
-//!   per-thread caches off (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`, which only
-//!   the environment a process starts with can do) halved the growth.
+//!   Harvests run in fanout's process, on a blocking thread of the run, at most one
+//!   per CPU at a time ([`crate::run::executor::cpu_slots`]); the libgit2 handles
+//!   each opens are dropped when it ends, and [`release_memory`] runs after each
+//!   worker. Measured and not chosen: jemalloc and mimalloc (higher peaks at 10
+//!   tasks), a thread of its own for each harvest and tamper check, a few long-lived
+//!   threads for all of them. Turning glibc's per-thread caches off
+//!   (`GLIBC_TUNABLES=glibc.malloc.tcache_count=0`, which only the environment a
+//!   process starts with can do) halved the growth with the number of tasks.
 
 /// Once, at the start of `main`, before any other thread exists: see the module docs.
 /// (libgit2 is built without https: it starts no TLS library; fanout's pushes over
@@ -61,8 +54,8 @@ fn bound_allocator() {
 fn bound_allocator() {}
 
 /// Hand memory the allocator holds free back to the kernel (glibc's `malloc_trim`):
-/// call it when a worker is done, so what its checkout used does not stay counted
-/// against the run (its harvest ran in a process of its own).
+/// call it when a worker is done, so what its checkout and harvest used does not stay
+/// counted against the run.
 pub fn release_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; it is thread-safe.

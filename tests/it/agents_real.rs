@@ -4,9 +4,11 @@
 //! inside a network namespace that has only loopback (`unshare -rn`), so nothing
 //! can leave the machine.
 //!
-//! The CLIs are installed by `.ci/install-agents.sh`, which writes their paths to
-//! `${XDG_CACHE_HOME:-$HOME/.cache}/fanout-peers/agents/env.sh`. Without them these
-//! tests fail, saying to run that script, unless `FANOUT_SKIP_REAL_AGENTS=1` is set.
+//! The CLIs are installed on first use by `.ci/install-agents.sh` (through
+//! `tests/support/peers.rs`: once per process, under a lock), which writes their paths
+//! to `${XDG_CACHE_HOME:-$HOME/.cache}/fanout-peers/agents/env.sh`. When they cannot
+//! be had these tests fail with the script's message, unless
+//! `FANOUT_SKIP_REAL_AGENTS=1` is set.
 //!
 //! Each CLI is pointed at the fake by environment and by files in the scratch HOME
 //! (never by extra flags), so the tests hold whatever command line the adapter builds.
@@ -180,18 +182,17 @@ fn agents_root() -> PathBuf {
     if let Some(r) = std::env::var_os("FANOUT_AGENTS_ROOT") {
         return r.into();
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-        });
-    cache.join("fanout-peers/agents")
+    crate::peers::cache().join("agents")
 }
 
 /// `export KEY='value'` lines of env.sh, or why they cannot be had.
 fn env_sh() -> &'static Result<BTreeMap<String, String>, String> {
     static ENV: OnceLock<Result<BTreeMap<String, String>, String>> = OnceLock::new();
     ENV.get_or_init(|| {
+        // Installed on first use (idempotent), unless the tests are skipped explicitly.
+        if std::env::var("FANOUT_SKIP_REAL_AGENTS").as_deref() != Ok("1") {
+            crate::peers::install("install-agents.sh")?;
+        }
         let path = agents_root().join("env.sh");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -256,8 +257,8 @@ fn require(cli: Cli) -> Option<PathBuf> {
             None
         }
         Err(why) => panic!(
-            "the real {} CLI is needed: {why}\nRun .ci/install-agents.sh to install the agent CLIs, \
-             or set FANOUT_SKIP_REAL_AGENTS=1 to skip these tests explicitly.",
+            "the real {} CLI is needed: {why}\n(.ci/install-agents.sh installs the agent CLIs; \
+             or set FANOUT_SKIP_REAL_AGENTS=1 to skip these tests explicitly.)",
             cli.name()
         ),
     }

@@ -1,7 +1,8 @@
 //! Worktree checkouts (issue #14): git checks out each worker's worktree, running the
 //! filter drivers the user configured before the run (Git LFS-style smudge/clean) and
 //! none an agent configured after it started; at most one checkout and one harvest per
-//! CPU run at a time, and each agent starts as soon as its own worktree is ready.
+//! CPU run at a time, and each agent starts as soon as its own worktree is ready. A
+//! Ctrl-C does not cut a harvest's filter short.
 //!
 //! The filter drivers here are tiny shell scripts: `upper` smudges to upper case and
 //! cleans back to lower case, so a file shows in which form it was written. The
@@ -106,6 +107,74 @@ fn the_users_filter_drivers_run_in_worktrees_and_harvest_commits_the_clean_form(
         serde_json::json!(["data.dat", "seen.txt"]),
         "an unchanged filtered file is not a change"
     );
+}
+
+#[test]
+fn a_ctrl_c_during_a_harvest_still_commits_the_agents_work() {
+    let t = TestEnv::new();
+    // The user's clean filter says when it starts, then waits to be let go.
+    let (started, go) = (t.root().join("clean-started"), t.root().join("go"));
+    let clean = t.root().join("slow-clean.sh");
+    script(
+        &clean,
+        &format!(
+            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    std::fs::write(
+        global_config(&t),
+        format!(
+            "[filter \"slow\"]\n\tclean = {}\n\tsmudge = cat\n\trequired = true\n",
+            clean.display()
+        ),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.dat filter=slow\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "slow filter"]);
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo work > new.dat']\n",
+        t.worktrees.display()
+    ));
+    // fanout leads its own process group, as a command at a terminal does: Ctrl-C
+    // signals that whole group.
+    let child = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-t",
+            "x",
+        ])
+        .env("GIT_CONFIG_GLOBAL", global_config(&t))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let harvesting = common::wait_until(std::time::Duration::from_secs(60), || started.exists());
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    if harvesting {
+        nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    }
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(harvesting, "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json(&out);
+    let r = &report["results"][0];
+    assert!(
+        !r["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("harvest failed"),
+        "{r:#}"
+    );
+    assert_eq!(r["files_modified"], serde_json::json!(["new.dat"]), "{r:#}");
+    let branch = r["branch"].as_str().unwrap();
+    assert_eq!(t.git(&["show", &format!("{branch}:new.dat")]), "work\n");
 }
 
 #[test]
@@ -396,15 +465,6 @@ fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
             "{report:#}"
         );
     };
-    // A small tree no attribute applies to: libgit2 checks it out in-process, by the
-    // run's start listing (no git but the listing).
-    run(&["-w", "1", "-t", "one"]);
-    assert_eq!(logged_kinds(&log), ["list"]);
-    // With a `.gitattributes` (a filter could apply), git checks out.
-    t.write("docs/.gitattributes", "*.md text\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "attributes"]);
-    std::fs::remove_file(&log).unwrap();
     // One worker: the run's start listing serves its checkout, made before anything ran.
     run(&["-w", "1", "-t", "one"]);
     assert_eq!(logged_kinds(&log), ["list", "checkout"]);

@@ -14,6 +14,8 @@ mod fake_provider;
 #[path = "../support/fake_release.rs"]
 #[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_release;
+#[path = "../support/peers.rs"]
+mod peers;
 #[path = "../support/runner_commands.rs"]
 mod runner_commands;
 

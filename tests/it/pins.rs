@@ -1,7 +1,7 @@
 //! Every third-party action this project uses or tells its users to use is pinned by
 //! commit SHA, with the tag it was taken from as a trailing comment
 //! (`actions/cache/save@<40 hex> # v5.0.5`): in `action.yml`, `.github/`,
-//! `templates/`, the README's code blocks, and the workflows `fanout init` writes. A
+//! `templates/`, the code blocks of the README and docs/, and the workflows `fanout init` writes. A
 //! tag can be moved to other code by whoever controls the action's repository; a
 //! commit cannot. Local actions (`./…`) and the project's own action
 //! (`fanout-dev/fanout@…`, which users pin at a release tag) are not third-party.
@@ -109,7 +109,8 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The `uses:` of action.yml, .github/, templates/ and the README's code blocks.
+/// The `uses:` of action.yml, .github/, templates/ and the code blocks of the README
+/// and docs/.
 fn project_uses() -> Vec<(String, String)> {
     let root = Path::new(ROOT);
     let mut out = Vec::new();
@@ -124,8 +125,16 @@ fn project_uses() -> Vec<(String, String)> {
             false,
         ));
     }
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    out.extend(uses_lines("README.md", &readme, true));
+    let mut pages = vec![root.join("README.md")];
+    pages.extend(files(&root.join("docs")));
+    for p in pages {
+        let name = p.strip_prefix(root).unwrap().display().to_string();
+        out.extend(uses_lines(
+            &name,
+            &std::fs::read_to_string(&p).unwrap(),
+            true,
+        ));
+    }
     out
 }
 
@@ -179,8 +188,9 @@ fn every_third_party_action_in_the_project_is_pinned_by_commit_sha() {
         "only {pinned} pinned actions found: {uses:#?}"
     );
     assert!(
-        uses.iter().any(|(at, _)| at.starts_with("README.md:")),
-        "no `uses:` found in the README's code blocks"
+        uses.iter()
+            .any(|(at, _)| at.starts_with("docs/github-actions.md:")),
+        "no `uses:` found in docs/github-actions.md's code blocks"
     );
 }
 

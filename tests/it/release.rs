@@ -616,3 +616,35 @@ fn the_release_workflow_under_act() {
     assert_eq!(assert_released(&p, &base), manifest);
     p.gh.assert_no_violations();
 }
+
+/// The crate's package holds every test and bench target Cargo.toml names (else
+/// `cargo publish` warns once per dropped target), and not the READMEs of the
+/// repository's other folders.
+#[test]
+fn the_package_holds_its_targets_and_one_readme() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = succeeded(
+        std::process::Command::new(cargo)
+            .args([
+                "package",
+                "--list",
+                "--offline",
+                "--locked",
+                "--allow-dirty",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
+    );
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let files: Vec<&str> = listed.lines().collect();
+    for target in [
+        "tests/it/main.rs",
+        "tests/harvest_server.rs",
+        "benches/publish.rs",
+    ] {
+        assert!(files.contains(&target), "{target} not packaged:\n{listed}");
+    }
+    assert!(files.contains(&"README.md"), "{listed}");
+    for stray in ["bench/README.md", "dist/README.md"] {
+        assert!(!files.contains(&stray), "{stray} packaged:\n{listed}");
+    }
+}

@@ -745,7 +745,14 @@ fn run_says_what_next_and_where_the_failed_workers_log_is() {
     let args = [
         "--config", cfg, "run", "-w", "2", "--models", "good,bad", "Tidy up",
     ];
-    let out = t.fanout(&args).output().unwrap();
+    // This fanout first on PATH: the lines call it `fanout` (first_contact's demo test
+    // has the other case, its path).
+    let bin_dir = std::path::Path::new(FANOUT).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    let out = t.fanout(&args).env("PATH", path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let id = t.runs().pop().expect("a run");

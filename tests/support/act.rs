@@ -24,9 +24,9 @@
 //! ([`stand_in_host_tools`]): `sudo`, which logs what it was asked and runs nothing
 //! (the templates' "Stop Docker" step must never stop this machine's Docker), and
 //! `docker`, a client whose daemon is not reachable.
-//! act is found at `$FANOUT_ACT`, else in the peers cache that `.ci/install-act.sh`
-//! fills; without it a test fails, telling how to install it, unless
-//! `FANOUT_SKIP_ACT=1` asks to skip.
+//! act is `$FANOUT_ACT`, else the one `.ci/install-act.sh` installs into the peers
+//! cache on first use (`tests/support/peers.rs`); when it cannot be had a test
+//! fails, telling why and how to get it, unless `FANOUT_SKIP_ACT=1` asks to skip.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -316,27 +316,28 @@ pub fn substitute(text: &str) -> String {
     out
 }
 
-/// The act binary, or `None` when skipping was asked for.
+/// The act binary (`$FANOUT_ACT`, else installed on first use into the peers cache
+/// by `.ci/install-act.sh`, see [`crate::peers`]), or `None` when skipping was asked
+/// for (`FANOUT_SKIP_ACT=1`) and act is not installed. Panics, saying how to get act,
+/// when it cannot be had.
 pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("FANOUT_ACT") {
         return Some(PathBuf::from(p));
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .expect("HOME is set");
-    let act = cache.join("fanout-peers/act/bin/act");
-    if act.is_file() {
-        return Some(act);
-    }
+    let installed = crate::peers::cache().join("act/bin/act");
     if std::env::var_os("FANOUT_SKIP_ACT").is_some_and(|v| v == "1") {
+        if installed.is_file() {
+            return Some(installed);
+        }
         eprintln!("SKIPPED: act is not installed and FANOUT_SKIP_ACT=1");
         return None;
     }
-    panic!(
-        "act not found at {}: run .ci/install-act.sh (or set FANOUT_ACT, or FANOUT_SKIP_ACT=1 to skip)",
-        act.display()
-    );
+    match crate::peers::install("install-act.sh") {
+        Ok(out) => Some(PathBuf::from(out.trim())),
+        Err(why) => panic!(
+            "act is needed: {why}\n(or set FANOUT_ACT to an act binary, or FANOUT_SKIP_ACT=1 to skip these tests explicitly)"
+        ),
+    }
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -138,7 +138,7 @@ async fn prepare_steps(
         let git = crate::git::Git::new(w.worktree)
             .parent_env(w.base_env.iter().cloned())
             .args(["submodule", "update", "--init", "--recursive"]);
-        let inv = crate::run::blocking::spawn(move || git.invocation())
+        let inv = tokio::task::spawn_blocking(move || git.invocation())
             .await
             .map_err(|_| failed("submodules: task panicked".into()))?
             .map_err(|e| failed(format!("submodules: {e}")))?;
@@ -225,21 +225,27 @@ async fn copy_left_out(
         w.worktree_root.to_owned(),
         w.worktree.to_owned(),
     );
-    let (copied, unmatched) =
-        crate::run::blocking::spawn(move || copy_files(&checkout, &root, &wt, &patterns))
+    let (done, unmatched) =
+        tokio::task::spawn_blocking(move || copy_files(&checkout, &root, &wt, &patterns))
             .await
             .map_err(|_| failed("copying: task panicked".into()))?
             .map_err(failed)?;
-    out.record.copied = copied.len();
-    log.line(&copied_line(&copied));
-    for pattern in unmatched {
-        let warning = format!(
+    out.record.copied = done.copied.len();
+    log.line(&copied_line(&done.copied));
+    let mut warnings = unmatched
+        .into_iter()
+        .map(|pattern| format!(
             "{pattern} matches no file of the checkout that git ignores or does not track; nothing copied for it"
-        );
+        ))
+        .collect::<Vec<_>>();
+    if !done.skipped.is_empty() {
+        warnings.push(skipped_line(&done.skipped));
+    }
+    for warning in warnings {
         log.line(&format!("fanout: setup: warning: {warning}"));
         out.record.warnings.push(warning);
     }
-    Ok(copied)
+    Ok(done.copied)
 }
 
 /// The `setup:` commands, in order, each with `sh -c` and the worker's environment,
@@ -292,9 +298,9 @@ async fn run_commands(
 /// Record what setup changed in the worktree ([`Baseline`]): harvest leaves it out.
 async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), String> {
     let wt = w.worktree.to_owned();
-    crate::run::blocking::spawn(move || {
+    tokio::task::spawn_blocking(move || {
         let baseline = Baseline::capture(&wt, copied)?;
-        let repo = crate::repo::open(&wt)?;
+        let repo = git2::Repository::open(&wt)?;
         baseline
             .save(repo.path())
             .map_err(|e| git2::Error::from_str(&e.to_string()))
@@ -304,14 +310,14 @@ async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), Stri
     .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))
 }
 
-/// Select and copy: the copied paths, and the patterns that selected nothing.
+/// Select and copy: what was copied, and the patterns that selected nothing.
 fn copy_files(
     checkout: &Path,
     worktree_root: &Path,
     worktree: &Path,
     patterns: &glob::Patterns,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let repo = crate::repo::open(checkout)
+) -> Result<(copy::Copied, Vec<String>), String> {
+    let repo = git2::Repository::open(checkout)
         .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
     let root = repo
         .workdir()
@@ -319,10 +325,32 @@ fn copy_files(
         .canonicalize()
         .map_err(|e| format!("{}: {e}", checkout.display()))?;
     let skip = worktree_root.canonicalize().ok();
-    let files = copy::select(&repo, &root, patterns, skip.as_deref())
+    let selection = copy::select(&repo, &root, patterns, skip.as_deref())
         .map_err(|e| format!("finding files to copy: {e}"))?;
-    let copied = copy::copy_into(&root, worktree, &files)?;
-    Ok((copied, patterns.unmatched(&files)))
+    let done = copy::copy_into(&root, worktree, &selection, patterns)?;
+    // A pattern selected something if it names a file copied or one left alone.
+    let mut unmatched = patterns.unmatched(&done.copied);
+    if !unmatched.is_empty() && !done.present.is_empty() {
+        let also = patterns.unmatched(&done.present);
+        unmatched.retain(|p| also.contains(p));
+    }
+    Ok((done, unmatched))
+}
+
+/// The warning for entries not copied (special files, names that are not UTF-8).
+fn skipped_line(skipped: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names = skipped[..skipped.len().min(SHOWN)].join(", ");
+    if skipped.len() > SHOWN {
+        names.push_str(&format!(", … {} more", skipped.len() - SHOWN));
+    }
+    format!(
+        "not copied: {} (FIFOs, sockets and devices are skipped, as are names that are not UTF-8): {names}",
+        match skipped.len() {
+            1 => "1 entry".to_owned(),
+            n => format!("{n} entries"),
+        }
+    )
 }
 
 fn copied_line(copied: &[String]) -> String {
@@ -500,7 +528,7 @@ impl Baseline {
     /// The worktree's state now: every path that differs from its index (untracked
     /// files included, ignored files and submodules not).
     pub fn capture(worktree: &Path, copied: Vec<String>) -> Result<Baseline, git2::Error> {
-        let repo = crate::repo::open(worktree)?;
+        let repo = git2::Repository::open(worktree)?;
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)

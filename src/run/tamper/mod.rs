@@ -19,8 +19,7 @@
 //! - *refs*: it writes `.git/worktrees/<name>/` (`locked`, `commondir`, `gitdir`, a
 //!   detached `HEAD`, the object quarantine) and the `.git` file in the new worktree;
 //!   the checkout there (`git read-tree --reset -u` with that admin directory as
-//!   `GIT_DIR`, or libgit2's for a small plain tree) writes that worktree's own index,
-//!   in the same admin directory. No ref
+//!   `GIT_DIR`) writes that worktree's own index, in the same admin directory. No ref
 //!   under the common `refs/` nor `packed-refs` is written, and the refs read from the
 //!   user's repository are its own and the common ones — a linked
 //!   worktree's per-worktree refs are not among them. The worker's branch is made by
@@ -246,7 +245,7 @@ impl Snapshot {
         worktree_root: &Path,
         run_dir: &Path,
     ) -> Result<Snapshot, String> {
-        let repo = crate::repo::open(workdir).map_err(git_err)?;
+        let repo = git2::Repository::open(workdir).map_err(git_err)?;
         let common_dir = repo.commondir().to_owned();
         let s = Snapshot {
             run_id: run_id.to_owned(),
@@ -401,7 +400,7 @@ impl Snapshot {
 
     /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
     pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
-        let repo = crate::repo::open(&self.workdir).map_err(git_err)?;
+        let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
         let restore_refs = matches!(mode, Mode::Worker | Mode::End);
         let mut changes = Vec::new();
