@@ -13,10 +13,10 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use secrecy::ExposeSecret;
 
-use super::Denied;
 use super::limiter::is_refusal;
 use super::meter::{Meter, Worker};
 use super::serve::{Body, BoxError, Shared, Upstream, full, respond, strip_hop_by_hop};
+use super::usage::Denied;
 use super::wire::{self, Api, Endpoint, SseScan, Wire};
 
 /// Largest request body the gateway takes (a long conversation is a few MB).

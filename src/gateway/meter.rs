@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Denial, Denied, Price, Stop, Tokens, Usage, WorkerLimits};
+use super::usage::{Denial, Denied, Stop, Tokens, Usage, WorkerLimits};
+use crate::agent::prices::Price;
 use crate::agent::prices::price_of;
 
 /// Distinct denied targets kept per worker (the count goes on past it).

@@ -10,10 +10,10 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::Denied;
 use super::allow::Via;
 use super::meter::Worker;
 use super::serve::{Body, Shared, strip_hop_by_hop, text};
+use super::usage::Denied;
 
 /// Most time to reach a tunnel's host.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

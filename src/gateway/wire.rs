@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::Tokens;
+use super::usage::Tokens;
 
 /// How a provider's API speaks: its credential header, its error shape, its
 /// rate-limit headers.
