@@ -1076,7 +1076,14 @@ impl Executor {
             notes.push(n);
         }
         if sup.stragglers {
-            notes.push("agent left processes running; fanout stopped them".into());
+            notes.push("agent left processes running; fanout stopped them before harvest".into());
+        }
+        if sup.supervisor_lost {
+            notes.push(
+                "the agent's supervisor was killed; what the agent left outside its process \
+                 group was stopped only at the end of the run"
+                    .into(),
+            );
         }
         if sup.pipes_leaked {
             notes.push("a process outside the agent's group kept its output open".into());
@@ -1380,14 +1387,17 @@ pub fn decide(
     timeout: Option<f64>,
     inactivity: Option<f64>,
 ) -> (Status, Option<String>) {
+    // How fanout's stop went, when it stopped the agent.
+    let how = if sup.killed {
+        "; killed after the grace period"
+    } else if sup.termed {
+        "; the agent honoured SIGTERM"
+    } else {
+        ""
+    };
     match sup.ending {
-        Ending::Interrupted => return (Status::Failed, Some("interrupted".into())),
+        Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),
         Ending::TimedOut => {
-            let how = if sup.killed {
-                "; killed after the grace period"
-            } else {
-                ""
-            };
             return (
                 Status::Timeout,
                 Some(format!(
@@ -1550,7 +1560,9 @@ mod tests {
             duration: Duration::from_secs(1),
             stdout_tail: vec![],
             stragglers: false,
+            termed: false,
             killed: false,
+            supervisor_lost: false,
             pipes_leaked: false,
             progress: crate::agent::Progress::default(),
             progress_source: None,
@@ -1593,6 +1605,15 @@ mod tests {
             reason: Some("permission denied: Write".into()),
             ..out(AgentStatus::Success, Some(0.01))
         };
+        let honoured = Supervised {
+            termed: true,
+            ..sup(Ending::Interrupted)
+        };
+        let killed = Supervised {
+            termed: true,
+            killed: true,
+            ..sup(Ending::TimedOut)
+        };
         let mut over = sup(Ending::OverBudget);
         over.progress.cost = Some(1.25);
         let mut steps = sup(Ending::MaxSteps);
@@ -1629,6 +1650,22 @@ mod tests {
                 [None, None, None],
                 Status::Failed,
                 "interrupted",
+            ),
+            (
+                &honoured,
+                &ok,
+                false,
+                [None, None, None],
+                Status::Failed,
+                "interrupted; the agent honoured SIGTERM",
+            ),
+            (
+                &killed,
+                &ok,
+                false,
+                [None, Some(5.0), None],
+                Status::Timeout,
+                "timed out after 5s; killed after the grace period",
             ),
             (
                 &over,
