@@ -20,7 +20,7 @@
 //! Leaves, shared by every stage and importing no stage: [`exit`] (exit codes, the
 //! library's [`exit::Failure`]), [`git`] (the hardened git command line every git
 //! command fanout starts goes through), [`model`] (the results model), [`repo`] (the
-//! user's repository, run directories), [`sandbox`] (Landlock: the probe, the
+//! user's repository, run directories), [`sandbox`] (Landlock and the socket filter: the probe, the
 //! confinement of one process, applied between fork and exec), [`secret`] (which variables and git settings
 //! carry credentials), [`util`] (atomic writes, bounded reads, timestamps, path
 //! patterns).

@@ -48,21 +48,12 @@ pub fn definition(name: &str, def: &AgentDef) -> Result<(), Problem> {
     }
 }
 
-/// `writable:` entries: absolute paths, or `~/…`, without control characters or `..`.
+/// `writable:` entries: absolute paths, or `~/…`, without control characters or `..`
+/// ([`crate::sandbox::hidden::check_entry`]).
 fn writable(list: &[String]) -> Result<(), Problem> {
     for (i, p) in list.iter().enumerate() {
-        let ok = (p.starts_with('/') || p.starts_with("~/"))
-            && !p.chars().any(char::is_control)
-            && !p.split('/').any(|c| c == "..");
-        if !ok {
-            return Err(Problem::at(
-                vec![key("writable"), KeySeg::Index(i)],
-                format!(
-                    "{p:?}: expected an absolute path or one under the home directory (`~/.cache/my-agent`), without `..`"
-                ),
-            )
-            .in_value());
-        }
+        crate::sandbox::hidden::check_entry(p)
+            .map_err(|e| Problem::at(vec![key("writable"), KeySeg::Index(i)], e).in_value())?;
     }
     Ok(())
 }

@@ -58,6 +58,26 @@ fn home_dir(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
     ctx.private_dir.join("codex")
 }
 
+/// Seed the worker's private Codex home `to` from the user's (`from`: `$CODEX_HOME`,
+/// else `~/.codex`, when it exists): configuration and instructions, never sessions.
+fn seed_home(from: Option<std::path::PathBuf>, to: &std::path::Path) -> std::io::Result<()> {
+    match from {
+        Some(from) => private::seed(
+            &from,
+            to,
+            &[
+                "config.toml",
+                "auth.json",
+                "AGENTS.md",
+                "AGENTS.override.md",
+                "instructions.md",
+            ],
+            &["prompts", "rules", "skills"],
+        ),
+        None => std::fs::create_dir_all(to),
+    }
+}
+
 pub(super) struct CodexAdapter {
     spec: AgentSpec,
 }
@@ -182,22 +202,7 @@ impl Adapter for CodexAdapter {
         if self.spec.env.contains_key(HOME_VAR) {
             return Ok(());
         }
-        let to = home_dir(ctx);
-        match private::user_dir(HOME_VAR, ".codex") {
-            Some(from) => private::seed(
-                &from,
-                &to,
-                &[
-                    "config.toml",
-                    "auth.json",
-                    "AGENTS.md",
-                    "AGENTS.override.md",
-                    "instructions.md",
-                ],
-                &["prompts", "rules", "skills"],
-            ),
-            None => std::fs::create_dir_all(&to),
-        }
+        seed_home(private::user_dir(HOME_VAR, ".codex"), &home_dir(ctx))
     }
 
     /// The text of the last completed `agent_message` item.
@@ -473,25 +478,13 @@ mod tests {
             private_dir: &private,
             sandboxed: true,
         };
-        // (CODEX_HOME names the user's directory, as it does for a user who sets it.)
-        let a = CodexAdapter::new(AgentSpec {
-            env: Default::default(),
-            ..crate::agent::AgentSpec::resolve("codex", &Default::default(), "f", true).unwrap()
-        });
-        temp_env_codex_home(&home, || a.prepare(&ctx).unwrap());
+        // (`home` stands for the user's $CODEX_HOME)
+        seed_home(Some(home), &home_dir(&ctx)).unwrap();
         assert_eq!(
             std::fs::read_to_string(private.join("codex/config.toml")).unwrap(),
             "model = \"x\"\n"
         );
         assert!(!private.join("codex/sessions").exists());
-    }
-
-    /// Run `f` with `CODEX_HOME` set (this test alone reads it).
-    fn temp_env_codex_home(home: &std::path::Path, f: impl FnOnce()) {
-        // SAFETY: no other test of this binary reads or writes CODEX_HOME.
-        unsafe { std::env::set_var("CODEX_HOME", home) };
-        f();
-        unsafe { std::env::remove_var("CODEX_HOME") };
     }
 
     #[test]

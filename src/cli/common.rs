@@ -337,12 +337,15 @@ impl Context {
                 let shown = p.clone();
                 let text = crate::util::read_capped_string(&path, crate::util::CONFIG_LIMIT)
                     .map_err(|e| CliError::Usage(format!("--config {}: {e}", p.display())))?;
-                Ok((crate::plan::settings::parse_config(&text, &shown)?, shown))
+                let file = crate::plan::settings::parse_config_for(&text, &shown, repo)?;
+                Ok((file, shown))
             }
             None => {
                 let path = repo.workdir.join("fanout.yml");
                 if path.is_file() {
-                    Ok((crate::plan::settings::load_config(&path)?, path))
+                    let text = crate::config::read_text(&path)?;
+                    let file = crate::plan::settings::parse_config_for(&text, &path, repo)?;
+                    Ok((file, path))
                 } else {
                     Ok((ConfigFile::default(), path))
                 }

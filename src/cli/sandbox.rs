@@ -1,17 +1,19 @@
-//! `fanout sandbox`: which sandbox this machine gives agents — Landlock's ABI, and
-//! what `sandbox: auto` and `sandbox: required` do here — for people and for the
-//! Action's self-test.
+//! `fanout sandbox`: which sandbox this machine gives agents — Landlock's ABI, what
+//! `sandbox: auto` and `sandbox: required` do here, what the kernel can enforce of a
+//! closed network, and the root-equivalent sockets found and whether agents reach
+//! them — for people and for the Action's self-test.
 
 use clap::Args;
 
 use super::common::CliError;
-use crate::sandbox::{self, Mode};
+use crate::sandbox::{self, Mode, sockets};
 use crate::util::out::outln;
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
 Examples:
-  # Landlock's ABI here, and what `sandbox: auto` and `sandbox: required` would do
+  # Landlock's ABI here, what `sandbox: auto` and `sandbox: required` would do, and
+  # which daemon sockets (docker, podman, D-Bus, ssh-agent…) you and agents can reach
   fanout sandbox
   # The same as JSON, for a script or a CI step
   fanout sandbox --json | jq .landlock_abi";
@@ -30,13 +32,29 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
     let probe = sandbox::probe();
     let auto = sandbox::decide(Mode::Auto, &probe).expect("auto never refuses");
     let required = sandbox::decide(Mode::Required, &probe);
+    let network = sandbox::network_support(&probe);
+    let found = sockets::find();
+    let agents = sandbox::agents_refused(&found, auto.abi);
     if args.json {
+        let sockets: Vec<serde_json::Value> = (found.iter().zip(&agents))
+            .map(|(f, a)| {
+                let mut v = serde_json::to_value(f).expect("serializes");
+                v["agents_refused"] = serde_json::json!(a);
+                v
+            })
+            .collect();
         let v = serde_json::json!({
             "landlock_abi": probe.abi,
             "kernel_abi": probe.kernel_abi,
             "note": probe.note,
             "auto": {"confined": auto.abi.is_some(), "abi": auto.abi, "notice": auto.notice},
             "required": {"ok": required.is_ok(), "error": required.as_ref().err()},
+            "network": {
+                "tcp_ports": network.tcp_ports,
+                "socket_filter": network.socket_filter,
+                "closed_network": network.closed_network(),
+            },
+            "sockets": sockets,
         });
         crate::util::out::stdout_json(&v);
         return Ok(0);
@@ -57,5 +75,48 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
         Ok(_) => outln!("sandbox: required → agents confined"),
         Err(_) => outln!("sandbox: required → fanout refuses to run (exit 2)"),
     }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    outln!(
+        "network: TCP connect/bind by port (Landlock ABI {}+): {}; socket filter (seccomp): {} → a closed network {} be enforced",
+        sandbox::NET_ABI,
+        yes(network.tcp_ports),
+        yes(network.socket_filter),
+        if network.closed_network() {
+            "can"
+        } else {
+            "cannot"
+        }
+    );
+    print_sockets(&found, &agents);
     Ok(0)
+}
+
+/// The sockets found, who may connect, and whether agents do.
+fn print_sockets(found: &[sockets::Found], agents: &[Option<String>]) {
+    if found.is_empty() {
+        outln!("sockets: no docker, containerd, podman, D-Bus, systemd or ssh-agent socket found");
+        return;
+    }
+    outln!("sockets that give more than an agent should have:");
+    for (f, agents) in found.iter().zip(agents) {
+        outln!(
+            "  {} {} ({} {}:{}): {}",
+            f.name,
+            f.path.display(),
+            f.mode,
+            f.owner,
+            f.group,
+            f.gives
+        );
+        let you = match (&f.you_refused, &f.permits_you) {
+            (None, Some(via)) => format!("you connect ({via})"),
+            (None, None) => "you connect".to_owned(),
+            (Some(e), _) => format!("you cannot connect ({e})"),
+        };
+        let agents = match agents {
+            None => "agents CAN connect".to_owned(),
+            Some(e) => format!("agents cannot ({e})"),
+        };
+        outln!("    {you}; {agents}");
+    }
 }

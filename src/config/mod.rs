@@ -122,6 +122,13 @@ pub struct ConfigFile {
     /// (refuse to run without it), `off`. Confined, a process writes only to its
     /// worktree, its own temporary directory and its agent's `writable:` paths.
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// Paths confined agents, setup commands and checks may not read, besides the
+    /// credentials hidden by default (ssh keys, git credential stores, `gh`/`hub`,
+    /// `.netrc`, cloud CLIs, Docker and Kubernetes configuration, GnuPG, publishing
+    /// tokens): absolute, or `~/…` under the home directory. None may hold the
+    /// repository.
+    #[serde(default)]
+    pub hidden: Vec<String>,
     /// When the run exits non-zero: `any-failure` (default), `all-failed`, `never`.
     #[serde(default)]
     pub fail_on: FailOn,

@@ -76,6 +76,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         setup: settings.setup.clone(),
         select: settings.select,
         sandbox: settings.sandbox,
+        hidden: settings.hidden.clone(),
         fail_on: settings.fail_on,
         fanin: None,
     };

@@ -30,7 +30,8 @@ use setup::SetupPlan;
 /// would ignore them refuses it instead; any other plan as version 1. Both are read.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
 /// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`),
-/// or findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`).
+/// findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`), or
+/// `hidden:` paths.
 pub const PLAN_OVERRIDES_VERSION: u32 = 2;
 
 /// A validated plan.
@@ -68,6 +69,10 @@ pub struct Plan {
     /// Whether agents, setup commands and checks are confined (`sandbox:`).
     #[serde(default, skip_serializing_if = "crate::sandbox::Mode::is_auto")]
     pub sandbox: crate::sandbox::Mode,
+    /// Paths confined processes may not read, besides the user's credentials
+    /// (`hidden:`, as written: absolute or `~/…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
     /// When the run exits non-zero (`fail_on`); the aggregate of a matrix run follows
     /// it too.
     #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
@@ -391,7 +396,10 @@ impl Plan {
         let newer = |t: &Task| {
             t.overrides() || t.findings.is_some() || !findings::placeholders(&t.prompt).is_empty()
         };
-        if self.workers.iter().any(|w| newer(&w.task)) || !self.agents.is_empty() {
+        if self.workers.iter().any(|w| newer(&w.task))
+            || !self.agents.is_empty()
+            || !self.hidden.is_empty()
+        {
             PLAN_OVERRIDES_VERSION
         } else {
             PLAN_SCHEMA_VERSION

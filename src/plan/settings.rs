@@ -44,10 +44,55 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
         crate::util::glob::check(&glob.0)
             .map_err(|e| Problem::at(vec![key("copy"), KeySeg::Index(i)], e).in_value())?;
     }
+    for (i, h) in file.hidden.iter().enumerate() {
+        crate::sandbox::hidden::check_entry(h)
+            .map_err(|e| Problem::at(vec![key("hidden"), KeySeg::Index(i)], e).in_value())?;
+    }
     check_text_inputs(file)?;
     super::findings::check_file(file)?;
     crate::agent::check::definitions(file)?;
     task_agent_names(file)
+}
+
+/// [`parse_config`], and the checks that need the repository ([`check_places`]).
+pub fn parse_config_for(
+    text: &str,
+    path: &Path,
+    repo: &crate::repo::UserRepo,
+) -> Result<ConfigFile, ConfigError> {
+    let file = parse_config(text, path)?;
+    check_places(&file, repo).map_err(|p| ConfigError::at(text, path, p))?;
+    Ok(file)
+}
+
+/// The sandbox's paths against `repo` and the home directory
+/// ([`crate::sandbox::hidden::Guarded`]): no `hidden:` entry holds the repository; no
+/// agent's `writable:` entry holds the repository, its git directory or the home
+/// directory, lies in the git directory, or holds or lies in a hidden path.
+pub fn check_places(file: &ConfigFile, repo: &crate::repo::UserRepo) -> Result<(), Problem> {
+    use crate::sandbox::hidden::{self, Guarded};
+    let at = |i| vec![key("hidden"), KeySeg::Index(i)];
+    let configured = (file.hidden.iter().enumerate())
+        .map(|(i, h)| hidden::expand(h).map_err(|e| Problem::at(at(i), e).in_value()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut hide = hidden::credentials();
+    hide.extend(configured.iter().cloned());
+    let guard = Guarded::new(Some(&repo.workdir), &repo.common_dir, &hide);
+    for (i, path) in configured.iter().enumerate() {
+        guard
+            .hidden(path)
+            .map_err(|e| Problem::at(at(i), format!("{}: {e}", file.hidden[i])).in_value())?;
+    }
+    for (name, def) in &file.agents {
+        for (i, w) in def.writable.iter().enumerate() {
+            let refused = hidden::expand(w).and_then(|p| guard.writable(&p));
+            refused.map_err(|e| {
+                let at = vec![key("agents"), key(name), key("writable"), KeySeg::Index(i)];
+                Problem::at(at, format!("{w}: {e}")).in_value()
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Check the `agent:` of every task that names one: a definition under `agents:` or
@@ -239,6 +284,8 @@ pub struct Settings {
     pub publish_remote: Option<String>,
     /// Whether agents, setup commands and checks are confined.
     pub sandbox: crate::sandbox::Mode,
+    /// Paths confined processes may not read besides the default ones (`hidden:`).
+    pub hidden: Vec<String>,
 }
 
 /// Why flags and file could not be combined.
@@ -393,6 +440,7 @@ impl Settings {
             commit_identity: file.commit_identity(),
             publish_remote: file.publish.remote.clone(),
             sandbox: flags.sandbox.or(file.sandbox).unwrap_or_default(),
+            hidden: file.hidden.clone(),
         })
     }
 }

@@ -586,6 +586,7 @@ mod snapshot_tests {
                 select: Default::default(),
                 setup: Default::default(),
                 sandbox: Default::default(),
+                hidden: Vec::new(),
                 fail_on: Default::default(),
                 fanin: None,
             },

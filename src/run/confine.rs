@@ -9,13 +9,20 @@
 //! write only: its worktree; the worktree's administrative directory
 //! (`.git/worktrees/<name>`: its `HEAD`, index, logs and object quarantine — nothing
 //! else of the shared `.git`, no ref, no config, no hook); its private directory;
-//! `/dev/null`; and its agent's `writable:` paths. It reads and executes anything.
+//! `/dev/null`; and its agent's `writable:` paths. It reads and executes anything but
+//! the hidden paths: the user's credentials ([`crate::sandbox::hidden::credentials`]),
+//! fanout's record key, and `hidden:`. A `writable:` path that holds the git
+//! directory or the home directory, lies in the git directory, or holds or lies in a
+//! hidden path is refused here too (the settings refuse it first, at its line), before
+//! anything is made for it. It makes no Unix, raw or netlink socket (the socket
+//! filter); its network is open ([`crate::sandbox::Policy::network`] is `None`).
 //! Unconfined (on Linux), its processes still drop the capabilities of a root fanout
 //! between fork and exec, and nothing more.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::sandbox::hidden::{self, Guarded};
 use crate::sandbox::{Policy, Prepared};
 
 /// One worker's confinement (see the module docs).
@@ -53,10 +60,15 @@ pub struct Place<'a> {
 
 impl Confinement {
     /// Make the private directory; with `abi`, the policy (making the agent's missing
-    /// `writable` paths as directories; `~/` is the home directory).
-    pub fn new(at: Place<'_>, writable: &[String], abi: Option<u8>) -> std::io::Result<Self> {
+    /// `writable` paths as directories, once all are checked; `~/` is the home
+    /// directory) hiding the credentials and `hidden`.
+    pub fn new(
+        at: Place<'_>,
+        (writable, hidden): (&[String], &[String]),
+        abi: Option<u8>,
+    ) -> std::io::Result<Self> {
         let private = private_dir(at.run_id, at.worker_id)?;
-        let made = Self::fill(at, &private, writable, abi);
+        let made = Self::fill(at, &private, (writable, hidden), abi);
         if made.is_err() {
             let _ = std::fs::remove_dir_all(&private);
         }
@@ -66,7 +78,7 @@ impl Confinement {
     fn fill(
         at: Place<'_>,
         private: &Path,
-        writable: &[String],
+        grants: (&[String], &[String]),
         abi: Option<u8>,
     ) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
@@ -96,20 +108,13 @@ impl Confinement {
             None if cfg!(target_os = "linux") => Some(Policy::default()),
             None => None,
             Some(abi) => {
-                let mut write = vec![
-                    at.worktree.to_owned(),
-                    at.admin.to_owned(),
-                    private.to_owned(),
-                ];
-                let key = crate::util::sign::key_dir();
-                for w in writable {
-                    write.push(exposes_not(writable_path(w)?, &key)?);
-                }
+                let (write, hide) = grants_of(at, private, grants)?;
                 Some(Policy {
                     abi,
                     write,
                     write_files: vec!["/dev/null".into()],
-                    hide: vec![key],
+                    hide,
+                    network: None,
                 })
             }
         };
@@ -145,40 +150,44 @@ impl Confinement {
     }
 }
 
-/// `path`, unless writing beneath it would reach fanout's record key (`key`, which the
-/// sandbox hides from agents): a `writable:` of `~/.local/state` is refused, with why.
-fn exposes_not(path: PathBuf, key: &Path) -> std::io::Result<PathBuf> {
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
-    let (p, k) = (real(&path), real(key));
-    if k.starts_with(&p) || p.starts_with(&k) {
-        return Err(std::io::Error::other(format!(
-            "writable: {}: it holds fanout's record key ({}), which agents must not read; \
-             declare a directory beside it instead",
-            path.display(),
-            key.display()
-        )));
-    }
-    Ok(path)
-}
-
-/// A `writable:` entry as a path (`~/` is `$HOME`), made as a directory when missing.
-fn writable_path(entry: &str) -> std::io::Result<PathBuf> {
-    let path = match entry.strip_prefix("~/") {
-        Some(rest) => {
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .ok_or_else(|| {
-                    std::io::Error::other(format!("writable: {entry}: HOME is not set"))
-                })?;
-            PathBuf::from(home).join(rest)
-        }
-        None => PathBuf::from(entry),
+/// What a confined worker may write (its worktree, admin directory, private directory
+/// and `writable` paths, each checked, then made when missing) and the paths hidden
+/// from it that exist (credentials, the record key, `hidden`).
+fn grants_of(
+    at: Place<'_>,
+    private: &Path,
+    (writable, hidden): (&[String], &[String]),
+) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let refuse = |key: &str, entry: &str, why: String| {
+        std::io::Error::other(format!("{key}: {entry}: {why}"))
     };
-    if std::fs::symlink_metadata(&path).is_err() {
-        std::fs::create_dir_all(&path)
-            .map_err(|e| std::io::Error::other(format!("writable: {}: {e}", path.display())))?;
+    let mut hide = hidden::credentials();
+    for h in hidden {
+        hide.push(hidden::expand(h).map_err(|e| refuse("hidden", h, e))?);
     }
-    Ok(path)
+    let guard = Guarded::new(None, at.common, &hide);
+    let mut paths = Vec::new();
+    for w in writable {
+        let path = hidden::expand(w).map_err(|e| refuse("writable", w, e))?;
+        guard
+            .writable(&path)
+            .map_err(|e| refuse("writable", w, e))?;
+        paths.push(path);
+    }
+    let mut write = vec![
+        at.worktree.to_owned(),
+        at.admin.to_owned(),
+        private.to_owned(),
+    ];
+    for path in paths {
+        if !hidden::exists(&path) {
+            std::fs::create_dir_all(&path)
+                .map_err(|e| refuse("writable", &path.display().to_string(), e.to_string()))?;
+        }
+        write.push(path);
+    }
+    hide.retain(|h| hidden::exists(h));
+    Ok((write, hide))
 }
 
 /// A fresh directory only this user can enter, under the system's temporary directory.
@@ -208,30 +217,59 @@ fn private_dir(run_id: &str, worker_id: u32) -> std::io::Result<PathBuf> {
 mod tests {
     use super::*;
 
+    /// Three directories for a worker: worktree, admin directory, common git dir.
+    fn place_in(d: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (wt, admin, common) = (d.join("wt"), d.join("git/worktrees/w"), d.join("git"));
+        for p in [&wt, &admin, &common] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        (wt, admin, common)
+    }
+
     #[test]
-    fn a_writable_path_holding_the_record_key_is_refused() {
+    fn a_writable_path_holding_a_hidden_path_or_the_git_dir_is_refused_before_anything_is_made() {
         let d = tempfile::tempdir().unwrap();
-        let key = d.path().join("state/fanout");
-        std::fs::create_dir_all(&key).unwrap();
-        for above in [d.path().join("state"), key.clone(), key.join("inner")] {
-            let err = exposes_not(above.clone(), &key).unwrap_err().to_string();
-            assert!(err.contains("record key"), "{}: {err}", above.display());
+        let (wt, admin, common) = place_in(d.path());
+        let at = Place {
+            run_id: "r1",
+            worker_id: 1,
+            worktree: &wt,
+            admin: &admin,
+            common: &common,
+        };
+        let secret = d.path().join("state/secret");
+        std::fs::create_dir_all(&secret).unwrap();
+        let hidden = [secret.display().to_string()];
+        let made = d.path().join("made-first");
+        for (bad, says) in [
+            (d.path().join("state"), "holds"),
+            (secret.join("inner"), "is inside"),
+            (common.join("hooks"), "git directory"),
+            (d.path().to_owned(), "git directory"),
+        ] {
+            let writable = [made.display().to_string(), bad.display().to_string()];
+            let err = Confinement::new(at, (&writable, &hidden), Some(5))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("writable: {}: it ", bad.display())) && err.contains(says),
+                "{}: {err}",
+                bad.display()
+            );
+            assert!(!made.exists(), "nothing is made when one path is refused");
         }
         let beside = d.path().join("state/other");
-        assert_eq!(exposes_not(beside.clone(), &key).unwrap(), beside);
+        let c = Confinement::new(at, (&[beside.display().to_string()], &hidden), Some(5)).unwrap();
+        let p = c.policy.as_ref().unwrap();
+        assert!(p.write.contains(&beside) && beside.is_dir());
+        assert!(p.hide.contains(&secret), "{:?}", p.hide);
+        c.remove();
     }
 
     #[test]
     fn a_confinement_writes_where_it_says_and_cleans_up() {
         let d = tempfile::tempdir().unwrap();
-        let (wt, admin, common) = (
-            d.path().join("wt"),
-            d.path().join("admin"),
-            d.path().join("git"),
-        );
-        for p in [&wt, &admin, &common] {
-            std::fs::create_dir_all(p).unwrap();
-        }
+        let (wt, admin, common) = place_in(d.path());
         let cache = d.path().join("cache/deep");
         let at = Place {
             run_id: "r1",
@@ -240,7 +278,7 @@ mod tests {
             admin: &admin,
             common: &common,
         };
-        let c = Confinement::new(at, &[cache.display().to_string()], Some(5)).unwrap();
+        let c = Confinement::new(at, (&[cache.display().to_string()], &[]), Some(5)).unwrap();
         assert!(cache.is_dir(), "a missing writable path is made");
         let p = c.policy.as_ref().unwrap();
         assert_eq!(
@@ -261,13 +299,13 @@ mod tests {
         assert_eq!(env[&OsString::from("TMPDIR")], c.private.join("tmp"));
         c.remove();
         assert!(!c.private.exists());
-        let open = Confinement::new(at, &[], None).unwrap();
+        let open = Confinement::new(at, (&[], &[]), None).unwrap();
         assert_eq!(open.abi(), None);
         assert_eq!(
             open.policy.as_ref().map(|p| (p.abi, p.write.len())),
             Some((0, 0))
         );
-        assert!(Confinement::new(at, &["/proc/nope/x".into()], Some(5)).is_err());
+        assert!(Confinement::new(at, (&["/proc/nope/x".into()], &[]), Some(5)).is_err());
         open.remove();
     }
 }

@@ -734,6 +734,7 @@ impl Executor {
         let (run_id, id, worktree) = (self.plan.run_id.clone(), w.id, worktree.to_owned());
         let common = self.common_dir.clone();
         let writable = self.plan.agent_of(w).writable.clone();
+        let hidden = self.plan.hidden.clone();
         let sandbox = self.sandbox;
         let setup = self.plan.setup.clone();
         move || {
@@ -745,7 +746,7 @@ impl Executor {
                 common: &common,
             };
             Reserved {
-                confined: Confinement::new(at, &writable, sandbox),
+                confined: Confinement::new(at, (&writable, &hidden), sandbox),
                 ports: super::setup::claim_ports(&setup),
             }
         }

@@ -1,19 +1,22 @@
 //! Linux: the Landlock version query, the ruleset of a [`Policy`] (the `landlock`
 //! crate, every right required: a ruleset the kernel cannot enforce in full is an
-//! error, never a weaker sandbox), built in fanout's process, and what the child
-//! does with it between fork and exec ([`Prepared::apply`]: dropping capabilities,
-//! `no_new_privs`, `landlock_restrict_self`, system calls only).
+//! error, never a weaker sandbox) and its socket filter ([`super::seccomp`]), both
+//! built in fanout's process, and what the child does with them between fork and exec
+//! ([`Prepared::apply`]: dropping capabilities, `no_new_privs`,
+//! `landlock_restrict_self`, the filter; system calls only).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 use nix::libc;
+use seccompiler::BpfProgram;
 
-use super::policy::Policy;
+use super::policy::{NET_ABI, Policy};
 
 /// The kernel's Landlock ABI version, or why there is none.
 pub(super) fn kernel_abi() -> Result<u8, String> {
@@ -42,36 +45,49 @@ pub(super) fn kernel_abi() -> Result<u8, String> {
 }
 
 /// A confinement made ready in fanout's own process, applied in the child between
-/// fork and exec ([`Prepared::apply`]): the Landlock ruleset with all its rules, and
-/// whether the child must give up capabilities.
+/// fork and exec ([`Prepared::apply`]): the Landlock ruleset with all its rules, the
+/// socket filter, and whether the child must give up capabilities.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The ruleset (close-on-exec: it never reaches the program); `None` for ABI 0.
     /// Shared: every process of a worker restricts itself with the same one.
-    ruleset: Option<std::sync::Arc<OwnedFd>>,
+    ruleset: Option<Arc<OwnedFd>>,
+    /// The socket filter, with the ruleset.
+    filter: Option<Arc<BpfProgram>>,
     /// fanout holds capabilities (root): the child drops them all.
     drop_caps: bool,
 }
 
-/// Build `policy`'s ruleset (every rule added, every right required) and find out
-/// whether capabilities must go.
+/// Build `policy`'s ruleset (every rule added, every right required) and socket
+/// filter, and find out whether capabilities must go.
 pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
-    let ruleset = if policy.abi > 0 {
+    if policy.network.is_some() && policy.abi < NET_ABI {
+        return Err(format!(
+            "a closed network needs Landlock ABI {} (Linux 6.7) or later; fanout uses ABI {} here",
+            NET_ABI, policy.abi
+        ));
+    }
+    let (ruleset, filter) = if policy.abi > 0 {
         let fd: Option<OwnedFd> = ruleset(policy)?.into();
-        Some(std::sync::Arc::new(fd.ok_or("Landlock gave no ruleset")?))
+        let filter = super::seccomp::program(policy.network.as_ref())?;
+        (
+            Some(Arc::new(fd.ok_or("Landlock gave no ruleset")?)),
+            Some(Arc::new(filter)),
+        )
     } else {
-        None
+        (None, None)
     };
     Ok(Prepared {
         ruleset,
+        filter,
         drop_caps: holds_capabilities(),
     })
 }
 
 impl Prepared {
     /// Confine the calling process: drop every capability when fanout had any, set
-    /// `no_new_privs`, restrict with the ruleset. Only system calls, no allocation:
-    /// safe between fork and exec.
+    /// `no_new_privs`, restrict with the ruleset, install the socket filter. Only
+    /// system calls, no allocation: safe between fork and exec.
     pub fn apply(&self) -> std::io::Result<()> {
         if self.drop_caps {
             drop_capabilities()?;
@@ -89,7 +105,43 @@ impl Prepared {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        Ok(())
+        match &self.filter {
+            Some(filter) => super::seccomp::install(filter),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a process confined by this connects to the Unix socket at `path`: a
+    /// child forked for it applies the confinement and tries. `Ok(())`: it connected
+    /// (or the listener's queue was full); `Err`: why not.
+    pub fn connect_unix(&self, path: &Path) -> std::io::Result<()> {
+        use nix::sys::wait::{WaitStatus, waitpid};
+        let addr = nix::sys::socket::UnixAddr::new(path).map_err(std::io::Error::from)?;
+        // SAFETY: the child makes system calls only (no allocation, no lock) and
+        // leaves with `_exit`.
+        match unsafe { nix::unistd::fork() }.map_err(std::io::Error::from)? {
+            nix::unistd::ForkResult::Child => {
+                let code = match self.apply() {
+                    Err(_) => 255,
+                    Ok(()) => match super::sockets::connect(&addr) {
+                        Ok(()) => 0,
+                        Err(e) => (e as i32).clamp(1, 254),
+                    },
+                };
+                // SAFETY: `_exit` ends the child at once (no handler, no flush).
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child } => {
+                match waitpid(child, None).map_err(std::io::Error::from)? {
+                    WaitStatus::Exited(_, 0) => Ok(()),
+                    WaitStatus::Exited(_, 255) => Err(std::io::Error::other(
+                        "the confinement could not be applied",
+                    )),
+                    WaitStatus::Exited(_, errno) => Err(std::io::Error::from_raw_os_error(errno)),
+                    other => Err(std::io::Error::other(format!("the check ended: {other:?}"))),
+                }
+            }
+        }
     }
 }
 
@@ -173,6 +225,11 @@ fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
     if policy.abi >= 6 {
         ruleset = ruleset.scope(Scope::from_all(abi)).map_err(err)?;
     }
+    if policy.network.is_some() {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(err)?;
+    }
     // Every directory may be listed; files read and executed everywhere but beneath
     // the hidden paths (Landlock only allows: reading is granted on each subtree that
     // holds no hidden path, see `readable`).
@@ -213,6 +270,16 @@ fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
             .add_rule(PathBeneath::new(open(p)?, rights))
             .map_err(err)?;
     }
+    if let Some(net) = &policy.network {
+        for (ports, access) in [
+            (&net.connect_ports, AccessNet::ConnectTcp),
+            (&net.bind_ports, AccessNet::BindTcp),
+        ] {
+            for port in ports {
+                created = created.add_rule(NetPort::new(*port, access)).map_err(err)?;
+            }
+        }
+    }
     Ok(created)
 }
 
@@ -222,10 +289,7 @@ fn ruleset(policy: &Policy) -> Result<RulesetCreated, String> {
 /// symbolic link whose target is, or holds, a hidden path is left out: the rule would
 /// land on its target). Each with whether it is (or leads to) a directory.
 pub(super) fn readable(hide: &[PathBuf]) -> Vec<(PathBuf, bool)> {
-    let hide: Vec<PathBuf> = hide
-        .iter()
-        .map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.clone()))
-        .collect();
+    let hide: Vec<PathBuf> = hide.iter().map(|h| super::hidden::real(h)).collect();
     let mut out = Vec::new();
     readable_beneath(Path::new("/"), true, &hide, &mut out);
     out

@@ -7,32 +7,56 @@
 //!   `LANDLOCK_CREATE_RULESET_VERSION`), lowered by `FANOUT_LANDLOCK_MAX_ABI` (a testing
 //!   knob that can only downgrade); [`decide`] turns a mode and the probe into the ABI
 //!   a run confines its processes with, or a refusal (`required` where the kernel has
-//!   less than [`REQUIRED_ABI`]), or a notice (`auto` without Landlock).
-//! - [`Policy`]: what one confined process may write (everything else is read and
-//!   execute only).
+//!   less than [`REQUIRED_ABI`]), or a notice (`auto` without Landlock);
+//!   [`network_support`]: what the kernel can enforce of a closed network.
+//! - [`Policy`]: what one confined process may write, what it may not read
+//!   ([`hidden`]: the user's credentials by default), and, with a [`NetPolicy`], which
+//!   network it reaches.
 //! - [`prepare`] and [`Prepared::apply`]: fanout builds the policy's Landlock ruleset
-//!   (handling every file-system right of the ABI and, from ABI 6, scoping signals and
-//!   abstract unix sockets to the sandbox) in its own process; the child of every
-//!   agent, setup command and check applies it between fork and exec — after `setsid`,
-//!   it drops every capability when fanout has any (root), sets `no_new_privs` and
-//!   restricts itself — then executes the program. Without the sandbox (policy ABI 0)
-//!   it only drops a root fanout's capabilities: root could otherwise read fanout's
-//!   memory, token included.
+//!   (handling every file-system right of the ABI; from ABI 6, scoping signals and
+//!   abstract unix sockets to the sandbox; with a [`NetPolicy`], TCP `bind` and
+//!   `connect` by port) and its socket filter (`seccomp.rs`: no Unix, raw, netlink or
+//!   packet socket, no io_uring, and with a [`NetPolicy`] no UDP when
+//!   [`NetPolicy::deny_udp`] says so; denied calls fail with `EPERM`) in its own
+//!   process; the child of every agent, setup command and check applies both between
+//!   fork and exec — after `setsid`, it drops every capability when fanout has any
+//!   (root), sets `no_new_privs`, restricts itself and installs the filter — then
+//!   executes the program. Without the sandbox (policy ABI 0) it only drops a root
+//!   fanout's capabilities: root could otherwise read fanout's memory, token included.
+//! - [`sockets`]: the Unix sockets that hand out root or the user's session (Docker,
+//!   containerd, podman, D-Bus, systemd, ssh-agent), for `fanout sandbox`;
+//!   [`agents_refused`]: whether a process confined as an agent connects to them.
+//!
+//! **The network API** (for the per-run gateway, issue #31): set
+//! [`Policy::network`] to `Some(NetPolicy { connect_ports, bind_ports, deny_udp })` —
+//! the gateway's port and the worker's `ports:` in `connect_ports`, the worker's
+//! `ports:` in `bind_ports`, `deny_udp: true` — and a confined process connects over
+//! TCP only to those ports (`EACCES` otherwise), binds only those, and makes no UDP
+//! socket (`EPERM`). `None` is the open network. [`prepare`] refuses a `NetPolicy`
+//! below [`NET_ABI`]; [`network_support`] says up front whether this kernel can
+//! enforce one. Landlock's rules name ports, not addresses: an allowed port is allowed
+//! on every address.
 //!
 //! ABI levels: 1 (Linux 5.13) handles the basic rights but refuses every rename or
 //! link across directories, which git needs to store an object, so fanout confines
 //! nothing below [`MIN_ABI`] = 2 (5.19, `Refer`); `required` needs [`REQUIRED_ABI`] = 3
 //! (6.2, `Truncate`): below it a confined process may still truncate any file its user
 //! can write — outside the worktree, user data would be lost. 4 adds network rules
-//! (unused: fanout does not confine the network), 5 device ioctls (handled: closes
-//! terminal injection with `TIOCSTI`), 6 signal and abstract-socket scoping (used: an
-//! agent cannot signal fanout or any process outside its sandbox).
+//! (used with a [`NetPolicy`]), 5 device ioctls (handled: closes terminal injection
+//! with `TIOCSTI`), 6 signal and abstract-socket scoping (used: an agent cannot signal
+//! fanout or any process outside its sandbox), 9 connecting to socket files (handled:
+//! only beneath the paths a process may write; the socket filter denies Unix sockets
+//! at every ABI anyway).
 
+pub mod hidden;
 #[cfg(target_os = "linux")]
 mod landlock;
 mod policy;
+#[cfg(target_os = "linux")]
+mod seccomp;
+pub mod sockets;
 
-pub use policy::Policy;
+pub use policy::{NET_ABI, NetPolicy, Policy};
 
 use serde::{Deserialize, Serialize};
 
@@ -209,6 +233,42 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
     }
 }
 
+/// What this kernel can enforce of a closed network ([`NetPolicy`]), for `fanout
+/// sandbox` and for the run that is asked to close it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NetworkSupport {
+    /// TCP `connect` and `bind` by port: Landlock ABI [`NET_ABI`] or later.
+    pub tcp_ports: bool,
+    /// The socket filter (seccomp): no Unix, raw or netlink socket, no UDP when the
+    /// network is closed.
+    pub socket_filter: bool,
+}
+
+impl NetworkSupport {
+    /// Both: a closed network can be enforced.
+    pub fn closed_network(&self) -> bool {
+        self.tcp_ports && self.socket_filter
+    }
+}
+
+/// What the kernel can enforce of a closed network, with `probe`'s ABI.
+pub fn network_support(probe: &Probe) -> NetworkSupport {
+    NetworkSupport {
+        tcp_ports: probe.abi.is_some_and(|a| a >= NET_ABI),
+        socket_filter: socket_filter_available(),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn socket_filter_available() -> bool {
+    seccomp::available()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn socket_filter_available() -> bool {
+    false
+}
+
 /// A confinement made ready in fanout's own process (the Landlock ruleset with every
 /// rule), to apply in a child between fork and exec with [`Prepared::apply`].
 #[cfg(target_os = "linux")]
@@ -225,6 +285,12 @@ impl Prepared {
     pub fn apply(&self) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// Unconfined: whatever this process reaches.
+    pub fn connect_unix(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let addr = nix::sys::socket::UnixAddr::new(path)?;
+        sockets::connect(&addr).map_err(std::io::Error::from)
+    }
 }
 
 /// Make `policy` ready for a child to apply (see [`Prepared`]); the error says what
@@ -240,6 +306,30 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
             0 => Ok(Prepared),
             _ => Err("Landlock is a Linux feature".into()),
         }
+    }
+}
+
+/// For each of `found`, why a process confined as an agent would be at Landlock ABI
+/// `abi` (`None`: agents run unconfined) could not connect to it (`None`: it
+/// connects). Confined, each is tried from a child that applies an agent's sandbox
+/// (the hidden paths included) first.
+pub fn agents_refused(found: &[sockets::Found], abi: Option<u8>) -> Vec<Option<String>> {
+    let Some(abi) = abi else {
+        return found.iter().map(|f| f.you_refused.clone()).collect();
+    };
+    let policy = Policy {
+        abi,
+        write_files: vec!["/dev/null".into()],
+        hide: (hidden::credentials().into_iter())
+            .filter(|h| hidden::exists(h))
+            .collect(),
+        ..Default::default()
+    };
+    match prepare(&policy) {
+        Err(e) => vec![Some(format!("no sandbox could be made: {e}")); found.len()],
+        Ok(p) => (found.iter())
+            .map(|f| p.connect_unix(&f.path).err().map(|e| e.to_string()))
+            .collect(),
     }
 }
 

@@ -1,10 +1,18 @@
-//! What one confined process may write.
+//! What one confined process may write, what it may not read, and which network
+//! it may reach.
 
 use std::path::PathBuf;
 
+/// The lowest Landlock ABI with network rules (Linux 6.7), which a [`NetPolicy`] needs.
+pub const NET_ABI: u8 = 4;
+
 /// What one confined process may do besides reading and executing anything outside
 /// [`Policy::hide`]: write (create, remove, rename, truncate…) beneath
-/// [`Policy::write`], and open for writing the files in [`Policy::write_files`].
+/// [`Policy::write`], open for writing the files in [`Policy::write_files`], and —
+/// with [`Policy::network`] — reach only the network that says.
+///
+/// Every confined process (`abi > 0`) also gets the socket filter (see
+/// [`crate::sandbox`]): no Unix, raw, netlink or packet socket, whatever `network` says.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Policy {
     /// The Landlock ABI to use; 0: no Landlock (the child only drops a root fanout's capabilities).
@@ -13,7 +21,33 @@ pub struct Policy {
     pub write: Vec<PathBuf>,
     /// Files that may be opened for writing (and truncated), nothing more: `/dev/null`.
     pub write_files: Vec<PathBuf>,
-    /// Directories nothing beneath may be read or executed (their entries may still be
-    /// listed): fanout's record key ([`crate::util::sign::key_dir`]).
+    /// Paths nothing beneath may be read or executed (their parent directories may
+    /// still be listed): fanout's record key ([`crate::util::sign::key_dir`]), the
+    /// user's credentials ([`crate::sandbox::hidden::credentials`]) and `hidden:`.
     pub hide: Vec<PathBuf>,
+    /// The network: `None`, TCP and UDP to anywhere (today's behaviour); `Some`, only
+    /// what [`NetPolicy`] allows.
+    pub network: Option<NetPolicy>,
+}
+
+/// A closed network: what a confined process may still do with TCP, and whether it
+/// may send UDP at all. Enforced by Landlock's network rules (ABI 4, Linux 6.7, or
+/// later: [`crate::sandbox::prepare`] refuses a `NetPolicy` below that) and by the
+/// socket filter.
+///
+/// Landlock's rules name ports, not addresses: an allowed port is allowed on every
+/// address (the gateway listens on loopback; a worker's `ports:` too). Only TCP
+/// sockets can be made (`SOCK_STREAM`, protocol TCP: no MPTCP or SCTP, which
+/// Landlock's rules do not cover).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetPolicy {
+    /// The TCP ports `connect` may reach (the gateway's, the worker's own `ports:`);
+    /// every other `connect` fails with `EACCES`.
+    pub connect_ports: Vec<u16>,
+    /// The TCP ports `bind` may take (the worker's `ports:`); every other `bind`,
+    /// port 0 (an ephemeral port) included unless listed, fails with `EACCES`.
+    pub bind_ports: Vec<u16>,
+    /// Deny UDP sockets (`SOCK_DGRAM` on IPv4 and IPv6, ICMP "ping" sockets too:
+    /// `EPERM`), so that no datagram — DNS included — carries data out.
+    pub deny_udp: bool,
 }

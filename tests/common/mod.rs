@@ -2,8 +2,6 @@
 //! real git repository, a scratch HOME, git config isolated from the machine's, and
 //! helpers to run the real `fanout` binary in it.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -330,7 +328,6 @@ pub fn max_overlap(trace: &str) -> usize {
 /// Sign `path` as fanout does (`FILE.sig`: HMAC-SHA256 with the record key in `t`'s
 /// HOME), as an unsandboxed agent that read the key could: for tests of what holds
 /// even then.
-#[allow(dead_code)]
 pub fn sign_like_fanout(t: &TestEnv, path: &Path) {
     use hmac::Mac;
     let key = std::fs::read(t.home.join(".local/state/fanout/record.key")).unwrap();
@@ -349,4 +346,16 @@ pub fn sign_like_fanout(t: &TestEnv, path: &Path) {
     let mut sig_path = path.as_os_str().to_owned();
     sig_path.push(".sig");
     std::fs::write(sig_path, format!("{sig}\n")).unwrap();
+}
+
+/// The JSON a fanout command printed on stdout (a panic showing both streams when it
+/// is not JSON).
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }

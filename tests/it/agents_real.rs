@@ -320,7 +320,11 @@ fn run(t: &TestEnv, cli: Cli, bin: &Path, scenario: &str, args: &[&str]) -> Outc
     cli.prepare_home(&t.home);
     let log = root.join("model-requests.jsonl");
     let _ = std::fs::remove_file(&log);
-    let cfg = t.config(&format!("worktree_dir: '{}'\n", t.worktrees.display()));
+    // `required`: these runs never pass unconfined
+    let cfg = t.config(&format!(
+        "worktree_dir: '{}'\nsandbox: required\n",
+        t.worktrees.display()
+    ));
     let stdout = root.join("fanout.stdout");
     let stderr = root.join("fanout.stderr");
 
@@ -389,6 +393,12 @@ fn two_workers_write_and_commit(cli: Cli) {
     let t = TestEnv::new();
     let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
     cli.prepare_home(&t.home);
+    // credentials the sandbox hides: the CLI works without reading them
+    for rel in [".ssh/id_ed25519", ".git-credentials", ".netrc"] {
+        let p = t.home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "SECRET\n").unwrap();
+    }
     let home_before = files_under(&t.home);
     let [m1, m2] = cli.models();
     let models = format!("{m1},{m2}");
@@ -465,7 +475,9 @@ fn two_workers_write_and_commit(cli: Cli) {
         "{}: the agent changed HOME outside its declared writable paths: {changed:?}",
         cli.name()
     );
-    assert_eq!(o.result(1)["sandboxed"], true, "{}", o.result(1));
+    for id in [1, 2] {
+        assert_eq!(o.result(id)["sandboxed"], true, "{}", o.result(id));
+    }
     // The user's repository config is untouched (aider would write an identity there).
     assert_eq!(
         String::from_utf8_lossy(&std::fs::read(t.repo.join(".git/config")).unwrap()),

@@ -4,11 +4,12 @@
 //! fuzzer ever found crashing, hanging or over its memory limit
 //! (`fuzz/regressions/<target>/`). No input may panic, hang or allocate without bound:
 //! each runs on its own thread, must finish well within [`HANG`], and may not hold
-//! more than [`MEMORY`] bytes at once (this test binary counts its allocations).
+//! more than [`MEMORY`] bytes at once (this test binary counts each thread's
+//! allocations: the tests beside it in the binary do not count).
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fanout::fuzzing::{TARGETS, Target, target};
@@ -18,15 +19,26 @@ const HANG: Duration = Duration::from_secs(60);
 /// Most bytes one input may have allocated at once (the inputs are a few KiB).
 const MEMORY: usize = 256 << 20;
 
-/// The system allocator, counting the bytes held and their peak.
+/// The system allocator, counting the bytes each thread holds and their peak.
 struct Counting;
 
-static HELD: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // const-initialised, no destructor: reading them never allocates
+    static HELD: Cell<isize> = const { Cell::new(0) };
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
 
 fn grew(n: usize) {
-    let now = HELD.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
+    let n = isize::try_from(n).unwrap_or(isize::MAX);
+    let _ = HELD.try_with(|h| {
+        h.set(h.get().saturating_add(n));
+        let _ = PEAK.try_with(|p| p.set(p.get().max(h.get())));
+    });
+}
+
+fn shrank(n: usize) {
+    let n = isize::try_from(n).unwrap_or(isize::MAX);
+    let _ = HELD.try_with(|h| h.set(h.get().saturating_sub(n)));
 }
 
 // SAFETY: every call is passed to `System` unchanged; only counters are added.
@@ -52,14 +64,14 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(ptr, layout) };
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        shrank(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+            shrank(layout.size());
             grew(new_size);
         }
         p
@@ -83,21 +95,18 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// One replay at a time (the allocation counters are the process's).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Run `input` through `t` on its own thread, waiting at most `hang`; `Err` says how
 /// it went wrong.
 fn replay(t: Target, input: Vec<u8>, hang: Duration) -> Result<(), String> {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (tx, rx) = std::sync::mpsc::channel();
-    let before = HELD.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
     std::thread::Builder::new()
         .name(t.name.into())
         .spawn(move || {
+            let before = HELD.with(Cell::get);
+            PEAK.with(|p| p.set(before));
             let outcome = std::panic::catch_unwind(|| (t.run)(&input));
-            let _ = tx.send(outcome.map_err(|p| {
+            let peak = PEAK.with(Cell::get).saturating_sub(before);
+            let _ = tx.send(outcome.map(|()| peak).map_err(|p| {
                 p.downcast_ref::<String>()
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
@@ -105,12 +114,11 @@ fn replay(t: Target, input: Vec<u8>, hang: Duration) -> Result<(), String> {
             }));
         })
         .expect("a thread");
-    match rx.recv_timeout(hang) {
-        Ok(Ok(())) => {}
+    let peak = match rx.recv_timeout(hang) {
+        Ok(Ok(peak)) => usize::try_from(peak).unwrap_or(0),
         Ok(Err(panic)) => return Err(format!("panicked: {panic}")),
         Err(_) => return Err(format!("still running after {hang:?}: a hang")),
-    }
-    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    };
     if peak > MEMORY {
         return Err(format!("held {peak} bytes at once (limit {MEMORY})"));
     }

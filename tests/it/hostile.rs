@@ -147,6 +147,14 @@ both_modes!(
         off: ready,
         required: ready,
     },
+    connects_to_a_unix_socket_outside_its_worktree {
+        off: ready,
+        required: ready,
+    },
+    reads_the_users_credentials {
+        off: ready,
+        required: ready,
+    },
 );
 
 /// Whether fanout knows the keys part S adds (`sandbox:` in fanout.yml, `writable:` in
@@ -1412,6 +1420,168 @@ rm -f key-link
     let branch = r["branch"].as_str().unwrap();
     let got = a.t.git(&["show", &format!("{branch}:key-from-agent.txt")]);
     assert_eq!(got, "", "the agent's copy holds the key");
+}
+
+/// Issue #28 item 2: a daemon's socket outside the worktree (a listener this test
+/// makes, mode 0666, as Docker's is to its group) is one `connect()` away for an agent
+/// of this user. Without the sandbox it connects; with it, the socket filter refuses
+/// the agent and its setup commands every Unix socket (`EPERM`; the agent goes on),
+/// as well as netlink and raw sockets, and `socketpair` still works.
+fn connects_to_a_unix_socket_outside_its_worktree(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let path = a.root().join("daemon.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o666);
+    std::fs::set_permissions(&path, perms).unwrap();
+    let helper = a.root().join("sock.py");
+    std::fs::write(&helper, SOCK_PY).unwrap();
+    let py = format!("python3 '{}'", helper.display());
+    let cfg = a.setup(
+        &format!(
+            r#"try "connect to the daemon" {py} connect '{sock}'
+try "make a unix socket in the worktree" {py} bind own.sock
+try "make a socket pair" {py} pair
+try "make a netlink socket" {py} netlink
+try "make a raw socket" {py} raw
+try "make a tcp socket" {py} tcp
+"#,
+            sock = path.display(),
+        ),
+        "",
+        &format!(
+            "setup:\n  - \"{py} connect '{}' && echo SETUP DID connect || echo SETUP DENIED connecting\"\n",
+            path.display()
+        ),
+    );
+    let (out, report) = a.run(&cfg, &["-w", "1", "Improve the docs"]);
+    let r = &report["results"][0];
+    let logs = a.logs(&report);
+    assert_eq!(out.status.code(), Some(0), "{r:#}\n{logs}");
+    let accepted = std::iter::from_fn(|| listener.accept().ok()).count();
+    let (connect, unix, netlink) = match mode {
+        Sandbox::Off => ("DID", "DID", "DID"),
+        Sandbox::Required => ("DENIED", "DENIED", "DENIED"),
+    };
+    for line in [
+        format!("{connect} connect to the daemon"),
+        format!("{unix} make a unix socket in the worktree"),
+        format!("{netlink} make a netlink socket"),
+        format!("SETUP {connect} connect"),
+        "DID make a socket pair".to_owned(),
+        "DID make a tcp socket".to_owned(),
+    ] {
+        assert!(logs.contains(&line), "no {line:?} in:\n{logs}");
+    }
+    match mode {
+        Sandbox::Off => assert_eq!(accepted, 2, "the agent and its setup connected"),
+        Sandbox::Required => {
+            assert_eq!(accepted, 0, "a sandboxed process reached the daemon");
+            assert!(logs.contains("DENIED make a raw socket"), "{logs}");
+            assert_eq!(r["sandboxed"], true, "{r:#}");
+        }
+    }
+}
+
+/// What `sock.py WHAT [PATH]` tries (it fails when the system call does).
+const SOCK_PY: &str = r#"import socket, sys
+what = sys.argv[1]
+if what == "connect":
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[2])
+    s.send(b"agent")
+elif what == "bind":
+    socket.socket(socket.AF_UNIX).bind(sys.argv[2])
+elif what == "pair":
+    a, b = socket.socketpair()
+    a.send(b"x")
+    assert b.recv(1) == b"x"
+elif what == "netlink":
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+elif what == "raw":
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+elif what == "tcp":
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+"#;
+
+/// Issue #28 item 4: the user's credentials — git's credential store, an ssh key and
+/// the ssh-agent's socket directory, `.netrc`, `gh`'s hosts file, AWS's and Docker's —
+/// and a path named in `hidden:` cannot be read by a sandboxed agent or its setup
+/// commands, directly or through a link; their siblings stay readable. Without the
+/// sandbox all of them are read.
+fn reads_the_users_credentials(mode: Sandbox) {
+    let a = Arena::new(mode);
+    let home = a.t.home.clone();
+    let agent_dir = a.root().join("ssh-XXXX");
+    std::fs::create_dir(&agent_dir).unwrap();
+    let secrets = [
+        ".git-credentials",
+        ".ssh/id_ed25519",
+        ".netrc",
+        ".config/gh/hosts.yml",
+        ".config/git/credentials",
+        ".aws/credentials",
+        ".docker/config.json",
+        "private/notes.txt",
+    ];
+    for rel in secrets {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("SECRET {rel}\n")).unwrap();
+    }
+    std::fs::write(agent_dir.join("agent.42"), "SECRET ssh-agent\n").unwrap();
+    for rel in [".gitconfig", ".config/other/settings.ini", ".ssh-notes"] {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "# not secret\n").unwrap();
+    }
+    let mut body = String::from(
+        "cat \"$HOME/.ssh-notes\" \"$HOME/.gitconfig\" \"$HOME/.config/other/settings.ini\" >/dev/null && say READ the siblings\n",
+    );
+    for rel in secrets {
+        body.push_str(&format!("try 'read {rel}' cat \"$HOME/{rel}\"\n"));
+    }
+    body.push_str(&format!(
+        "try 'read the ssh-agent directory' cat '{}/agent.42'\n",
+        agent_dir.display()
+    ));
+    body.push_str("try 'read through a link' sh -c 'ln -s \"$HOME/.ssh/id_ed25519\" key && cat key'\nrm -f key\n");
+    body.push_str("cat \"$HOME/.git-credentials\" > loot.txt 2>/dev/null\n");
+    let cfg = a.setup(
+        &body,
+        "",
+        "hidden: ['~/private']\nsetup:\n  - sh -c 'cat \"$HOME/.netrc\" >/dev/null && echo SETUP DID read || echo SETUP DENIED reading'\n",
+    );
+    let mut c = a.fanout(&cfg, &["run", "--json", "-w", "1", "Improve the docs"]);
+    c.env("SSH_AUTH_SOCK", agent_dir.join("agent.sock"));
+    let out = c.output().unwrap();
+    let report = json(&out);
+    let r = &report["results"][0];
+    let logs = a.logs(&report);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{r:#}\n{logs}\n{}",
+        text(&out.stderr)
+    );
+    let verb = match mode {
+        Sandbox::Off => "DID",
+        Sandbox::Required => "DENIED",
+    };
+    let mut lines: Vec<String> = secrets.iter().map(|s| format!("{verb} read {s}")).collect();
+    lines.push(format!("{verb} read the ssh-agent directory"));
+    lines.push(format!("{verb} read through a link"));
+    lines.push(format!("SETUP {verb} read"));
+    lines.push("READ the siblings".into());
+    for line in lines {
+        assert!(logs.contains(&line), "no {line:?} in:\n{logs}");
+    }
+    let loot = a.t.git(&[
+        "show",
+        &format!("{}:loot.txt", r["branch"].as_str().unwrap()),
+    ]);
+    assert_eq!(loot.is_empty(), mode == Sandbox::Required, "{loot}");
 }
 
 /// Attack 7, API URLs: a URL without a scheme, and plain http to a host that is not

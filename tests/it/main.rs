@@ -3,15 +3,14 @@
 //! `tests/common` and the peers of `tests/support`.
 
 #[path = "../support/act.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
 mod act_support;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../common/fake_github.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
+#[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_github;
 #[path = "../support/fake_release.rs"]
-#[allow(dead_code)] // a shared test library: each area uses part of it
+#[allow(dead_code)] // a fake service: it answers more than today's tests ask
 mod fake_release;
 #[path = "../support/runner_commands.rs"]
 mod runner_commands;

@@ -5,17 +5,8 @@
 
 use crate::common;
 
+use crate::common::json;
 use common::*;
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
 
 fn by_task<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     report["results"]

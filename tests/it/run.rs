@@ -5,17 +5,8 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::common::json;
 use common::*;
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
 
 #[test]
 fn four_tasks_two_workers_run_all_with_a_cap_and_commit_each_change() {

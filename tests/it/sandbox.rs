@@ -598,3 +598,252 @@ fn your_own_commits_and_branches_during_a_sandboxed_run_are_kept_and_blame_no_wo
         "{stderr}"
     );
 }
+
+/// Issue #28 item 5: a `writable:` path that holds the repository, its `.git`, or the
+/// home directory (or lies in `.git`, or holds a hidden credential), and a `hidden:`
+/// path that holds the repository, are refused — exit 2, naming the file, line,
+/// column and key — before any run directory, branch or worktree is made, and
+/// whatever the sandbox mode.
+#[test]
+fn writable_paths_that_would_undo_the_sandbox_are_refused_at_their_line() {
+    let t = TestEnv::new();
+    let home = t.home.display().to_string();
+    let repo = t.repo.display().to_string();
+    let cases = [
+        ("writable", repo.clone(), "holds the repository"),
+        (
+            "writable",
+            t.root().display().to_string(),
+            "holds the repository",
+        ),
+        (
+            "writable",
+            format!("{repo}/.git"),
+            "the repository's git directory",
+        ),
+        (
+            "writable",
+            format!("{repo}/.git/hooks"),
+            "is inside the repository's git directory",
+        ),
+        ("writable", "~/".to_owned(), "holds the home directory"),
+        ("writable", home.clone(), "holds the home directory"),
+        (
+            "writable",
+            "~/.ssh/cache".to_owned(),
+            "which the sandbox hides",
+        ),
+        (
+            "writable",
+            "~/.config".to_owned(),
+            "which the sandbox hides",
+        ),
+        ("hidden", repo.clone(), "holds the repository"),
+        (
+            "hidden",
+            "relative/path".to_owned(),
+            "expected an absolute path",
+        ),
+    ];
+    let branches = t.branches();
+    for (key, path, says) in cases {
+        for mode in ["required", "off"] {
+            let (agent_extra, extra, want_key) = if key == "writable" {
+                (
+                    format!("    writable: ['~/.cache/ok', '{path}']\n"),
+                    String::new(),
+                    "agents.sh.writable[1]",
+                )
+            } else {
+                (String::new(), format!("hidden: ['{path}']\n"), "hidden[0]")
+            };
+            let cfg = setup(
+                &t,
+                "echo work > work.txt\n",
+                &agent_extra,
+                &format!("sandbox: {mode}\n{extra}"),
+            );
+            let line = std::fs::read_to_string(&cfg)
+                .unwrap()
+                .lines()
+                .position(|l| l.contains(&format!("'{path}'")))
+                .unwrap()
+                + 1;
+            let out = run_with(&t, &cfg, &["-w", "1", "x"], |_| {});
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{key} {path} ({mode}): {err}");
+            let at = format!("{}:{line}:", cfg.display());
+            assert!(
+                err.contains(&at)
+                    && err.contains(&format!("key `{want_key}`"))
+                    && err.contains(says),
+                "{key} {path} ({mode}): want {at} `{want_key}` {says:?}: {err}"
+            );
+            assert!(t.runs().is_empty() && !t.worktrees.exists(), "{err}");
+            assert_eq!(t.branches(), branches);
+            assert!(!t.home.join(".cache/ok").exists(), "nothing is made");
+        }
+    }
+}
+
+/// `fanout sandbox` finds a daemon's socket (here `$DOCKER_HOST`'s, mode 0666) and
+/// says that you connect to it and a confined agent does not; with the sandbox
+/// unavailable (`FANOUT_LANDLOCK_MAX_ABI=0`), that agents do. It says what the kernel
+/// can enforce of a closed network.
+#[test]
+fn the_probe_reports_daemon_sockets_and_whether_agents_reach_them() {
+    let t = TestEnv::new();
+    let abi = kernel_abi(&t);
+    let path = t.root().join("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o666);
+    std::fs::set_permissions(&path, perms).unwrap();
+    let probe = |max: Option<&str>| {
+        let mut c = t.fanout(&["sandbox", "--json"]);
+        c.env("DOCKER_HOST", format!("unix://{}", path.display()));
+        if let Some(m) = max {
+            c.env("FANOUT_LANDLOCK_MAX_ABI", m);
+        }
+        let out = c.output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v
+    };
+    let v = probe(None);
+    let docker = &v["sockets"][0];
+    assert_eq!(docker["name"], "docker", "{v:#}");
+    assert_eq!(docker["path"], path.display().to_string(), "{v:#}");
+    assert_eq!(docker["mode"], "0666", "{v:#}");
+    assert_eq!(docker["you_refused"], Value::Null, "{v:#}");
+    assert!(
+        docker["agents_refused"]
+            .as_str()
+            .is_some_and(|e| e.contains("Operation not permitted")),
+        "{v:#}"
+    );
+    assert_eq!(v["network"]["tcp_ports"], abi >= 4, "{v:#}");
+    assert_eq!(v["network"]["socket_filter"], true, "{v:#}");
+    let open = probe(Some("0"));
+    assert_eq!(
+        open["sockets"][0]["agents_refused"],
+        Value::Null,
+        "{open:#}"
+    );
+    assert_eq!(open["network"]["tcp_ports"], false, "{open:#}");
+
+    let mut c = t.fanout(&["sandbox"]);
+    c.env("DOCKER_HOST", format!("unix://{}", path.display()));
+    let said = text(&c.output().unwrap().stdout);
+    assert!(
+        said.contains(&format!("docker {} (0666", path.display()))
+            && said.contains("you connect")
+            && said.contains("agents cannot"),
+        "{said}"
+    );
+}
+
+/// The network primitives of the sandbox (for the gateway of issue #31), through the
+/// library: a process confined with a `NetPolicy` connects over TCP to an allowed
+/// loopback port and not to another, binds only its own port, and makes no UDP
+/// socket; confined without one (`network: None`, today's runs), it does all of it.
+#[test]
+fn a_closed_network_allows_only_the_listed_tcp_ports_and_no_udp() {
+    use fanout::sandbox::{NetPolicy, Policy};
+    let t = TestEnv::new();
+    let abi = kernel_abi(&t);
+    assert!(abi >= 4, "this test needs Landlock ABI 4 (network rules)");
+    let allowed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = |l: &std::net::TcpListener| l.local_addr().unwrap().port();
+    // a port free to bind: taken, then let go
+    let free = |_| port(&std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let (own, not_own) = (free(0), free(1));
+    let script = t.root().join("net.py");
+    std::fs::write(&script, NET_PY).unwrap();
+    let run = |network: Option<NetPolicy>| {
+        let policy = Policy {
+            abi: abi as u8,
+            write_files: vec!["/dev/null".into()],
+            network,
+            ..Default::default()
+        };
+        let prepared = fanout::sandbox::prepare(&policy).unwrap();
+        let mut c = t.command("python3", t.root());
+        c.arg(&script)
+            .args([port(&allowed), port(&other), own, not_own].map(|p| p.to_string()));
+        // SAFETY: `apply` makes system calls only (as fanout does between fork and exec).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, move || prepared.apply());
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let closed = run(Some(NetPolicy {
+        connect_ports: vec![port(&allowed)],
+        bind_ports: vec![own],
+        deny_udp: true,
+    }));
+    for line in [
+        "connect allowed: ok",
+        "connect other: PermissionError",
+        "bind own: ok",
+        "bind other: PermissionError",
+        "udp send: PermissionError",
+        "udp6 send: PermissionError",
+        "mptcp: PermissionError",
+    ] {
+        assert!(closed.contains(line), "{line:?} in:\n{closed}");
+    }
+    let open = run(None);
+    for line in [
+        "connect allowed: ok",
+        "connect other: ok",
+        "bind own: ok",
+        "bind other: ok",
+        "udp send: ok",
+    ] {
+        assert!(open.contains(line), "{line:?} in:\n{open}");
+    }
+    // with UDP allowed, only TCP is limited
+    let udp = run(Some(NetPolicy {
+        connect_ports: vec![port(&allowed)],
+        bind_ports: vec![],
+        deny_udp: false,
+    }));
+    assert!(
+        udp.contains("udp send: ok") && udp.contains("connect other: PermissionError"),
+        "{udp}"
+    );
+}
+
+/// `net.py ALLOWED OTHER OWN NOT_OWN`: each attempt and how it ended.
+const NET_PY: &str = r#"import socket, sys
+allowed, other, own, not_own = map(int, sys.argv[1:5])
+def attempt(what, f):
+    try:
+        f()
+        print(what + ": ok")
+    except OSError as e:
+        print(what + ": " + type(e).__name__ + " " + str(e))
+def connect(p):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.connect(("127.0.0.1", p))
+    s.close()
+def bind(p):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", p))
+    s.close()
+def udp(family, host):
+    s = socket.socket(family, socket.SOCK_DGRAM)
+    s.sendto(b"data", (host, 9))
+def mptcp():
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+attempt("connect allowed", lambda: connect(allowed))
+attempt("connect other", lambda: connect(other))
+attempt("bind own", lambda: bind(own))
+attempt("bind other", lambda: bind(not_own))
+attempt("udp send", lambda: udp(socket.AF_INET, "127.0.0.1"))
+attempt("udp6 send", lambda: udp(socket.AF_INET6, "::1"))
+attempt("mptcp", mptcp)
+"#;

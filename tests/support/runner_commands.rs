@@ -15,8 +15,6 @@
 //!   and `stop-commands`; `::stop-commands::T` stops processing until a command named
 //!   `T` (`::T::`, or `##[T]` anywhere) resumes it; while stopped, nothing else runs.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 /// The commands the runner registers (its `IActionCommandExtension`s) besides
