@@ -1619,7 +1619,7 @@ mod tests {
         over.progress.cost = Some(1.25);
         let mut steps = sup(Ending::MaxSteps);
         steps.progress.steps = Some(4);
-        let cases: [Case<'_>; 7] = [
+        let cases: [Case<'_>; 9] = [
             (
                 &s,
                 &denied,

@@ -115,7 +115,9 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
             Ok(_) | Err(Errno::EINTR) => None,
             Err(_) => break,
         };
-        if let (Some(how), Some(mut r)) = (ended, report.take()) {
+        if let Some(how) = ended
+            && let Some(mut r) = report.take()
+        {
             let _ = r.write_all(how.line().as_bytes());
         }
     }

@@ -76,11 +76,12 @@ fn ctrl_c_on_an_agent_that_honours_sigterm_returns_within_the_grace_period() {
 }
 
 /// The agent's script: its work, then a daemon that forks twice (`setsid`) and keeps
-/// rewriting a file of the worktree, started before the agent exits.
+/// rewriting a file of the worktree (whole: by rename), started before the agent
+/// exits.
 fn daemon_script(mark: &str) -> String {
     format!(
         r#"echo work > work.txt
-( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.txt; sleep 0.005; done # {mark}' </dev/null >/dev/null 2>&1 & )
+( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done # {mark}' </dev/null >/dev/null 2>&1 & )
 while [ ! -s daemon.txt ]; do sleep 0.01; done
 exit 0
 "#
@@ -117,8 +118,4 @@ fn a_double_forked_daemon_is_gone_before_its_workers_harvest() {
         reason.contains("left processes running; fanout stopped them before harvest"),
         "{r}"
     );
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).expect("JSON report on stdout")
 }
