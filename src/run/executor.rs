@@ -1597,6 +1597,32 @@ mod tests {
     }
 
     #[test]
+    fn a_stopped_agent_s_reason_says_how_it_stopped() {
+        let ok = out(AgentStatus::Success, None);
+        let honoured = Supervised {
+            termed: true,
+            ..sup(Ending::Interrupted)
+        };
+        let (status, reason) = decide(&honoured, &ok, false, None, None, None);
+        assert_eq!(status, Status::Failed);
+        assert_eq!(
+            reason.as_deref(),
+            Some("interrupted; the agent honoured SIGTERM")
+        );
+        let killed = Supervised {
+            termed: true,
+            killed: true,
+            ..sup(Ending::TimedOut)
+        };
+        let (status, reason) = decide(&killed, &ok, false, None, Some(5.0), None);
+        assert_eq!(status, Status::Timeout);
+        assert_eq!(
+            reason.as_deref(),
+            Some("timed out after 5s; killed after the grace period")
+        );
+    }
+
+    #[test]
     fn status_rules() {
         let s = sup(Ending::Exited);
         let ok = out(AgentStatus::Success, None);
@@ -1606,20 +1632,11 @@ mod tests {
             reason: Some("permission denied: Write".into()),
             ..out(AgentStatus::Success, Some(0.01))
         };
-        let honoured = Supervised {
-            termed: true,
-            ..sup(Ending::Interrupted)
-        };
-        let killed = Supervised {
-            termed: true,
-            killed: true,
-            ..sup(Ending::TimedOut)
-        };
         let mut over = sup(Ending::OverBudget);
         over.progress.cost = Some(1.25);
         let mut steps = sup(Ending::MaxSteps);
         steps.progress.steps = Some(4);
-        let cases: [Case<'_>; 9] = [
+        let cases: [Case<'_>; 7] = [
             (
                 &s,
                 &denied,
@@ -1651,22 +1668,6 @@ mod tests {
                 [None, None, None],
                 Status::Failed,
                 "interrupted",
-            ),
-            (
-                &honoured,
-                &ok,
-                false,
-                [None, None, None],
-                Status::Failed,
-                "interrupted; the agent honoured SIGTERM",
-            ),
-            (
-                &killed,
-                &ok,
-                false,
-                [None, Some(5.0), None],
-                Status::Timeout,
-                "timed out after 5s; killed after the grace period",
             ),
             (
                 &over,

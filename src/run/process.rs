@@ -421,8 +421,8 @@ async fn stop_stragglers(
     stop: &watch::Receiver<StopLevel>,
     supervisor: &mut tokio::process::Child,
 ) -> bool {
-    let stragglers = !super::reaper::tree_of(st.pgid.as_raw()).is_empty()
-        && st.ending == Ending::Exited;
+    let stragglers =
+        !super::reaper::tree_of(st.pgid.as_raw()).is_empty() && st.ending == Ending::Exited;
     let grace = if *stop.borrow() == StopLevel::Kill {
         Duration::ZERO
     } else {

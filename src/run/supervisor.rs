@@ -89,7 +89,11 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
     );
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let catch = SigAction::new(SigHandler::Handler(noted), SaFlags::empty(), SigSet::empty());
+    let catch = SigAction::new(
+        SigHandler::Handler(noted),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
     for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         // SAFETY: the handler does nothing; exec resets it to the default in the program.
         let _ = unsafe { sigaction(sig, &catch) };
@@ -130,7 +134,11 @@ mod tests {
 
     #[test]
     fn reports_read_back() {
-        for r in [Report::Exited(3), Report::Signaled(9), Report::NotStarted(2)] {
+        for r in [
+            Report::Exited(3),
+            Report::Signaled(9),
+            Report::NotStarted(2),
+        ] {
             assert_eq!(Report::parse(&r.line()), Some(r));
         }
         assert_eq!(Report::parse(""), None);
@@ -144,7 +152,10 @@ mod tests {
             started_as_supervisor(os(&["fanout", ARG, "sh", "-c", "x"]).into_iter()),
             Some(os(&["sh", "-c", "x"]))
         );
-        assert_eq!(started_as_supervisor(os(&["fanout", ARG]).into_iter()), None);
+        assert_eq!(
+            started_as_supervisor(os(&["fanout", ARG]).into_iter()),
+            None
+        );
         assert_eq!(
             started_as_supervisor(os(&["fanout", "run", ARG]).into_iter()),
             None

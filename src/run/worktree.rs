@@ -568,7 +568,10 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
 /// `name` one of fanout's worktree names.
 fn remove_admin(repo: &Repository, name: &str) {
     let plain = Path::new(name).components().count() == 1
-        && matches!(Path::new(name).components().next(), Some(std::path::Component::Normal(_)));
+        && matches!(
+            Path::new(name).components().next(),
+            Some(std::path::Component::Normal(_))
+        );
     if !plain || !name.starts_with("fanout-") {
         return;
     }

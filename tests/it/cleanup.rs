@@ -113,5 +113,8 @@ fn cleanup_removes_a_tampered_worktrees_admin_directory() {
     let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("left alone"), "{said}");
     assert!(!admin.exists(), "the admin directory is left behind");
-    assert_eq!(std::fs::read_to_string(elsewhere.join("keep.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("keep.txt")).unwrap(),
+        "mine"
+    );
 }

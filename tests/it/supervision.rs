@@ -22,7 +22,12 @@ fn wrapped(t: &TestEnv, agent_args: &[&str], grace: u32) -> String {
         "wrapper".into(),
     ];
     let inner = TestEnv::fake_agent_yaml(agent_args);
-    items.push(inner.trim_start_matches('[').trim_end_matches(']').to_owned());
+    items.push(
+        inner
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+    );
     let cfg = t.config(&format!(
         "parallel_runs:\n  agent: wrapped\nworktree_dir: '{}'\nkill_grace: {grace}\nagents:\n  wrapped:\n    command: [{}]\n    writable: ['{}']\n",
         t.worktrees.display(),
@@ -69,9 +74,17 @@ fn ctrl_c_on_an_agent_that_honours_sigterm_returns_within_the_grace_period() {
     let status = wait_child(&mut child, Duration::from_secs(60));
     let took = asked.elapsed();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = &json(&out)["results"][0];
-    assert_eq!(r["reason"], "interrupted; the agent honoured SIGTERM", "{r}");
+    assert_eq!(
+        r["reason"], "interrupted; the agent honoured SIGTERM",
+        "{r}"
+    );
     assert!(took < Duration::from_secs(grace.into()), "{took:?}");
 }
 
@@ -103,7 +116,11 @@ fn a_double_forked_daemon_is_gone_before_its_workers_harvest() {
     let out = t.run_ok(&["--config", &cfg, "run", "--json", "-w", "1", "daemon"]);
     let r = &json(&out)["results"][0];
     assert_eq!(r["status"], "success", "{r}");
-    assert!(processes_with(&mark).is_empty(), "{:?}", processes_with(&mark));
+    assert!(
+        processes_with(&mark).is_empty(),
+        "{:?}",
+        processes_with(&mark)
+    );
     // What was committed is what the worktree holds after the harvest: the daemon
     // wrote nothing after it (it was stopped before; a daemon still running during or
     // after the harvest leaves a later count in the worktree than in the commit).
