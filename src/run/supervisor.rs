@@ -14,7 +14,11 @@
 //! of the worker runs any more: its harvest starts after that, never before.
 //!
 //! It stops on no signal fanout sends the group (SIGTERM, SIGINT, SIGHUP are caught);
-//! only SIGKILL ends it early. The program starts with the default handlers.
+//! only SIGKILL ends it early. The program starts with the default handlers and, when
+//! the supervisor is sandboxed, in a Landlock domain of its own that may not signal the
+//! supervisor ([`own_domain`]). Unsandboxed, a hostile program can kill it (same uid):
+//! fanout then says so, and what the program left outside its process group is
+//! stopped only when the run ends.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -98,9 +102,25 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
         // SAFETY: the handler does nothing; exec resets it to the default in the program.
         let _ = unsafe { sigaction(sig, &catch) };
     }
-    let spawned = std::process::Command::new(&command[0])
-        .args(&command[1..])
-        .spawn();
+    let mut program = std::process::Command::new(&command[0]);
+    program.args(&command[1..]);
+    #[cfg(target_os = "linux")]
+    if let Some(domain) = own_domain() {
+        use std::os::unix::process::CommandExt;
+        let mut domain = Some(domain);
+        // SAFETY: this process has one thread, so the child may allocate; it only
+        // restricts itself before exec.
+        unsafe {
+            program.pre_exec(move || match domain.take() {
+                Some(d) => d
+                    .restrict_self()
+                    .map(|_| ())
+                    .map_err(|e| std::io::Error::other(e.to_string())),
+                None => Ok(()),
+            });
+        }
+    }
+    let spawned = program.spawn();
     let agent = match spawned {
         Ok(child) => nix::unistd::Pid::from_raw(child.id() as i32),
         Err(e) => {
@@ -126,6 +146,19 @@ pub fn main(command: Vec<OsString>) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// When the supervisor is itself sandboxed (`no_new_privs` is set), a Landlock domain
+/// for the program nested in the supervisor's, scoped for signals (Landlock ABI 6;
+/// nothing on older kernels): the program cannot signal its supervisor, and — being
+/// in a nested domain — cannot ptrace it either.
+#[cfg(target_os = "linux")]
+fn own_domain() -> Option<landlock::RulesetCreated> {
+    use landlock::{Ruleset, RulesetAttr, Scope};
+    if nix::sys::prctl::get_no_new_privs() != Ok(true) {
+        return None;
+    }
+    Ruleset::default().scope(Scope::Signal).ok()?.create().ok()
 }
 
 #[cfg(test)]

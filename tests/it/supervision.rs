@@ -136,3 +136,39 @@ fn a_double_forked_daemon_is_gone_before_its_workers_harvest() {
         "{r}"
     );
 }
+
+/// A sandboxed agent cannot kill its supervisor (a Landlock domain of its own, scoped
+/// for signals); where the kernel cannot scope signals (Landlock ABI < 6) it can, and
+/// the reason says the supervisor was killed.
+#[test]
+fn a_sandboxed_agent_cannot_kill_its_supervisor() {
+    let t = TestEnv::new();
+    let script = t.root().join("agent.sh");
+    std::fs::write(
+        &script,
+        "if kill -KILL $PPID 2>/dev/null; then echo killed > k.txt; else echo denied > k.txt; fi\nexit 0\n",
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: k\nworktree_dir: '{}'\nagents:\n  k:\n    command: [sh, '{}']\n",
+        t.worktrees.display(),
+        script.display(),
+    ));
+    let cfg = cfg.display().to_string();
+    let out = t
+        .fanout(&["--config", &cfg, "run", "--json", "-w", "1", "kill"])
+        .output()
+        .unwrap();
+    let r = &json(&out)["results"][0];
+    let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+    let said = std::fs::read_to_string(worktree.join("k.txt")).unwrap();
+    let reason = r["reason"].as_str().unwrap_or_default();
+    if r["sandbox_abi"].as_u64().unwrap_or(0) >= 6 {
+        assert_eq!(said.trim(), "denied", "{r}");
+        assert_eq!(r["status"], "success", "{r}");
+        assert!(!reason.contains("supervisor was killed"), "{r}");
+    } else {
+        assert_eq!(said.trim(), "killed", "{r}");
+        assert!(reason.contains("supervisor was killed"), "{r}");
+    }
+}
