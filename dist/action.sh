@@ -97,7 +97,21 @@ case "$mode" in
         fi
         empty=()
         truthy "${FANOUT_IN_ALLOW_EMPTY:-false}" allow-empty && empty+=(--allow-empty)
+        # What the tend step read of GitHub before this one (issues, pull requests to tend).
+        if [[ -n "${FANOUT_IN_TEND_FILE:-}" && -f "$FANOUT_IN_TEND_FILE" ]]; then
+            empty+=(--tend-file "$FANOUT_IN_TEND_FILE")
+        fi
         cmd=("$fanout" ${global[@]+"${global[@]}"} run --quiet ${plan_flags[@]+"${plan_flags[@]}"} ${empty[@]+"${empty[@]}"} ${integrate[@]+"${integrate[@]}"})
+        ;;
+    tend-run)
+        # Before `run`: read GitHub with the token, no agent runs here; the run step
+        # takes the file (its path is this step's `file` output).
+        use_token
+        out="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/fanout-tend.json"
+        if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+            echo "file=$out" >>"$GITHUB_OUTPUT"
+        fi
+        cmd=("$fanout" ${global[@]+"${global[@]}"} tend --out "$out" ${plan_flags[@]+"${plan_flags[@]}"} ${publish_flags[@]+"${publish_flags[@]}"})
         ;;
     publish-run)
         if [[ -z "${FANOUT_IN_RUN_ID:-}" ]]; then

@@ -8,13 +8,13 @@
 //! |---|---|---|
 //! | [`config`] | `fanout.yml`: its raw shape, units, schema, located errors | a `ConfigFile` |
 //! | [`agent`] | adapters (claude, codex, aider, architect, command), templates, prices, the checks of agent definitions | an `AgentSpec`, adapters |
-//! | [`plan`] | settings (file + flags, validated), task dependencies, assignment, worktree setup plan, matrix chunks | a `Plan` |
+//! | [`plan`] | settings (file + flags, tasks files, validated), tonight's inputs as data (issues as tasks, tends), task dependencies, assignment, worktree setup plan, matrix chunks | a `Plan` |
 //! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records; runs on disk (status, cleanup, resume) | one result per worker, a `RunReport` |
 //! | [`fanin`] | best-of-N selection, conflict map, integration branch, matrix artifacts and bundles | the amended `RunReport` |
 //! | [`report`] | `results.json`, the Markdown summary, terminal tables, live progress | files people read |
-//! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, posted findings, the digest, publishing a report | pull requests, issues, reviews |
+//! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, the nightly lifecycle (stable branches, stacks, the cap), tending before a night, posted findings, the digest, publishing a report | pull requests, issues, reviews |
 //! | [`actions`] | GitHub Actions plumbing: step outputs, workflow templates | |
-//! | [`ops`] | what each command does, chaining the stages: run a plan end to end, integrate and publish, matrix worker and aggregate, the demo | |
+//! | [`ops`] | what each command does, chaining the stages: read GitHub before a night, run a plan end to end, integrate and publish, matrix worker and aggregate, the demo | |
 //! | [`cli`] | raw flags (clap) and one thin file per subcommand: flags → library call → printed outcome | an exit code |
 //!
 //! Leaves, shared by every stage and importing no stage: [`exit`] (exit codes, the

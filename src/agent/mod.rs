@@ -135,6 +135,30 @@ fn default_exclude(kind: AdapterKind) -> Vec<String> {
 }
 
 impl AgentSpec {
+    /// Whether every placeholder this definition's argument templates use has a value
+    /// for a worker with (or without) a model, a budget and a timeout: the program
+    /// (command adapter) and `args:` are always expanded, so `{model}` there needs a
+    /// model (`model_args:` is for an optional one); every other placeholder always
+    /// has a value. Checked when the plan is made, so that no worker fails at start.
+    pub fn check_placeholders(
+        &self,
+        model: bool,
+        budget: bool,
+        timeout: bool,
+    ) -> Result<(), String> {
+        let mut vars = |name: &str| match name {
+            "model" => model.then(String::new),
+            "budget" => budget.then(String::new),
+            "timeout" => timeout.then(String::new),
+            _ => Some(String::new()),
+        };
+        let program = (self.adapter == AdapterKind::Command).then_some(&self.program);
+        for t in program.into_iter().chain(&self.args) {
+            expand(t, &mut vars)?;
+        }
+        Ok(())
+    }
+
     /// Resolve `name` against the file's definitions (see the module docs).
     pub fn resolve(
         name: &str,

@@ -28,6 +28,16 @@ pub struct PlanArgs {
     #[arg(long = "task", short = 't', value_name = "TASK")]
     pub tasks: Vec<String>,
 
+    /// Tasks from a file (`-`: standard input): a YAML list, as `tasks:` holds them, or
+    /// one task a line. Replaces the config file's tasks.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "tasks"])]
+    pub tasks_file: Option<PathBuf>,
+
+    /// What `fanout tend` read of GitHub before tonight (tasks from issues, pull
+    /// requests to tend): tonight's plan takes it in.
+    #[arg(long, value_name = "FILE")]
+    pub tend_file: Option<PathBuf>,
+
     /// Number of workers, 1–10; with more tasks than workers, the number running at once.
     #[arg(long, short = 'w', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10))]
     pub workers: Option<u32>,
@@ -120,6 +130,8 @@ impl PlanArgs {
             branch_prefix: self.branch_prefix.clone(),
             allow_empty: false,
             sandbox: self.sandbox,
+            tasks_file: None,
+            night: None,
         }
     }
 }
@@ -379,7 +391,8 @@ impl Context {
         Ok((repo, settings, file))
     }
 
-    /// Validated settings for `repo`, and the config file they came from (read once).
+    /// Validated settings for `repo`, and the config file they came from (read once),
+    /// with what `--tend-file` says of tonight.
     pub fn settings_for(
         &self,
         repo: &UserRepo,
@@ -387,11 +400,56 @@ impl Context {
         allow_empty: bool,
     ) -> Result<(Settings, ConfigFile), CliError> {
         let (file, path) = self.load_config(repo)?;
+        let night = match &args.tend_file {
+            Some(p) => Some(crate::ops::tend::read(&self.path(p))?),
+            None => None,
+        };
+        let settings = self.resolve(&file, &path, args, allow_empty, night)?;
+        Ok((settings, file))
+    }
+
+    /// Validated settings from `file` (read from `path`) and `args` (`--tasks-file`
+    /// read here), with `night`, what GitHub said before tonight.
+    pub fn resolve(
+        &self,
+        file: &ConfigFile,
+        path: &Path,
+        args: &PlanArgs,
+        allow_empty: bool,
+        night: Option<crate::plan::night::NightInputs>,
+    ) -> Result<Settings, CliError> {
         let mut flags = args.flags();
         flags.allow_empty = allow_empty;
-        let settings =
-            Settings::resolve(&file, &path, &flags).map_err(|e| CliError::Usage(e.to_string()))?;
-        Ok((settings, file))
+        flags.night = night;
+        flags.tasks_file = match &args.tasks_file {
+            Some(p) => Some(self.tasks_file(p)?),
+            None => None,
+        };
+        Settings::resolve(file, path, &flags).map_err(|e| CliError::Usage(e.to_string()))
+    }
+
+    /// A tasks file's name and text (`-`: standard input), at most the size of a
+    /// config file.
+    fn tasks_file(&self, p: &Path) -> Result<(String, String), CliError> {
+        let bad = |e: std::io::Error| CliError::Usage(format!("--tasks-file {}: {e}", p.display()));
+        if p == Path::new("-") {
+            use std::io::Read;
+            let mut text = String::new();
+            std::io::stdin()
+                .take(crate::util::CONFIG_LIMIT + 1)
+                .read_to_string(&mut text)
+                .map_err(bad)?;
+            if text.len() as u64 > crate::util::CONFIG_LIMIT {
+                return Err(CliError::Usage(format!(
+                    "--tasks-file -: more than {} bytes on standard input",
+                    crate::util::CONFIG_LIMIT
+                )));
+            }
+            return Ok(("<stdin>".to_owned(), text));
+        }
+        let text = crate::util::read_capped_string(&self.path(p), crate::util::CONFIG_LIMIT)
+            .map_err(bad)?;
+        Ok((p.display().to_string(), text))
     }
 }
 

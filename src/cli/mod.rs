@@ -17,6 +17,7 @@ pub mod run;
 pub mod sandbox;
 pub mod schema;
 pub mod status;
+pub mod tend;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -68,6 +69,9 @@ pub enum Command {
     Aggregate(aggregate::AggregateArgs),
     /// Push successful branches and open or update one pull request each.
     Publish(publish::PublishCommand),
+    /// Before a night: read GitHub (issues as tasks, pull requests to tend) for
+    /// `fanout run --tend-file`.
+    Tend(Box<tend::TendArgs>),
     /// Print the JSON Schema of fanout.yml.
     #[command(after_help = schema::EXAMPLES)]
     Schema,
@@ -140,11 +144,16 @@ pub fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
+/// Log lines go to stderr: fanout's warnings by default (`FANOUT_LOG` sets the
+/// filter), without octocrab's own (fanout says what went wrong with each request),
+/// coloured only on a terminal.
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("FANOUT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,octocrab=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(crate::util::out::TracingWriter)
         .try_init();
 }
@@ -156,6 +165,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Run(_)
         | Command::Resume(_)
         | Command::Publish(_)
+        | Command::Tend(_)
         | Command::Aggregate(_)
         | Command::Worker(_) => secrets,
         _ => {
@@ -178,6 +188,7 @@ fn dispatch(cli: Cli, secrets: crate::secret::Secrets) -> Result<i32, CliError> 
         Command::Worker(args) => worker::worker(&ctx, &args, secrets),
         Command::Aggregate(args) => aggregate::aggregate(&ctx, &args, &secrets),
         Command::Publish(args) => publish::publish_command(&ctx, &args, &secrets),
+        Command::Tend(args) => tend::tend(&ctx, &args, &secrets),
         Command::Schema => schema::schema(),
         Command::Init(args) => init::init(&ctx, &args),
         Command::Cleanup(args) => cleanup::cleanup(&ctx, &args),

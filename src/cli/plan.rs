@@ -49,6 +49,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
         errln!("fanout: note: {note}");
     }
     let mut plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     // What the aggregate job publishes with travels in the plan, under its digest.
     plan.fanin =
         Some(crate::plan::FaninSettings::read(&file, &repo.workdir).map_err(CliError::Usage)?);

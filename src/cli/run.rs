@@ -64,6 +64,35 @@ pub struct RunArgs {
     pub publish_args: PublishArgs,
 }
 
+/// What GitHub says before tonight's plan ([`crate::ops::tend`]): `--tend-file`'s,
+/// else read now when the run publishes and the config asks for it (issues as tasks,
+/// tending), before any agent starts.
+fn tonight(
+    ctx: &Context,
+    args: &RunArgs,
+    (repo, file, path): (
+        &crate::repo::UserRepo,
+        &crate::config::ConfigFile,
+        &std::path::Path,
+    ),
+    flags: Option<&crate::publish::report::PublishFlags>,
+) -> Result<Option<crate::plan::night::NightInputs>, CliError> {
+    if let Some(p) = &args.plan.tend_file {
+        return crate::ops::tend::read(&ctx.path(p)).map(Some);
+    }
+    let Some(flags) = flags.filter(|f| crate::ops::tend::wanted(file, f)) else {
+        return Ok(None);
+    };
+    let first = ctx.resolve(file, path, &args.plan, true, None)?;
+    let record = push_record(repo, first.publish_remote.clone());
+    check_publishing(flags, Some(&record))?;
+    let night = crate::ops::tend::night(repo, file, &first, flags, Some(&record))?;
+    for note in &night.notes {
+        errln!("fanout: warning: {note}");
+    }
+    Ok(Some(night))
+}
+
 /// Entry point of `fanout run`. Everything publishing needs is checked, and the
 /// repository's remotes recorded, before the first worker starts; the config file is
 /// read once, then (like the report) kept in memory — nothing an agent could rewrite
@@ -76,7 +105,10 @@ pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, C
     // While this process has one thread: the server that forks each harvest.
     let harvest_server = HarvestServer::start(|| secrets.forget()).map(Arc::new);
     let repo = ctx.repo()?;
-    let (settings, file) = ctx.settings_for(&repo, &args.plan, args.allow_empty)?;
+    let (file, path) = ctx.load_config(&repo)?;
+    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
+    let night = tonight(ctx, args, (&repo, &file, &path), flags.as_ref())?;
+    let settings = ctx.resolve(&file, &path, &args.plan, args.allow_empty, night)?;
     if settings.tasks.is_empty() {
         errln!("fanout: no task to run (none given, no `tasks:` in fanout.yml); nothing done");
         return Ok(crate::exit::SUCCESS);
@@ -90,12 +122,12 @@ pub fn run(ctx: &Context, args: &RunArgs, mut secrets: Secrets) -> Result<i32, C
         errln!("fanout: note: {note}");
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
+    plan.check_arguments().map_err(CliError::Usage)?;
     let mut opts = ExecOptions::from_settings(&settings);
     opts.early_config = Some(early_config);
     opts.harvest_server = harvest_server;
     opts.agent_tokens = agent_tokens(&plan, &secrets);
     let record = push_record(&repo, settings.publish_remote.clone());
-    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     // Nothing else needs them: gone before any agent starts.
     drop(secrets);
     if let Some(flags) = &flags {

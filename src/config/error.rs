@@ -67,6 +67,37 @@ impl ConfigError {
         }
     }
 
+    /// An error located in a list read as [`super::list_text`] wraps it (`tasks:`
+    /// and every line indented), placed back in `original`: the line and column
+    /// where `original` holds it, the key without the list's name (`[2].prompt`).
+    pub fn in_list(self, original: &str) -> ConfigError {
+        match self {
+            ConfigError::Invalid {
+                path,
+                line,
+                column,
+                key,
+                message,
+                ..
+            } => {
+                let line = line.saturating_sub(1).max(1);
+                let column = column.saturating_sub(2).max(1);
+                let key = key
+                    .split_once('[')
+                    .map_or(String::new(), |(_, rest)| format!("[{rest}"));
+                ConfigError::Invalid {
+                    snippet: snippet(original, line, column),
+                    path,
+                    line,
+                    column,
+                    key,
+                    message,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// The located error for `problem`, found in `text` (the file at `path`) after it
     /// was parsed.
     pub fn at(text: &str, path: &Path, problem: Problem) -> ConfigError {

@@ -132,6 +132,57 @@ pub struct ConfigFile {
     /// When the run exits non-zero: `any-failure` (default), `all-failed`, `never`.
     #[serde(default)]
     pub fail_on: FailOn,
+    /// More tasks, from elsewhere than this file: `{issues: {label: fanout}}` makes
+    /// each open issue with the label a task (read before the plan is made; needs
+    /// credentials, as publishing does). Issue text is data, never configuration.
+    pub tasks_from: Option<TasksFrom>,
+    /// Tending fanout's open pull requests (stable branches): before a night's plan,
+    /// a pull request whose checks failed, or that conflicts with its base, has its
+    /// task run again knowing why (or, for a conflict git can resolve, is rebased by
+    /// fanout), at most `max_attempts` times; then it is labelled and left to people.
+    #[serde(default)]
+    pub tend: TendConfig,
+}
+
+/// `tasks_from:`: where more tasks come from.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TasksFrom {
+    /// Open issues with a label, each one task keyed `issue-<number>` (its own stable
+    /// branch and pull request, which says `Fixes #<number>`): its prompt is fanout's,
+    /// its title and text quoted after it as untrusted data. An issue closed, or no
+    /// longer labelled, stops its task: its pull request is closed with a comment.
+    pub issues: Option<IssueSource>,
+}
+
+/// `tasks_from.issues`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IssueSource {
+    /// The label that makes an issue a task.
+    pub label: String,
+    /// Labels that order the issues' tasks (and so which pull requests open first
+    /// under `publish.max_open`): the first listed first; unlabelled ones last, oldest
+    /// first.
+    #[serde(default)]
+    pub priority: Vec<String>,
+}
+
+/// `tend:`: tending fanout's own open pull requests.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TendConfig {
+    /// Most tends of one pull request (a re-run for failed checks or a conflict, or a
+    /// rebase) before it is labelled `fanout-stuck` and left to people (default 3; 0
+    /// turns tending off).
+    pub max_attempts: Option<u32>,
+}
+
+impl TendConfig {
+    /// Tends before a pull request is left to people.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts.unwrap_or(3)
+    }
 }
 
 /// A `copy:` glob, trimmed; its syntax is checked with the settings
@@ -377,6 +428,11 @@ pub struct PublishConfig {
     /// the run is over; `as-ready` publishes each worker as soon as it has finished and
     /// been harvested, while the others still run.
     pub when: Option<PublishWhen>,
+    /// Stable branches: at most this many of fanout's pull requests open at once;
+    /// tonight's other successes wait in a queue (in the order of the tasks), said in
+    /// the digest, and are published as pull requests are merged or closed.
+    #[schemars(range(min = 1))]
+    pub max_open: Option<u32>,
     /// Publish branches that change `.github/workflows/`, `.github/actions/`, a root
     /// `action.yml`/`action.yaml` or a `CODEOWNERS` file (default `false`: such a
     /// branch is not pushed, and its reason says why). A push made with a GitHub App's
@@ -745,6 +801,19 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     Ok(cfg)
 }
 
+/// A list of tasks written on its own (`--tasks-file`), as `tasks:` holds them:
+/// the config text it is read as (`tasks:` and every line indented), for [`parse`];
+/// errors are placed back with [`ConfigError::in_list`].
+pub fn list_text(text: &str) -> String {
+    let mut out = String::from("tasks:\n");
+    for line in text.lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 /// The lists whose scalar items are text.
 const TEXT_LISTS: [&str; 3] = ["tasks", "checks", "setup"];
 
@@ -785,6 +854,13 @@ impl ConfigFile {
     /// agent names, prices. (Agent definitions and `copy:` globs are checked by the
     /// stages that own them, when the settings read the file.)
     pub fn check(&self) -> Result<(), Problem> {
+        if self.publish.max_open == Some(0) {
+            return Err(Problem::at(
+                vec![key("publish"), key("max_open")],
+                "expected 1 or more: at most this many of fanout's pull requests are open",
+            )
+            .in_value());
+        }
         for name in self.agents.keys() {
             if !is_agent_name(name) {
                 return Err(Problem::at(
@@ -1133,6 +1209,30 @@ mod tests {
             e.starts_with("fanout.yml:2:23: key `parallel_runs.timeout_per_worker`: expected a duration like 90s, 10m, 1h30m or 2d, found \"10 minutes later\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn nightly_keys_parse_and_a_cap_of_zero_is_refused() {
+        let cfg = parse(
+            "tasks_from:\n  issues: {label: fanout, priority: [P0]}\ntend: {max_attempts: 5}\npublish: {max_open: 2}\n",
+            Path::new("f.yml"),
+        )
+        .unwrap();
+        let issues = cfg.tasks_from.unwrap().issues.unwrap();
+        assert_eq!(
+            (issues.label.as_str(), issues.priority.len()),
+            ("fanout", 1)
+        );
+        assert_eq!(cfg.tend.max_attempts(), 5);
+        assert_eq!(TendConfig::default().max_attempts(), 3);
+        assert_eq!(cfg.publish.max_open, Some(2));
+        let e = err("publish:\n  max_open: 0\n").to_string();
+        assert!(
+            e.starts_with("fanout.yml:2:13: key `publish.max_open`: expected 1 or more"),
+            "{e}"
+        );
+        let e = err("tasks_from:\n  issues: {lable: x}\n").to_string();
+        assert!(e.contains("unknown field `lable`"), "{e}");
     }
 
     #[test]

@@ -181,11 +181,16 @@ fn import(
         }
     };
     // A dependent worker's change is measured from where it started (the merge of its
-    // dependencies), when that is really an ancestor of its branch.
+    // dependencies), when that is really its branch's tip (it changed nothing: failed)
+    // or an ancestor of it.
     let files = crate::repo::open(repo_dir).and_then(|repo| {
         let tip_oid: git2::Oid = tip.parse()?;
         let from = match result.base_commit.as_deref().map(str::parse::<git2::Oid>) {
-            Some(Ok(b)) if repo.graph_descendant_of(tip_oid, b).unwrap_or(false) => b,
+            Some(Ok(b))
+                if b == tip_oid || repo.graph_descendant_of(tip_oid, b).unwrap_or(false) =>
+            {
+                b
+            }
             _ => plan.base.commit.parse()?,
         };
         crate::run::harvest::changed_paths(&repo, from, tip_oid)

@@ -384,6 +384,9 @@ pub enum Operation {
     /// issue, `findings: review` on another task's pull request): the number and URL
     /// are that issue's or pull request's.
     Posted,
+    /// A success waiting for room (stable branches, `publish.max_open`): no push, no
+    /// pull request yet; published when fewer of fanout's pull requests are open.
+    Queued,
     /// Not eligible (status, empty diff): no push, no pull request.
     Skipped,
     /// Something went wrong; see the reason.
@@ -399,6 +402,7 @@ impl Operation {
             Operation::Unchanged => "unchanged",
             Operation::Closed => "closed",
             Operation::Posted => "posted",
+            Operation::Queued => "queued",
             Operation::Skipped => "skipped",
             Operation::Failed => "failed",
         }

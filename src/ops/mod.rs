@@ -4,9 +4,11 @@
 //! publishes it when asked (`fanout run`, `resume`, `demo`); [`matrix`] is the same
 //! spread over GitHub Actions jobs (`fanout worker`, `aggregate`); [`demo`] makes the
 //! demo's throwaway repository; [`init`] chooses the agent `fanout init` writes for
-//! and scaffolds `fanout.yml`.
+//! and scaffolds `fanout.yml`; [`tend`] reads what GitHub says before a night's plan
+//! (issues as tasks, pull requests to tend).
 
 pub mod demo;
 pub mod init;
 pub mod matrix;
 pub mod run;
+pub mod tend;

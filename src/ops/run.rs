@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::config::ConfigFile;
 use crate::exit::{self, Failure};
 use crate::fanin::conflicts::{IntegrateError, integrate_report};
-use crate::model::{PublishOutcome, WorkerResult};
+use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::publish::ready::AsReady;
@@ -89,8 +89,9 @@ pub fn run_attempt(
     conclude(repo, done)
 }
 
-/// What was published while the run went on, by worker id.
-pub type Published = BTreeMap<u32, PublishOutcome>;
+/// What was published while the run went on, by worker id, and why publishing
+/// stopped if it did.
+pub type Published = crate::publish::ready::Early;
 
 /// [`execute_plan`], publishing each worker as soon as it has finished and been
 /// harvested (`publish.when: as-ready`): the executor's `WorkerFinished` events are
@@ -109,7 +110,7 @@ pub fn execute_plan_as_ready(
     if attempt.sandbox.abi.is_none() {
         errln!("fanout: {UNCONFINED_AS_READY}");
         let report = run_attempt(repo, &opts.identity, plan, style, attempt)?;
-        return Ok((report, Published::new()));
+        return Ok((report, Published::default()));
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -246,8 +247,9 @@ pub struct AfterRun<'a> {
 
 /// Integrate and publish a finished run as `after` says (neither when a signal
 /// stopped it); returns the exit code: the run's, made `1` when publishing failed
-/// for some workers of an otherwise successful run, `4` when publishing stopped
-/// (GitHub unreachable, credentials rejected, its deadline passed).
+/// for some workers of an otherwise successful run (under the exit policy: never
+/// with `fail_on: never`, `3` when all failed with `all-failed`), `4` when publishing
+/// stopped (GitHub unreachable, credentials rejected, its deadline passed).
 pub fn after_run(
     repo: &UserRepo,
     report: &mut RunReport,
@@ -259,8 +261,20 @@ pub fn after_run(
         integrate(repo, report, identity)?;
     }
     let mut code = report.exit_code;
-    if report.interrupted && !after.published.is_empty() {
-        record_early(report, after.published, after.results_path)?;
+    let early = &after.published.published;
+    if report.interrupted && !early.is_empty() {
+        record_early(report, early, after.results_path)?;
+    }
+    if let Some(why) = &after.published.stopped
+        && after.publish.is_some()
+        && !report.interrupted
+    {
+        // The same GitHub, moments later: the publish timeout is not spent twice.
+        record_early(report, early, after.results_path)?;
+        errln!(
+            "fanout: publish failed: {why}; not tried again at the end of the run: what was done is in results.json; run `fanout publish` again to continue"
+        );
+        return Ok(exit::FATAL);
     }
     if let Some((file, flags)) = after.publish
         && !report.interrupted
@@ -272,12 +286,16 @@ pub fn after_run(
             after.push_record,
             report,
             after.results_path,
-            after.published,
+            early,
         )?;
         if published == exit::FATAL {
             code = exit::FATAL;
         } else if published != exit::SUCCESS && code == exit::SUCCESS {
-            code = exit::SOME_FAILED;
+            // Publishing's code already follows the exit policy (`fail_on`).
+            code = match report.plan.fail_on {
+                crate::config::FailOn::AllFailed => published,
+                _ => exit::SOME_FAILED,
+            };
         }
     }
     Ok(code)

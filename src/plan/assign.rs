@@ -26,6 +26,17 @@
 use super::settings::Settings;
 use super::{Base, Limits, PLAN_SCHEMA_VERSION, Plan, PlannedWorker, Task};
 
+impl Task {
+    /// The task's key, across runs: its `id`, else a slug of its prompt (its stable
+    /// branch is `<prefix>/<key>`).
+    pub fn key(&self) -> String {
+        match &self.id {
+            Some(id) => slug(id, 48),
+            None => slug(&self.prompt, 48),
+        }
+    }
+}
+
 /// Build the plan for `settings`, starting from `base`, under `run_id`.
 pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
     let assignments = assign(
@@ -78,6 +89,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         sandbox: settings.sandbox,
         hidden: settings.hidden.clone(),
         fail_on: settings.fail_on,
+        settled: settings.settled.clone(),
         fanin: None,
     };
     plan.schema_version = plan.version_needed();

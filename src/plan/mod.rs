@@ -2,7 +2,8 @@
 //! commit. A plan is pure data (serializable, portable: no paths of this machine), so
 //! `fanout plan --json` can print it and matrix mode can ship it to other runners.
 //!
-//! This stage turns the file and the flags into [`settings::Settings`] (validated,
+//! This stage turns the file and the flags (and tonight's inputs from GitHub, as
+//! data: [`night`]) into [`settings::Settings`] (validated,
 //! with the checks later stages own: agent definitions, `copy:` globs), orders tasks
 //! by their dependencies ([`deps`]; findings passed between tasks and posted:
 //! [`findings`]), assigns tasks and models to workers
@@ -13,6 +14,7 @@ pub mod assign;
 pub mod deps;
 pub mod findings;
 pub mod matrix;
+pub mod night;
 pub mod settings;
 pub mod setup;
 
@@ -77,10 +79,27 @@ pub struct Plan {
     /// it too.
     #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
     pub fail_on: crate::config::FailOn,
+    /// Tasks whose open pull request was settled before the night without an agent
+    /// (rebased, left to people): not run tonight, said in the digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled: Vec<Settled>,
     /// What a matrix run's aggregate publishes with, as the plan job read it at the
     /// base commit (`fanout plan` writes it; [`FaninSettings`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fanin: Option<FaninSettings>,
+}
+
+/// A task whose open pull request was settled without an agent tonight (see
+/// [`night`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The task's key.
+    pub key: String,
+    /// Its pull request.
+    pub pr: u64,
+    /// What fanout did, in a phrase (`rebased onto main (abc1234)`, `left to people
+    /// after 3 tends (label fanout-stuck)`).
+    pub what: String,
 }
 
 /// The settings a matrix run's aggregate job publishes with: the config's `publish:`
@@ -212,6 +231,40 @@ pub struct Task {
     /// (also among `depends_on`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub review_of: Option<String>,
+    /// Untrusted text fanout adds after the prompt, quoted as data (the issue a task
+    /// comes from, why its pull request runs again: [`night`]). Never expanded, never
+    /// in a branch name, commit message or title.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub context: Option<String>,
+    /// The issue this task comes from (`tasks_from: {issues: …}`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub issue: Option<IssueRef>,
+    /// Why this task's open pull request runs again tonight (tending).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tend: Option<TendNote>,
+}
+
+/// Why a task's pull request is re-run tonight, as its task carries it (for the
+/// publish: the marker's count, the comment, the digest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TendNote {
+    /// The pull request.
+    pub pr: u64,
+    /// This tend's number.
+    pub attempt: u32,
+    /// Of at most.
+    pub max: u32,
+    /// Why, in a phrase.
+    pub why: String,
+}
+
+/// The issue a task comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IssueRef {
+    /// Its number.
+    pub number: u64,
+    /// Its title, one line, bounded (untrusted: for the pull request's title).
+    pub title: String,
 }
 
 /// One worker run.
@@ -240,6 +293,20 @@ fn is_zero(v: &u32) -> bool {
 }
 
 impl Task {
+    /// What the agent is asked: the prompt, then any [`Task::context`].
+    pub fn agent_prompt(&self) -> String {
+        self.with_context(self.prompt.clone())
+    }
+
+    /// `prompt` (this task's, its placeholders expanded) with [`Task::context`] after
+    /// it; the context itself is never expanded.
+    pub fn with_context(&self, prompt: String) -> String {
+        match &self.context {
+            Some(c) => format!("{prompt}\n\n{c}"),
+            None => prompt,
+        }
+    }
+
     /// The task for a column or a live line: its id, else its prompt, shortened.
     pub fn label(&self, max: usize) -> String {
         crate::model::task_label(self.id.as_deref(), &self.prompt, max)
@@ -344,6 +411,31 @@ impl Plan {
             .map_or(&[], |w| self.checks_of(w))
     }
 
+    /// Whether every worker can start its agent: each placeholder its agent's argument
+    /// templates use has a value for it ([`AgentSpec::check_placeholders`]). An error
+    /// names the first worker that could not, its task and model, and the agent.
+    pub fn check_arguments(&self) -> Result<(), String> {
+        for w in &self.workers {
+            let limits = self.limits_of(w);
+            let spec = self.agent_of(w);
+            spec.check_placeholders(
+                w.model.is_some(),
+                limits.budget.is_some(),
+                limits.timeout.is_some(),
+            )
+            .map_err(|e| {
+                format!(
+                    "agents.{}: worker {} (task `{}`, model {}) could not start: {e}",
+                    spec.name,
+                    w.id,
+                    w.task.label(40),
+                    w.model_label()
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// The plan's shape in a phrase: `3 workers: 1 task × 3 attempts, 3 at a time`.
     pub fn shape(&self) -> String {
         let mut per_task: Vec<(&Task, usize)> = Vec::new();
@@ -389,12 +481,16 @@ impl Plan {
     }
 
     /// The version this plan is written as: [`PLAN_OVERRIDES_VERSION`] when a task
-    /// overrides the run's agent, limits or checks, posts its findings, or takes
-    /// another task's (`{findings.<id>}`: a fanout before them would pass the
-    /// placeholder on as text), else [`PLAN_SCHEMA_VERSION`].
+    /// overrides the run's agent, limits or checks, posts its findings, takes another
+    /// task's (`{findings.<id>}`: a fanout before them would pass the placeholder on
+    /// as text), or has context (an issue, a tend: one before them would run it
+    /// without), else [`PLAN_SCHEMA_VERSION`].
     pub fn version_needed(&self) -> u32 {
         let newer = |t: &Task| {
-            t.overrides() || t.findings.is_some() || !findings::placeholders(&t.prompt).is_empty()
+            t.overrides()
+                || t.findings.is_some()
+                || !findings::placeholders(&t.prompt).is_empty()
+                || t.context.is_some()
         };
         if self.workers.iter().any(|w| newer(&w.task))
             || !self.agents.is_empty()

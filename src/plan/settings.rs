@@ -227,6 +227,11 @@ pub struct PlanFlags {
     pub allow_empty: bool,
     /// `--sandbox`.
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// `--tasks-file`: its name (for messages) and text; its tasks replace the file's.
+    pub tasks_file: Option<(String, String)>,
+    /// What GitHub said before tonight ([`super::night`]): tasks from issues, tasks to
+    /// tend, tasks settled without an agent.
+    pub night: Option<super::night::NightInputs>,
 }
 
 /// Everything a run needs to know, validated.
@@ -284,6 +289,8 @@ pub struct Settings {
     pub publish_remote: Option<String>,
     /// Whether agents, setup commands and checks are confined.
     pub sandbox: crate::sandbox::Mode,
+    /// Tasks settled before the night without an agent (not run tonight).
+    pub settled: Vec<super::night::Settled>,
     /// Paths confined processes may not read besides the default ones (`hidden:`).
     pub hidden: Vec<String>,
 }
@@ -303,6 +310,12 @@ pub enum SettingsError {
     /// No task anywhere.
     #[error("no task given: pass TASK or --task, or list `tasks:` in the config file")]
     NoTasks,
+    /// A task on the command line that is surely something else (`-`, `@file`).
+    #[error("{0}")]
+    BadTask(String),
+    /// A bad tasks file (`--tasks-file`), located.
+    #[error("--tasks-file {0}")]
+    TasksFile(String),
     /// An empty task.
     #[error("{origin}: task {index} is empty")]
     EmptyTask {
@@ -388,8 +401,9 @@ impl Settings {
         flags: &PlanFlags,
     ) -> Result<Settings, SettingsError> {
         let origin = file_name.display().to_string();
-        let tasks = resolve_tasks(file, &origin, flags)?;
-        let notes = overridden_flags(&tasks, flags);
+        let (tasks, tonight) = resolve_tasks(file, &origin, flags)?;
+        let mut notes = overridden_flags(&tasks, flags);
+        notes.extend(tonight);
         let models = if !flags.models.is_empty() {
             split_models(&flags.models, "--models")?
         } else {
@@ -440,6 +454,11 @@ impl Settings {
             commit_identity: file.commit_identity(),
             publish_remote: file.publish.remote.clone(),
             sandbox: flags.sandbox.or(file.sandbox).unwrap_or_default(),
+            settled: flags
+                .night
+                .as_ref()
+                .map(|n| n.settled.clone())
+                .unwrap_or_default(),
             hidden: file.hidden.clone(),
         })
     }
@@ -472,17 +491,25 @@ impl Settings {
     }
 }
 
-/// The tasks: the flags' (which replace the file's) or the file's, checked, with
-/// unique ids, ordered so every task comes after those it depends on.
+/// The tasks: the flags' or the tasks file's (which replace the file's) or the
+/// file's, checked, then tonight's ([`super::night::NightInputs::apply`]: issues,
+/// tends, settled tasks left out, said in the notes returned), with unique ids,
+/// ordered so every task comes after those it depends on.
 fn resolve_tasks(
     file: &ConfigFile,
     origin: &str,
     flags: &PlanFlags,
-) -> Result<Vec<Task>, SettingsError> {
+) -> Result<(Vec<Task>, Vec<String>), SettingsError> {
     let tasks = if !flags.tasks.is_empty() {
         flag_tasks(&flags.tasks)?
+    } else if let Some((name, text)) = &flags.tasks_file {
+        file_tasks(&tasks_file(file, name, text)?, name)?
     } else {
         file_tasks(&file.tasks, origin)?
+    };
+    let (tasks, notes) = match &flags.night {
+        Some(night) => night.apply(tasks),
+        None => (tasks, Vec::new()),
     };
     if tasks.is_empty() && !flags.allow_empty {
         return Err(SettingsError::NoTasks);
@@ -498,7 +525,38 @@ fn resolve_tasks(
             ));
         }
     }
-    order_by_dependencies(tasks, origin).map_err(SettingsError::Dependencies)
+    let tasks = order_by_dependencies(tasks, origin).map_err(SettingsError::Dependencies)?;
+    Ok((tasks, notes))
+}
+
+/// A tasks file (`--tasks-file FILE`, `-` for stdin): a YAML list of tasks as
+/// `tasks:` holds them (checked as the config's are, its agents the config's), or
+/// else one task a line (blank lines and lines starting with `#` skipped). Errors name
+/// the file, line, column and item.
+fn tasks_file(file: &ConfigFile, name: &str, text: &str) -> Result<Vec<TaskEntry>, SettingsError> {
+    let content = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    let first = content.clone().next().unwrap_or("");
+    let yaml = first == "-" || first.starts_with("- ") || first.starts_with('[');
+    if !yaml {
+        return Ok(content.map(|l| TaskEntry::Prompt(l.to_owned())).collect());
+    }
+    let wrapped = crate::config::list_text(text);
+    let path = Path::new(name);
+    let located = |e: ConfigError| {
+        let e = e.in_list(text);
+        let shown = e.snippet().map(|s| format!("\n{s}")).unwrap_or_default();
+        SettingsError::TasksFile(format!("{e}{shown}"))
+    };
+    let parsed = crate::config::parse(&wrapped, path).map_err(located)?;
+    let merged = ConfigFile {
+        tasks: parsed.tasks,
+        ..file.clone()
+    };
+    check_file(&merged).map_err(|p| located(ConfigError::at(&wrapped, path, p)))?;
+    Ok(merged.tasks)
 }
 
 /// Tasks given as `TASK` / `--task`: prompts only.
@@ -509,6 +567,13 @@ fn flag_tasks(given: &[String]) -> Result<Vec<Task>, SettingsError> {
         .map(|(i, t)| {
             let prompt = t.trim();
             no_control("--task", prompt, true)?;
+            let one_word = !prompt.contains(char::is_whitespace);
+            if prompt == "-" || (one_word && prompt.len() > 1 && prompt.starts_with('@')) {
+                let file = prompt.strip_prefix('@').unwrap_or(prompt);
+                return Err(SettingsError::BadTask(format!(
+                    "--task {prompt}: a task is its prompt; to read tasks from a file, pass --tasks-file {file}"
+                )));
+            }
             if let Some((_, id)) = super::findings::placeholders(prompt).first() {
                 return Err(SettingsError::Dependencies(format!(
                     "--task {}: {{findings.{id}}} needs a task that depends on {id}; tasks given on the command line have no depends_on: list them in the config file's `tasks:`",
@@ -589,6 +654,7 @@ fn detailed_task(d: &crate::config::TaskDef, origin: &str) -> Result<Task, Setti
             .as_ref()
             .map(|c| checks(c, &format!("{origin}.checks")))
             .transpose()?,
+        ..Task::default()
     })
 }
 

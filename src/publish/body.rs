@@ -140,6 +140,18 @@ impl Templates {
         run_id: &str,
         run_url: Option<&str>,
     ) -> Result<(String, String), String> {
+        self.render_titled(r, all, (run_id, run_url), None)
+    }
+
+    /// [`Templates::render_in`], the task's title (`task_title`) given instead of
+    /// the first line of its prompt (an issue task's: the issue's title).
+    pub fn render_titled(
+        &self,
+        r: &WorkerResult,
+        all: &[WorkerResult],
+        (run_id, run_url): (&str, Option<&str>),
+        title: Option<&str>,
+    ) -> Result<(String, String), String> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.add_template("title", &self.title)
@@ -149,7 +161,10 @@ impl Templates {
 
         let vars = Vars {
             marker: marker(run_id, r.worker_id),
-            task_title: first_line(&r.task, 120),
+            task_title: match title {
+                Some(t) => first_line(t, 120),
+                None => first_line(&title_text(&r.task), 120),
+            },
             task_quoted: r
                 .task
                 .trim()
@@ -203,6 +218,12 @@ impl Templates {
         let title = truncate_chars(title.trim(), TITLE_LIMIT);
         Ok((title, truncate_body(body.trim_end())))
     }
+}
+
+/// A prompt as a title: each `{findings.<id>}` placeholder (the run put the task's
+/// findings there, too long for a title) said in words.
+fn title_text(prompt: &str) -> String {
+    crate::plan::findings::expand(prompt, &|id| Some(format!("the findings of {id}")))
 }
 
 /// Cut `body` to GitHub's limit on a character boundary, saying so.
@@ -312,6 +333,14 @@ mod tests {
             "{}",
             &before_note[before_note.len() - 40..]
         );
+    }
+
+    #[test]
+    fn a_title_says_findings_placeholders_in_words() {
+        let mut r = result();
+        r.task = "Fix what {findings.scan} lists\nand more".into();
+        let (title, _) = Templates::default().render(&r, "r1", None).unwrap();
+        assert_eq!(title, "Fix what the findings of scan lists [gpt-4o]");
     }
 
     #[test]

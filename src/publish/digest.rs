@@ -48,6 +48,13 @@ pub struct Night {
     /// Pull requests open after tonight (waiting for review): `#N`.
     #[serde(default)]
     pub open: Vec<u64>,
+    /// Tasks whose change waits for room (`publish.max_open`), in order: tonight only.
+    #[serde(default, skip_serializing)]
+    pub queued: Vec<String>,
+    /// What tending did tonight (re-runs, rebases, pull requests left to people or
+    /// closed with their issue), a line each: tonight only.
+    #[serde(default, skip_serializing)]
+    pub tended: Vec<String>,
 }
 
 fn good(status: &str) -> bool {
@@ -71,6 +78,7 @@ impl Night {
                 .count(),
             ..Night::default()
         };
+        night.tended = tended(report);
         for r in &report.results {
             let key = key_of(report, r);
             let status = r.status.as_str().to_owned();
@@ -79,9 +87,12 @@ impl Night {
                 .get(&key)
                 .is_some_and(|s| good(s) && !good(&status));
             if !keep {
-                night.tasks.insert(key, status);
+                night.tasks.insert(key.clone(), status);
             }
             let Some(p) = &r.publish else { continue };
+            if p.operation == Operation::Queued && !night.queued.contains(&key) {
+                night.queued.push(key.clone());
+            }
             if matches!(
                 p.operation,
                 Operation::Created | Operation::Updated | Operation::Closed
@@ -91,10 +102,8 @@ impl Night {
                     .entry(p.operation.as_str().to_owned())
                     .or_insert(0) += 1;
             }
-            if matches!(
-                p.operation,
-                Operation::Created | Operation::Updated | Operation::Unchanged
-            ) && let Some(n) = p.number
+            if still_open(report, r, p.operation)
+                && let Some(n) = p.number
                 && !night.open.contains(&n)
             {
                 night.open.push(n);
@@ -102,6 +111,66 @@ impl Night {
         }
         night
     }
+}
+
+/// Whether the number of `r`'s outcome `op` is a pull request left open after
+/// tonight: opened, updated or left as it was — or, for a task that changes files,
+/// kept open while tonight's worker published nothing (it failed, or an update or
+/// close failed): that pull request is still waiting for review.
+fn still_open(report: &RunReport, r: &WorkerResult, op: Operation) -> bool {
+    let changes = report
+        .plan
+        .workers
+        .iter()
+        .find(|w| w.id == r.worker_id)
+        .is_some_and(|w| w.task.output == crate::config::TaskOutput::Changes);
+    match op {
+        Operation::Created | Operation::Updated | Operation::Unchanged => true,
+        Operation::Skipped | Operation::Failed => changes,
+        _ => false,
+    }
+}
+
+/// What tending did tonight: each task re-run for its pull request (why, which tend,
+/// what became of it), then each settled without an agent (rebased, left to people).
+fn tended(report: &RunReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for w in &report.plan.workers {
+        let Some(t) = &w.task.tend else { continue };
+        let op = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == w.id)
+            .and_then(|r| r.publish.as_ref())
+            .map_or("not published", |p| p.operation.as_str());
+        let line = format!(
+            "#{} `{}`: run again, {} (tend {} of {}): {op}",
+            t.pr,
+            md_escape(&task_key(&w.task)),
+            tame(&t.why),
+            t.attempt,
+            t.max
+        );
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    for s in &report.plan.settled {
+        lines.push(format!(
+            "#{} `{}`: {}",
+            s.pr,
+            md_escape(&s.key),
+            tame(&s.what)
+        ));
+    }
+    lines
+}
+
+/// A phrase fanout wrote about a pull request (names from GitHub in it are in code
+/// spans they cannot close: [`crate::publish::tend`]), kept from mentioning anyone or
+/// opening HTML.
+fn tame(text: &str) -> String {
+    text.replace('<', "&lt;").replace('@', "@\u{200b}")
 }
 
 fn key_of(report: &RunReport, r: &WorkerResult) -> String {
@@ -227,6 +296,18 @@ pub fn render_comparison(tonight: &Night, c: &Comparison, has_before: bool) -> S
             waiting.join(", ")
         }
     ));
+    if !tonight.queued.is_empty() {
+        out.push_str(&format!(
+            "- Queued, waiting for room (publish.max_open): {}\n",
+            list(&tonight.queued)
+        ));
+    }
+    if !tonight.tended.is_empty() {
+        out.push_str("- Tended:\n");
+        for l in &tonight.tended {
+            out.push_str(&format!("  - {l}\n"));
+        }
+    }
     out
 }
 

@@ -281,6 +281,22 @@ fn issue_body(key: &str, task: &Task, run: Option<&str>) -> String {
     )
 }
 
+/// The worker of the reviewed task `of` whose pull request is reviewed (its first
+/// success), or why there is none: it found nothing to change, or it did not succeed.
+fn reviewed<'a>(of: &str, writers: &[&'a WorkerResult]) -> Result<&'a WorkerResult, String> {
+    if let Some(w) = writers.iter().find(|r| r.status == Status::Success) {
+        return Ok(w);
+    }
+    if writers.iter().any(|r| r.status == Status::Unchanged) {
+        return Err(format!(
+            "not posted: task {of} found nothing to change (unchanged), so it has no pull request to review"
+        ));
+    }
+    Err(format!(
+        "not posted: task {of} did not succeed, so it has no pull request to review"
+    ))
+}
+
 /// `findings: review`: review the pull request the reviewed task opened or updated
 /// in this publish.
 async fn review(
@@ -297,10 +313,9 @@ async fn review(
         .filter(|r| r.task_id.as_deref() == Some(of))
         .collect();
     writers.sort_by_key(|r| r.worker_id);
-    let Some(w) = writers.iter().find(|r| r.status == Status::Success) else {
-        return skip(format!(
-            "not posted: task {of} did not succeed, so it has no pull request to review"
-        ));
+    let w = match reviewed(of, &writers) {
+        Ok(w) => w,
+        Err(why) => return skip(why),
     };
     let pr = outcomes.get(&w.worker_id);
     let (number, url) = match pr {
@@ -351,5 +366,38 @@ async fn review(
             number: Some(number),
             ..failed(&format!("the review was not posted on #{number}"), &e)
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(id: u32, status: Status) -> WorkerResult {
+        let mut r: WorkerResult = serde_json::from_value(serde_json::json!({
+            "worker_id": id, "branch": "b", "model": null, "status": "success",
+            "steps": null, "cost": null, "duration": 0.0, "files_modified": [],
+            "worktree_path": null, "task": "t", "agent": "a",
+        }))
+        .unwrap();
+        r.status = status;
+        r
+    }
+
+    #[test]
+    fn a_reviewer_says_why_there_is_no_pull_request_to_review() {
+        let (ok, failed, same) = (
+            writer(1, Status::Success),
+            writer(2, Status::Failed),
+            writer(3, Status::Unchanged),
+        );
+        assert_eq!(reviewed("docs", &[&failed, &ok]).unwrap().worker_id, 1);
+        let why = reviewed("docs", &[&same]).unwrap_err();
+        assert!(
+            why.contains("task docs found nothing to change (unchanged)"),
+            "{why}"
+        );
+        let why = reviewed("docs", &[&failed]).unwrap_err();
+        assert!(why.contains("task docs did not succeed"), "{why}");
     }
 }

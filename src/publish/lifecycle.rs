@@ -2,9 +2,19 @@
 //! create-pull-request's model: each run force-pushes the task's one branch and
 //! updates its one open pull request; a run whose worker changed nothing closes it and
 //! deletes the branch (`close_stale`); a pull request a human closed without merging is
-//! not opened again unless the task's prompt changed (or `--reopen`); after a merge
-//! the next run starts fresh. Each worker's outcome is `created`, `updated`,
-//! `closed`, `unchanged` (left as it was), `skipped` or `failed`.
+//! not opened again unless the task's prompt changed (or `--reopen`) — one fanout
+//! closed itself as stale is its own closure, and a later change opens a new one; after
+//! a merge the next run starts fresh. Each worker's outcome is `created`, `updated`,
+//! `closed`, `unchanged` (left as it was), `queued`, `skipped` or `failed`.
+//!
+//! A night is published in phases: each task's pull requests are looked up and its
+//! action decided ([`decide`]); with `publish.max_open`, creations beyond the room
+//! left by fanout's open pull requests are queued, in the plan's order; each pull
+//! request's base is chosen — a dependent task's is its dependency's branch while the
+//! dependency's pull request stays open, else the base branch ([`super::stack`]) — and
+//! pull requests whose base must change are retargeted before any branch is deleted
+//! (GitHub closes a pull request whose base branch goes); the actions are done; the
+//! stacks' sections are written; a tended task's pull request counts its tend.
 //!
 //! What is fanout's is decided by the marker of [`super::stable`], never by a name.
 
@@ -17,8 +27,10 @@ use super::github::{GitHub, PullRequest};
 use super::pulls::{self, PublishOptions, outcome};
 use super::push::{Lease, PushResult};
 use super::stable::{self, LABEL, Marker};
+use super::stack::{self, Member};
 use crate::model::{Operation, PublishOutcome, WorkerResult};
 use crate::run::results::RunReport;
+use crate::util::out::errln;
 use crate::util::short;
 
 /// What tonight's worker of a task produced.
@@ -65,6 +77,16 @@ impl Known {
         self.pulls.iter().find(|(p, _)| p.state == "open")
     }
 
+    /// The last pull request, when a person closed it without merging (not fanout as
+    /// stale) and none is open.
+    fn closed_by_a_person(&self) -> Option<&PullRequest> {
+        if self.open().is_some() {
+            return None;
+        }
+        let (p, m) = self.pulls.first()?;
+        (p.merged_at.is_none() && !m.stale).then_some(p)
+    }
+
     /// Every commit a marked pull request says fanout pushed to the branch.
     pub fn claimed(&self) -> Vec<Oid> {
         self.pulls
@@ -88,6 +110,8 @@ pub enum Action {
     Close(u64, Marker),
     /// Nothing is published, and why.
     Skip(String),
+    /// A change that waits for room (`publish.max_open`), and why.
+    Queue(String),
 }
 
 /// Tonight's action for one task (see the module docs).
@@ -118,13 +142,11 @@ pub fn decide(
                     Action::Update(p.number, m.clone())
                 };
             }
-            match known.pulls.first() {
-                Some((p, m)) if p.merged_at.is_none() && m.prompt == prompt && !reopen => {
-                    Action::Skip(format!(
-                        "#{} was closed without merging; not opened again (the task's prompt is unchanged; --reopen opens it)",
-                        p.number
-                    ))
-                }
+            match (known.closed_by_a_person(), known.pulls.first()) {
+                (Some(p), Some((_, m))) if m.prompt == prompt && !reopen => Action::Skip(format!(
+                    "#{} was closed without merging; not opened again (the task's prompt is unchanged; --reopen opens it)",
+                    p.number
+                )),
                 _ => Action::Create,
             }
         }
@@ -139,14 +161,27 @@ fn no_change(r: &WorkerResult) -> bool {
 /// One task tonight: the worker that speaks for it, its branch and key.
 struct Task<'a> {
     r: &'a WorkerResult,
+    /// The plan's task.
+    task: &'a crate::plan::Task,
     key: String,
     branch: String,
     tonight: Tonight,
 }
 
+/// One task, looked up and decided.
+struct Step<'a> {
+    t: Task<'a>,
+    known: Known,
+    action: Action,
+}
+
+/// fanout's open pull requests (any task's), found by their markers; or why they
+/// could not be listed.
+type Survey = Result<Vec<(PullRequest, Marker)>, String>;
+
 /// Publish `report` to stable branches: one worker per task's branch (the one to
 /// publish, else one that found nothing to change), each task's pull request created,
-/// updated, left, closed or kept closed.
+/// updated, left, closed, queued or kept closed, in the phases of the module docs.
 pub async fn publish(
     report: &RunReport,
     repo_dir: &std::path::Path,
@@ -176,17 +211,37 @@ pub async fn publish(
         push_token,
         templates,
         opts,
+        bodies: Default::default(),
     };
+    let survey = ctx.survey().await;
+    let mut steps = Vec::new();
     for t in tasks {
-        let mut o = ctx.one(&t).await;
-        o.branch = Some(t.branch.clone());
-        out.insert(t.r.worker_id, o);
+        match ctx.look_up(t).await {
+            Ok(step) => steps.push(step),
+            Err((id, o)) => {
+                out.insert(id, o);
+            }
+        }
+    }
+    queue(&mut steps, &survey, opts.max_open);
+    let bases = Bases::of(&steps, &survey, &ctx.base);
+    ctx.retarget(&survey, &steps, &bases).await;
+    let mut done: Vec<(Step<'_>, PublishOutcome)> = Vec::new();
+    for step in steps {
+        let mut o = ctx.act(&step, &bases).await;
+        o.branch = Some(step.t.branch.clone());
+        done.push((step, o));
+    }
+    ctx.link_stacks(&mut done, &bases).await;
+    ctx.count_tends(&mut done).await;
+    for (step, o) in done {
+        out.insert(step.t.r.worker_id, o);
     }
     out
 }
 
-/// The worker speaking for each stable branch; every other worker's outcome goes into
-/// `out`.
+/// The worker speaking for each stable branch, in the plan's order; every other
+/// worker's outcome goes into `out`.
 fn tasks<'a>(
     report: &'a RunReport,
     repo_dir: &std::path::Path,
@@ -197,7 +252,10 @@ fn tasks<'a>(
     let repo = crate::repo::open(repo_dir).map_err(|e| e.message().to_owned())?;
     let mut chosen: BTreeMap<String, Task<'a>> = BTreeMap::new();
     for r in &report.results {
-        let Some((key, branch)) = ids.get(&r.worker_id).cloned() else {
+        let (Some((key, branch)), Some(w)) = (
+            ids.get(&r.worker_id).cloned(),
+            report.plan.workers.iter().find(|w| w.id == r.worker_id),
+        ) else {
             out.insert(
                 r.worker_id,
                 outcome(Operation::Failed, Some("not in the plan".into())),
@@ -212,6 +270,7 @@ fn tasks<'a>(
         };
         let task = Task {
             r,
+            task: &w.task,
             key,
             branch: branch.clone(),
             tonight,
@@ -233,7 +292,9 @@ fn tasks<'a>(
             out.insert(l.r.worker_id, outcome(Operation::Skipped, Some(why)));
         }
     }
-    Ok(chosen.into_values().collect())
+    let mut tasks: Vec<Task<'a>> = chosen.into_values().collect();
+    tasks.sort_by_key(|t| t.r.worker_id);
+    Ok(tasks)
 }
 
 /// What `r` has to publish tonight on `branch`.
@@ -271,6 +332,114 @@ fn tonight(
     }
 }
 
+/// With `max_open`, creations beyond the room left by fanout's open pull requests
+/// (after tonight's closes) wait, in the plan's order. When fanout's pull requests
+/// cannot be counted, every creation waits: the cap is never passed.
+fn queue(steps: &mut [Step<'_>], survey: &Survey, max_open: Option<u32>) {
+    let Some(max) = max_open else { return };
+    let closing = steps
+        .iter()
+        .filter(|s| matches!(s.action, Action::Close(..)))
+        .count();
+    let mut open = match survey {
+        Ok(prs) => prs.len().saturating_sub(closing),
+        Err(why) => {
+            for s in steps.iter_mut().filter(|s| s.action == Action::Create) {
+                s.action = Action::Queue(format!(
+                    "queued: fanout's open pull requests could not be counted ({why}), and publish.max_open is {max}"
+                ));
+            }
+            return;
+        }
+    };
+    for s in steps.iter_mut().filter(|s| s.action == Action::Create) {
+        if open < max as usize {
+            open += 1;
+        } else {
+            s.action = Action::Queue(format!(
+                "queued: {open} of fanout's pull requests are open (publish.max_open: {max}); this change is published when one is merged or closed"
+            ));
+        }
+    }
+}
+
+/// Where each pull request is based tonight.
+struct Bases {
+    /// By task key: its dependency's branch, or the base branch.
+    by_key: BTreeMap<String, String>,
+    /// The branches whose pull request is open after tonight.
+    open_after: Vec<String>,
+    /// By task key: what its stack section notes (a dependency closed unmerged).
+    notes: BTreeMap<String, Vec<String>>,
+    /// (dependent's key, dependency's key) of tonight's tasks.
+    edges: Vec<(String, String)>,
+}
+
+impl Bases {
+    /// A dependent task is based on its first dependency whose pull request is open
+    /// after tonight; every other task on the base branch.
+    fn of(steps: &[Step<'_>], survey: &Survey, base: &str) -> Bases {
+        let stays_open = |s: &Step<'_>| match &s.action {
+            Action::Create | Action::Update(..) | Action::Leave(_) => true,
+            Action::Skip(_) => s.known.open().is_some(),
+            Action::Close(..) | Action::Queue(_) => false,
+        };
+        let closing: Vec<&str> = steps
+            .iter()
+            .filter(|s| !stays_open(s))
+            .map(|s| s.t.branch.as_str())
+            .collect();
+        let mut open_after: Vec<String> = steps
+            .iter()
+            .filter(|s| stays_open(s))
+            .map(|s| s.t.branch.clone())
+            .collect();
+        for (p, _) in survey.iter().flatten() {
+            if !closing.contains(&p.head.branch.as_str()) && !open_after.contains(&p.head.branch) {
+                open_after.push(p.head.branch.clone());
+            }
+        }
+        let mut b = Bases {
+            by_key: BTreeMap::new(),
+            open_after,
+            notes: BTreeMap::new(),
+            edges: Vec::new(),
+        };
+        for s in steps {
+            b.base_of(s, steps, base);
+        }
+        b
+    }
+
+    fn base_of(&mut self, s: &Step<'_>, steps: &[Step<'_>], base: &str) {
+        let mut chosen = base.to_owned();
+        for dep in &s.t.task.depends_on {
+            let key = crate::plan::assign::slug(dep, 48);
+            let Some(d) = steps.iter().find(|x| x.t.key == key) else {
+                continue;
+            };
+            self.edges.push((s.t.key.clone(), key.clone()));
+            if self.open_after.contains(&d.t.branch) {
+                if chosen == base {
+                    chosen = d.t.branch.clone();
+                }
+            } else if let Some(p) = d.known.closed_by_a_person() {
+                self.notes.entry(s.t.key.clone()).or_default().push(format!(
+                    "It depends on `{}`, whose pull request #{} was closed without merging: that change is in this pull request too.",
+                    crate::report::summary::md_escape(&key),
+                    p.number
+                ));
+            }
+        }
+        self.by_key.insert(s.t.key.clone(), chosen);
+    }
+
+    /// Where `key`'s pull request goes (the base branch for a task not tonight's).
+    fn base_for<'b>(&'b self, key: &str, default: &'b str) -> &'b str {
+        self.by_key.get(key).map_or(default, String::as_str)
+    }
+}
+
 /// What every task's publishing shares.
 struct Ctx<'a> {
     base: String,
@@ -280,17 +449,41 @@ struct Ctx<'a> {
     push_token: Option<&'a str>,
     templates: &'a Templates,
     opts: &'a PublishOptions,
+    /// The bodies fanout wrote tonight, by pull request.
+    bodies: std::cell::RefCell<BTreeMap<u64, String>>,
 }
 
 impl Ctx<'_> {
-    /// Look up the task's pull requests, decide, and act.
-    async fn one(&self, t: &Task<'_>) -> PublishOutcome {
-        if let Tonight::Nothing(why) = &t.tonight {
-            return outcome(Operation::Skipped, Some(why.clone()));
-        }
+    /// fanout's open pull requests, by their markers.
+    async fn survey(&self) -> Survey {
+        let all = self
+            .github
+            .list_open_pulls()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(all
+            .into_iter()
+            .filter_map(|p| {
+                let m = Marker::parse(p.body.as_deref()?)?;
+                Some((p, m))
+            })
+            .collect())
+    }
+
+    /// Look up the task's pull requests and decide; an outcome when they cannot be
+    /// listed.
+    async fn look_up<'t>(&self, t: Task<'t>) -> Result<Step<'t>, (u32, PublishOutcome)> {
+        // Looked up even when tonight has nothing to publish: its open pull request,
+        // if any, is still waiting for review.
         let known = match self.github.list_pulls(&t.branch).await {
             Ok(p) => Known::from_pulls(p, &t.key),
-            Err(e) => return outcome(Operation::Failed, Some(e.to_string())),
+            Err(e) => {
+                let o = match &t.tonight {
+                    Tonight::Nothing(why) => outcome(Operation::Skipped, Some(why.clone())),
+                    _ => outcome(Operation::Failed, Some(e.to_string())),
+                };
+                return Err((t.r.worker_id, o));
+            }
         };
         let prompt = stable::prompt_hash(&t.r.task);
         let action = decide(
@@ -300,28 +493,82 @@ impl Ctx<'_> {
             self.opts.close_stale,
             self.opts.reopen,
         );
-        let claimed = known.claimed();
-        match (action, &t.tonight) {
-            (Action::Skip(why), _) => {
-                let why = match self.after_merge(t, &known).await {
-                    Some(note) => format!("{why}; {note}"),
-                    None => why,
-                };
-                outcome(Operation::Skipped, Some(why))
+        Ok(Step { t, known, action })
+    }
+
+    /// Retarget each open pull request whose base must change tonight — a task's to
+    /// its new base; one on the branch of a pull request that is no longer open to the
+    /// base branch — before any branch is deleted.
+    async fn retarget(&self, survey: &Survey, steps: &[Step<'_>], bases: &Bases) {
+        for (p, m) in survey.iter().flatten() {
+            let want = match steps.iter().find(|s| s.t.key == m.task) {
+                Some(s) if matches!(s.action, Action::Close(..)) => continue,
+                Some(_) => bases.base_for(&m.task, &self.base).to_owned(),
+                None if p.base.branch != self.base
+                    && !bases.open_after.contains(&p.base.branch)
+                    && stable::is_stable_branch(&self.report.plan, &p.base.branch) =>
+                {
+                    self.base.clone()
+                }
+                None => continue,
+            };
+            if p.base.branch == want {
+                continue;
             }
-            (Action::Close(n, m), _) => self.close(t, n, &m, claimed).await,
-            (Action::Leave(n), _) => self.leave(&known, n),
+            match self.github.retarget(p.number, &want).await {
+                Ok(_) => errln!(
+                    "fanout: #{} now based on {want} (was {})",
+                    p.number,
+                    p.base.branch
+                ),
+                Err(e) => errln!(
+                    "fanout: warning: #{} could not be based on {want}: {e}",
+                    p.number
+                ),
+            }
+        }
+    }
+
+    /// Do a step's action.
+    async fn act(&self, step: &Step<'_>, bases: &Bases) -> PublishOutcome {
+        let (t, known) = (&step.t, &step.known);
+        let claimed = known.claimed();
+        let prompt = stable::prompt_hash(&t.r.task);
+        match (&step.action, &t.tonight) {
+            (Action::Skip(why), _) => self.skip(t, known, why).await,
+            (Action::Queue(why), _) => outcome(Operation::Queued, Some(why.clone())),
+            (Action::Close(n, m), _) => match known.pulls.iter().find(|(p, _)| p.number == *n) {
+                Some((pr, _)) => self.close(t, pr, m, claimed).await,
+                None => outcome(Operation::Failed, Some("the pull request vanished".into())),
+            },
+            (Action::Leave(n), _) => self.leave(known, *n),
             (Action::Create, Tonight::Changed { lease, tree }) => {
-                self.create(t, lease, *tree, &prompt, claimed).await
+                let base = bases.base_for(&t.key, &self.base);
+                self.create(t, (lease, *tree), &prompt, base, claimed).await
             }
             (Action::Update(n, m), Tonight::Changed { lease, tree }) => {
-                let Some((pr, _)) = known.pulls.iter().find(|(p, _)| p.number == n) else {
+                let Some((pr, _)) = known.pulls.iter().find(|(p, _)| p.number == *n) else {
                     return outcome(Operation::Failed, Some("the pull request vanished".into()));
                 };
-                self.update(t, lease, *tree, &prompt, (pr, &m), claimed)
+                self.update(t, (lease, *tree), &prompt, (pr, m), claimed)
                     .await
             }
             _ => outcome(Operation::Failed, Some("nothing to publish".into())),
+        }
+    }
+
+    /// Nothing published tonight: its open pull request, still open, is still
+    /// waiting for review; after a merge, the branch goes.
+    async fn skip(&self, t: &Task<'_>, known: &Known, why: &str) -> PublishOutcome {
+        let why = match self.after_merge(t, known).await {
+            Some(note) => format!("{why}; {note}"),
+            None => why.to_owned(),
+        };
+        let open = known.open().map(|(p, _)| p);
+        PublishOutcome {
+            number: open.map(|p| p.number),
+            url: open.map(|p| p.html_url.clone()),
+            ..outcome(Operation::Skipped, Some(why))
         }
     }
 
@@ -354,32 +601,38 @@ impl Ctx<'_> {
         }
     }
 
-    /// The marker and body of tonight's change.
+    /// The title, body and marker of tonight's change (`prev`: the commit fanout
+    /// pushed before; `section`: the stack section known so far).
     fn render(
         &self,
         t: &Task<'_>,
-        lease: &Lease,
-        tree: Oid,
+        (lease, tree): (&Lease, Oid),
         prompt: &str,
         prev: Option<String>,
+        section: Option<&str>,
     ) -> Result<(String, String, Marker), String> {
-        let (title, body) = self.templates.render_in(
+        let title = t.task.issue.as_ref().map(|i| i.title.as_str());
+        let (title, body) = self.templates.render_titled(
             t.r,
             &self.report.results,
-            &self.report.run_id,
-            self.opts.run_url.as_deref(),
+            (&self.report.run_id, self.opts.run_url.as_deref()),
+            title,
         )?;
         let marker = Marker {
-            task: t.key.clone(),
-            head: lease.local.to_string(),
             prev,
-            base: lease.base.to_string(),
-            tree: tree.to_string(),
             prompt: prompt.to_owned(),
             run: self.report.run_id.clone(),
             files: t.r.files_modified.clone(),
+            issue: t.task.issue.as_ref().map(|i| i.number),
+            tends: t.task.tend.as_ref().map_or(0, |x| x.attempt),
+            ..Marker::new(
+                &t.key,
+                lease.local.to_string(),
+                lease.base.to_string(),
+                tree.to_string(),
+            )
         };
-        Ok((title, stable::with_marker(&body, &marker), marker))
+        Ok((title, compose(&body, section, t.task, &marker), marker))
     }
 
     /// Push one lease (a branch, or its deletion).
@@ -396,12 +649,12 @@ impl Ctx<'_> {
     async fn create(
         &self,
         t: &Task<'_>,
-        lease: &Lease,
-        tree: Oid,
+        (lease, tree): (&Lease, Oid),
         prompt: &str,
+        base: &str,
         claimed: Vec<Oid>,
     ) -> PublishOutcome {
-        let (title, body, _) = match self.render(t, lease, tree, prompt, None) {
+        let (title, body, _) = match self.render(t, (lease, tree), prompt, None, None) {
             Ok(x) => x,
             Err(e) => return outcome(Operation::Failed, Some(e)),
         };
@@ -413,8 +666,7 @@ impl Ctx<'_> {
             return outcome(Operation::Failed, Some(why));
         }
         let opts = self.labelled();
-        let mut o =
-            pulls::open_or_update(&t.branch, &self.base, &title, &body, self.github, &opts).await;
+        let mut o = pulls::open_or_update(&t.branch, base, &title, &body, self.github, &opts).await;
         if o.operation == Operation::Failed {
             // Take back the branch just pushed: with no marked pull request, the next
             // run could not tell it from someone else's.
@@ -429,6 +681,10 @@ impl Ctx<'_> {
             return o;
         }
         o.pushed_commit = Some(lease.local.to_string());
+        o.reason = join_notes(o.reason.take(), tend_note(t));
+        if let Some(n) = o.number {
+            self.bodies.borrow_mut().insert(n, body);
+        }
         o
     }
 
@@ -445,15 +701,15 @@ impl Ctx<'_> {
     async fn update(
         &self,
         t: &Task<'_>,
-        lease: &Lease,
-        tree: Oid,
+        change: (&Lease, Oid),
         prompt: &str,
         (open, last): (&PullRequest, &Marker),
         claimed: Vec<Oid>,
     ) -> PublishOutcome {
         let number = open.number;
+        let section = open.body.as_deref().and_then(stack::section_of);
         let (title, body, marker) =
-            match self.render(t, lease, tree, prompt, Some(last.head.clone())) {
+            match self.render(t, change, prompt, Some(last.head.clone()), section) {
                 Ok(x) => x,
                 Err(e) => return outcome(Operation::Failed, Some(e)),
             };
@@ -467,9 +723,10 @@ impl Ctx<'_> {
             Ok(pr) => pr,
             Err(e) => return failed(e.to_string()),
         };
+        self.bodies.borrow_mut().insert(number, body);
         let pushed = Lease {
             claimed,
-            ..lease.clone()
+            ..change.0.clone()
         };
         if let PushResult::Refused(why) = self.push(pushed).await {
             // Not pushed: the body goes back to what the branch holds.
@@ -480,20 +737,24 @@ impl Ctx<'_> {
             return failed(why);
         }
         let mut notes = Vec::new();
-        if let Err(e) = self
-            .github
-            .comment(number, &changed_since(last, &marker))
-            .await
-        {
+        let mut text = changed_since(last, &marker);
+        if let Some(x) = &t.task.tend {
+            text.push_str(&format!(
+                "\n\nRun again by fanout because {} (tend {} of {}).",
+                x.why, x.attempt, x.max
+            ));
+        }
+        if let Err(e) = self.github.comment(number, &text).await {
             notes.push(format!("comment not posted: {e}"));
         }
         let opts = self.labelled();
         let op = pulls::extras(self.github, &pr, Operation::Updated, &opts, &mut notes).await;
+        notes.extend(tend_note(t));
         PublishOutcome {
             number: Some(number),
             url: Some(pr.html_url),
             reason: (!notes.is_empty()).then(|| notes.join("; ")),
-            pushed_commit: Some(lease.local.to_string()),
+            pushed_commit: Some(change.0.local.to_string()),
             ..outcome(op, None)
         }
     }
@@ -501,10 +762,11 @@ impl Ctx<'_> {
     async fn close(
         &self,
         t: &Task<'_>,
-        number: u64,
+        open: &PullRequest,
         last: &Marker,
         claimed: Vec<Oid>,
     ) -> PublishOutcome {
+        let number = open.number;
         let failed = |why: String| PublishOutcome {
             number: Some(number),
             ..outcome(Operation::Failed, Some(why))
@@ -518,7 +780,15 @@ impl Ctx<'_> {
         if let Err(e) = self.github.comment(number, &text).await {
             return failed(e.to_string());
         }
-        let pr = match self.github.close_pull(number).await {
+        // The marker says fanout closed it: a later change opens a new one.
+        let closed = Marker {
+            stale: true,
+            ..last.clone()
+        };
+        let body = open.body.as_deref().unwrap_or_default();
+        let body = stable::with_marker(stable::without_marker(body), &closed);
+        let pr = self.github.close_with_body(number, &body).await;
+        let pr = match pr {
             Ok(pr) => pr,
             Err(e) => return failed(e.to_string()),
         };
@@ -536,6 +806,151 @@ impl Ctx<'_> {
             },
             ..outcome(Operation::Closed, None)
         }
+    }
+
+    /// The body of open pull request `number` as fanout last wrote or read it.
+    fn body_of(&self, number: u64, known: &Known) -> Option<String> {
+        if let Some(b) = self.bodies.borrow().get(&number) {
+            return Some(b.clone());
+        }
+        known
+            .pulls
+            .iter()
+            .find(|(p, _)| p.number == number)
+            .and_then(|(p, _)| p.body.clone())
+    }
+
+    /// Replace open pull request `number`'s body, noted for the phases after.
+    async fn rewrite(&self, number: u64, body: &str) -> Result<(), String> {
+        self.github
+            .set_pull_body(number, body)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.bodies.borrow_mut().insert(number, body.to_owned());
+        Ok(())
+    }
+
+    /// Write each stack's section at the top of its pull requests' bodies (and take
+    /// it out of those no longer stacked), where it differs from what they say.
+    async fn link_stacks(&self, done: &mut [(Step<'_>, PublishOutcome)], bases: &Bases) {
+        let members: Vec<Member> = done
+            .iter()
+            .filter_map(|(s, o)| {
+                let number = open_number(o)?;
+                Some(Member {
+                    key: s.t.key.clone(),
+                    branch: s.t.branch.clone(),
+                    number: Some(number),
+                    base: bases.base_for(&s.t.key, &self.base).to_owned(),
+                })
+            })
+            .collect();
+        let stacks = stack::stacks(&members, &bases.edges);
+        for (s, o) in done.iter_mut() {
+            let Some(number) = open_number(o) else {
+                continue;
+            };
+            let mine = stacks.iter().find(|st| st.iter().any(|m| m.key == s.t.key));
+            let notes = bases.notes.get(&s.t.key).cloned().unwrap_or_default();
+            let section = stack::section(mine.map_or(&[][..], Vec::as_slice), &s.t.key, &notes);
+            let Some(body) = self.body_of(number, &s.known) else {
+                continue;
+            };
+            let want = stack::with_section(&body, section.as_deref());
+            if want.trim() == body.trim() {
+                continue;
+            }
+            if let Err(e) = self.rewrite(number, &want).await {
+                o.reason = join_notes(o.reason.take(), Some(format!("stack not linked: {e}")));
+            }
+        }
+    }
+
+    /// A tended task whose pull request was not rewritten tonight (the same change
+    /// again, or its worker failed) still counts the tend: its marker says so, and a
+    /// comment says how it went, so that tending ends after `tend.max_attempts`.
+    async fn count_tends(&self, done: &mut [(Step<'_>, PublishOutcome)]) {
+        for (s, o) in done.iter_mut() {
+            let Some(tend) = &s.t.task.tend else { continue };
+            if matches!(o.operation, Operation::Created | Operation::Updated) {
+                continue;
+            }
+            let Some(number) = open_number(o) else {
+                continue;
+            };
+            let Some(body) = self.body_of(number, &s.known) else {
+                continue;
+            };
+            let Some(m) = Marker::parse(&body).filter(|m| m.tends < tend.attempt) else {
+                continue;
+            };
+            let counted = Marker {
+                tends: tend.attempt,
+                ..m
+            };
+            let how = match o.operation {
+                Operation::Unchanged => "tonight's run made the same change again".to_owned(),
+                _ => format!(
+                    "tonight's run published nothing ({})",
+                    o.reason.as_deref().unwrap_or("no reason given")
+                ),
+            };
+            let text = format!(
+                "Run again by fanout because {} (tend {} of {}): {how}.",
+                tend.why, tend.attempt, tend.max
+            );
+            let new = stable::with_marker(stable::without_marker(&body), &counted);
+            let done = match self.rewrite(number, &new).await {
+                Ok(()) => self
+                    .github
+                    .comment(number, &text)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            let note = match done {
+                Ok(()) => tend_note(&s.t),
+                Err(e) => Some(format!("the tend was not counted: {e}")),
+            };
+            o.reason = join_notes(o.reason.take(), note);
+        }
+    }
+}
+
+/// The number of the pull request `o` leaves open, if it leaves one.
+fn open_number(o: &PublishOutcome) -> Option<u64> {
+    match o.operation {
+        Operation::Created
+        | Operation::Updated
+        | Operation::Unchanged
+        | Operation::Skipped
+        | Operation::Failed => o.number,
+        _ => None,
+    }
+}
+
+/// A pull request's body: the stack section on top, the rendered body, `Fixes #N`
+/// for an issue's task, the marker last.
+fn compose(body: &str, section: Option<&str>, task: &crate::plan::Task, marker: &Marker) -> String {
+    let mut text = stack::with_section(body, section);
+    if let Some(issue) = &task.issue {
+        text.push_str(&format!("\n\nFixes #{}", issue.number));
+    }
+    stable::with_marker(&text, marker)
+}
+
+/// What the outcome says of a tended task.
+fn tend_note(t: &Task<'_>) -> Option<String> {
+    t.task
+        .tend
+        .as_ref()
+        .map(|x| format!("tend {} of {}: {}", x.attempt, x.max, x.why))
+}
+
+fn join_notes(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
     }
 }
 
@@ -592,14 +1007,14 @@ mod tests {
 
     fn marker(tree: char, prompt: &str) -> Marker {
         Marker {
-            task: "docs".into(),
-            head: "1".repeat(40),
-            prev: None,
-            base: "b".repeat(40),
-            tree: tree.to_string().repeat(40),
             prompt: prompt.into(),
             run: "r1".into(),
-            files: vec![],
+            ..Marker::new(
+                "docs",
+                "1".repeat(40),
+                "b".repeat(40),
+                tree.to_string().repeat(40),
+            )
         }
     }
 
@@ -623,6 +1038,8 @@ mod tests {
                 vec![]
             },
             merged_at: merged.then(|| "2026-01-01T00:00:00Z".into()),
+            mergeable: None,
+            mergeable_state: None,
         }
     }
 

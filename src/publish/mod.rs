@@ -9,7 +9,9 @@
 //! requests over the GitHub client ([`github`]); [`body`] renders them. Branches go
 //! over http(s) through fanout's own smart-HTTP transport ([`smart_http`]). With
 //! `branch: stable` each task publishes to one branch across runs ([`stable`]) and its
-//! pull request lives on from run to run ([`lifecycle`]). After the pull requests,
+//! pull request lives on from run to run ([`lifecycle`]): dependent tasks stack
+//! ([`stack`]), `publish.max_open` queues the rest; before a night, [`tend`] reads
+//! what GitHub says of tonight's tasks (issues as tasks, pull requests to tend). After the pull requests,
 //! findings tasks post their findings ([`findings`]: a comment on a tracking issue, or
 //! a review of another task's pull request), and the morning digest is written
 //! ([`digest`]); both keep issues found by their markers ([`tracking`]). With
@@ -27,7 +29,9 @@ pub mod ready;
 pub mod report;
 pub mod smart_http;
 pub mod stable;
+pub mod stack;
 pub mod target;
+pub mod tend;
 pub mod tracking;
 
 use std::collections::BTreeMap;

@@ -44,6 +44,9 @@ pub struct PublishOptions {
     pub reopen: bool,
     /// Keep the morning digest issue ([`super::digest`]).
     pub digest: bool,
+    /// Stable branches: most of fanout's pull requests open at once
+    /// (`publish.max_open`); tonight's other successes are queued.
+    pub max_open: Option<u32>,
     /// Publish branches that change the repository's CI ([`changes_ci`]).
     pub allow_workflow_changes: bool,
 }

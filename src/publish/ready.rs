@@ -10,8 +10,12 @@
 //!
 //! A worker whose pull request depends on other workers waits for the end of the run:
 //! one of several workers of a task under `select: best` (the winner is known only
-//! then), and one of several workers sharing a stable branch. A worker whose early
-//! publishing failed is published again at the end of the run.
+//! then), one of several workers sharing a stable branch, and (stable branches) the
+//! tasks of a stack. A worker whose early
+//! publishing failed is published again at the end of the run — unless publishing
+//! stopped (GitHub unreachable, the credentials rejected, the publish deadline
+//! passed): then the end of the run sends nothing more ([`Early::stopped`]), so the
+//! publish timeout is never spent twice, and `fanout publish` goes on later.
 
 use std::collections::BTreeMap;
 
@@ -36,9 +40,20 @@ pub struct AsReady {
     runtime: tokio::runtime::Runtime,
     /// What was published so far (successes only), by worker id.
     published: BTreeMap<u32, PublishOutcome>,
-    /// GitHub refused the credentials or could not be reached: no more early
-    /// publishing (the end-of-run publish tries again and says why).
-    stopped: bool,
+    /// Why GitHub refused the credentials or could not be reached: no more
+    /// publishing in this run (the end-of-run publish does not try again, so the
+    /// publish timeout is not spent twice; `fanout publish` goes on later).
+    stopped: Option<String>,
+}
+
+/// What publishing as ready did, for the end-of-run publish.
+#[derive(Debug, Clone, Default)]
+pub struct Early {
+    /// What was published, by worker id.
+    pub published: BTreeMap<u32, PublishOutcome>,
+    /// Why publishing stopped while the run went on (GitHub unreachable, credentials
+    /// rejected, the publish deadline passed), if it did.
+    pub stopped: Option<String>,
 }
 
 impl AsReady {
@@ -62,14 +77,14 @@ impl AsReady {
             plan: plan.clone(),
             runtime,
             published: BTreeMap::new(),
-            stopped: false,
+            stopped: None,
         })
     }
 
     /// Whether `r` may be published now: eligible, and its pull request depends on no
     /// other worker of the run.
     pub fn wants(&self, r: &WorkerResult) -> bool {
-        !self.stopped
+        self.stopped.is_none()
             && !self.published.contains_key(&r.worker_id)
             && ineligible(r, self.prepared.opts.include_partial).is_none()
             && stands_alone(&self.plan, self.prepared.opts.branch, r.worker_id)
@@ -101,12 +116,10 @@ impl AsReady {
         let Some((outcomes, stopped)) = done else {
             return;
         };
-        self.keep(outcomes);
+        self.keep(outcomes, stopped.is_some());
         if let Some(e) = stopped {
-            errln!(
-                "fanout: publishing as ready stopped: {e}; the other workers are published after the run"
-            );
-            self.stopped = true;
+            errln!("fanout: publishing as ready stopped: {e}");
+            self.stopped = Some(e);
         }
     }
 
@@ -117,7 +130,7 @@ impl AsReady {
         report: &RunReport,
     ) -> (BTreeMap<u32, PublishOutcome>, Option<String>) {
         // Workers only: no digest or findings yet, no issue written.
-        let api = self.prepared.api(false);
+        let api = self.prepared.api(Default::default());
         let (gh, token) = match api.connect().await {
             Ok(c) => c,
             Err(Failure::Usage(e) | Failure::Fatal(e)) => return (BTreeMap::new(), Some(e)),
@@ -137,7 +150,12 @@ impl AsReady {
     }
 
     /// Say each outcome; keep the successes (a failure is tried again at the end).
-    fn keep(&mut self, outcomes: BTreeMap<u32, PublishOutcome>) {
+    fn keep(&mut self, outcomes: BTreeMap<u32, PublishOutcome>, stopping: bool) {
+        let later = if stopping {
+            ""
+        } else {
+            "; tried again after the run"
+        };
         for (id, o) in outcomes {
             let what = match (&o.number, &o.url) {
                 (Some(n), Some(url)) => format!("#{n} {url}"),
@@ -147,7 +165,7 @@ impl AsReady {
                 Operation::Failed | Operation::Skipped => {
                     let why = o.reason.as_deref().unwrap_or("no reason given");
                     errln!(
-                        "fanout: worker #{id} not published as ready ({}: {why}); tried again after the run",
+                        "fanout: worker #{id} not published as ready ({}: {why}){later}",
                         o.operation.as_str()
                     );
                 }
@@ -162,14 +180,20 @@ impl AsReady {
         }
     }
 
-    /// What was published, by worker id, for the end-of-run publish.
-    pub fn finish(self) -> BTreeMap<u32, PublishOutcome> {
-        self.published
+    /// What was published, and why publishing stopped if it did, for the end-of-run
+    /// publish.
+    pub fn finish(self) -> Early {
+        Early {
+            published: self.published,
+            stopped: self.stopped,
+        }
     }
 }
 
 /// Whether worker `id`'s pull request depends on no other worker of `plan`: it shares
-/// its task with none under `select: best`, nor (stable branches) its branch.
+/// its task with none under `select: best`, nor (stable branches) its branch, nor is
+/// it part of a stack (stable branches: a task that depends on another, or that
+/// another depends on).
 pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
     let Some(w) = plan.workers.iter().find(|w| w.id == id) else {
         return false;
@@ -180,6 +204,17 @@ pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
         return false;
     }
     if mode == BranchMode::Stable {
+        // A stack's pull requests are based on, and list, each other: published together.
+        let linked = !w.task.depends_on.is_empty()
+            || others().any(|o| {
+                w.task
+                    .id
+                    .as_ref()
+                    .is_some_and(|id| o.task.depends_on.contains(id))
+            });
+        if linked {
+            return false;
+        }
         let Ok(branches) = super::stable::branches(plan) else {
             return false;
         };
@@ -222,6 +257,19 @@ mod tests {
             assert!(stands_alone(&p, BranchMode::Stable, id));
         }
         assert!(!stands_alone(&p, BranchMode::PerRun, 3), "not in the plan");
+    }
+
+    #[test]
+    fn a_stack_waits_for_the_end_on_stable_branches() {
+        let p = plan(
+            "[{id: a, prompt: a}, {id: b, prompt: b, depends_on: [a]}, c]",
+            3,
+            false,
+        );
+        assert!(!stands_alone(&p, BranchMode::Stable, 1), "a dependency");
+        assert!(!stands_alone(&p, BranchMode::Stable, 2), "a dependent");
+        assert!(stands_alone(&p, BranchMode::Stable, 3));
+        assert!(stands_alone(&p, BranchMode::PerRun, 2));
     }
 
     #[test]

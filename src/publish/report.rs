@@ -124,7 +124,10 @@ pub fn publish_report_after(
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
     let prepared = Prepared::new(repo, file, args, record)?;
-    let gh = prepared.api(writes_issues(report, &prepared.opts));
+    let gh = prepared.api(super::github::auth::Scope {
+        issues: writes_issues(report, &prepared.opts),
+        ci: false,
+    });
     let done = gh.push_and_open(repo, report, &prepared.templates, &prepared.opts, early);
     let ((outcomes, integrated), stopped, digest) = match done {
         Ok(d) => d,
@@ -205,15 +208,15 @@ impl Prepared {
         })
     }
 
-    /// Talking to GitHub as prepared; `issues`: publishing writes issues too (a GitHub
-    /// App's token is asked for that only then).
-    pub(super) fn api(&self, issues: bool) -> Api<'_> {
+    /// Talking to GitHub as prepared; `scope`: what a GitHub App's token is asked for
+    /// besides contents and pull requests (issues, checks: only when needed).
+    pub(super) fn api(&self, scope: super::github::auth::Scope) -> Api<'_> {
         Api {
             target: &self.target,
             policy: self.policy.clone(),
             pace: self.pace,
             in_actions: self.in_actions,
-            issues,
+            scope,
         }
     }
 }
@@ -360,6 +363,7 @@ fn options(file: &ConfigFile, args: &PublishFlags, target: &Target) -> PublishOp
         close_stale: cfg.close_stale.unwrap_or(true),
         reopen: args.reopen,
         digest: args.digest.or(cfg.digest) == Some(DigestMode::Issue),
+        max_open: cfg.max_open,
         allow_workflow_changes: cfg.allow_workflow_changes,
     }
 }
@@ -415,7 +419,7 @@ pub(super) struct Api<'a> {
     policy: RetryPolicy,
     pace: Duration,
     in_actions: bool,
-    issues: bool,
+    scope: super::github::auth::Scope,
 }
 
 /// Publish outcomes by worker id: the workers', and the integration branch's; the
@@ -451,7 +455,7 @@ impl Api<'_> {
         let t = self.target;
         let connected = tokio::time::timeout(
             self.policy.total,
-            connect(&t.api, &t.slug, &t.credentials, self.issues),
+            connect(&t.api, &t.slug, &t.credentials, self.scope),
         );
         let (crab, push_token) = connected
             .await
@@ -576,8 +580,9 @@ fn write_outcomes(report: &RunReport, results_path: &Path) -> Result<(), Failure
     Ok(())
 }
 
-/// Say what publishing did; the exit code: 0 nothing failed, 1 some failed, 3 all
-/// eligible failed.
+/// Say what publishing did; the exit code under the run's exit policy (`fail_on`):
+/// `any-failure` 0 nothing failed, 1 some failed, 3 all eligible failed;
+/// `all-failed` 3 when all eligible failed, else 0; `never` 0.
 fn exit_code(report: &RunReport) -> i32 {
     let c = counts(report);
     let failed = c.get("failed").copied().unwrap_or(0);
@@ -593,12 +598,13 @@ fn exit_code(report: &RunReport) -> i32 {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if failed == 0 {
-        exit::SUCCESS
-    } else if failed < eligible {
-        exit::SOME_FAILED
-    } else {
-        exit::NONE_SUCCEEDED
+    use crate::config::FailOn;
+    match report.plan.fail_on {
+        _ if failed == 0 => exit::SUCCESS,
+        FailOn::Never => exit::SUCCESS,
+        FailOn::AnyFailure if failed < eligible => exit::SOME_FAILED,
+        FailOn::AllFailed if failed < eligible => exit::SUCCESS,
+        FailOn::AnyFailure | FailOn::AllFailed => exit::NONE_SUCCEEDED,
     }
 }
 

@@ -376,8 +376,10 @@ fn untrusted(e: &ureq::Error) -> Option<&rustls::CertificateError> {
 }
 
 /// The HTTP client for `url`: one for plain http, one with TLS (built, and the CA
-/// certificates read, at the first https request), kept for the process.
-fn agent_for(url: &str) -> Result<&'static ureq::Agent, String> {
+/// certificates read, at the first https request), kept for the process. No token
+/// goes with its requests but through [`with_token`] (also used, without one, to read
+/// a job's log where GitHub redirects to: [`super::github`]).
+pub(crate) fn agent_for(url: &str) -> Result<&'static ureq::Agent, String> {
     static PLAIN: OnceLock<ureq::Agent> = OnceLock::new();
     static TLS: OnceLock<Result<ureq::Agent, String>> = OnceLock::new();
     let https = url::Url::parse(url)

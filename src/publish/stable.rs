@@ -27,6 +27,8 @@ use crate::plan::{Plan, Task};
 
 /// The label on every pull request fanout opens for a stable branch.
 pub const LABEL: &str = "fanout";
+/// The label fanout puts on a pull request it stopped tending: left to people.
+pub const STUCK: &str = "fanout-stuck";
 
 /// Longest marker fanout reads from a body (anything longer is not fanout's).
 const MARKER_LIMIT: usize = 4096;
@@ -35,12 +37,9 @@ const MARKER_CLOSE: &str = " -->";
 
 pub use crate::config::BranchMode;
 
-/// A task's key: its `id`, else a slug of its prompt.
+/// A task's key: its `id`, else a slug of its prompt ([`Task::key`]).
 pub fn task_key(task: &Task) -> String {
-    match &task.id {
-        Some(id) => crate::plan::assign::slug(id, 48),
-        None => crate::plan::assign::slug(&task.prompt, 48),
-    }
+    task.key()
 }
 
 /// A short, stable hash of a prompt (FNV-1a, 64 bits, hex): a changed prompt lets
@@ -127,6 +126,45 @@ pub struct Marker {
     /// The files `head` changes (the first 50).
     #[serde(default)]
     pub files: Vec<String>,
+    /// fanout closed the pull request itself, because a run found nothing to change
+    /// (`close_stale`): not a person's closure, so a later change opens a new one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    /// The issue the task comes from (`tasks_from: issues`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issue: Option<u64>,
+    /// Tends of this pull request so far (re-runs for failed checks or a conflict,
+    /// rebases); back to 0 when a night changes it without tending.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tends: u32,
+    /// fanout gave up tending it and labelled it [`STUCK`]: should a person take the
+    /// label off, tending starts over.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub left: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Marker {
+    /// A marker for `task` with nothing else known yet.
+    pub fn new(task: &str, head: String, base: String, tree: String) -> Marker {
+        Marker {
+            task: task.to_owned(),
+            head,
+            prev: None,
+            base,
+            tree,
+            prompt: String::new(),
+            run: String::new(),
+            files: Vec::new(),
+            stale: false,
+            issue: None,
+            tends: 0,
+            left: false,
+        }
+    }
 }
 
 impl Marker {
@@ -145,6 +183,8 @@ impl Marker {
 
     /// The marker in `body`, if there is one that parses (bounded: a marker longer
     /// than 4 KiB is not fanout's). The last one wins: fanout appends it.
+    /// (A marker written before `stale`, `issue`, `tends` and `left` existed reads as
+    /// none of them.)
     pub fn parse(body: &str) -> Option<Marker> {
         let start = body.rfind(MARKER_OPEN)? + MARKER_OPEN.len();
         let rest = &body[start..];
@@ -168,6 +208,24 @@ impl Marker {
             .chain(self.prev.clone())
             .collect()
     }
+}
+
+/// `body` without fanout's marker (the last one) and what follows it.
+pub fn without_marker(body: &str) -> &str {
+    match body.rfind(MARKER_OPEN) {
+        Some(at) => body[..at].trim_end(),
+        None => body,
+    }
+}
+
+/// Whether `branch` is a stable branch of the plan's prefix (`<prefix>/<key>`, not a
+/// run's own `<prefix>/<run-id>/…`).
+pub fn is_stable_branch(plan: &Plan, branch: &str) -> bool {
+    prefix(plan).is_some_and(|p| {
+        branch
+            .strip_prefix(&format!("{p}/"))
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+    })
 }
 
 /// `body` with `marker` appended, the body cut so that both fit GitHub's limit.
@@ -197,6 +255,10 @@ mod tests {
             prompt: prompt_hash("Improve the docs"),
             run: "r1".into(),
             files: vec!["x-->y<z>.md".into()],
+            stale: false,
+            issue: Some(4),
+            tends: 2,
+            left: false,
         }
     }
 

@@ -588,6 +588,7 @@ mod snapshot_tests {
                 sandbox: Default::default(),
                 hidden: Vec::new(),
                 fail_on: Default::default(),
+                settled: Vec::new(),
                 fanin: None,
             },
             totals: Totals::of(&results),

@@ -144,7 +144,7 @@ pub fn pr_table(report: &RunReport) -> String {
             "#{:<3} {:<9} {}  {}\n",
             r.worker_id,
             p.operation.as_str(),
-            r.branch,
+            p.branch.as_deref().unwrap_or(&r.branch),
             what
         ));
         if let Some(link) = &p.compare_url {

@@ -1232,7 +1232,7 @@ impl Asked {
     ) -> std::io::Result<Asked> {
         let Some(given) = given else {
             return Ok(Asked {
-                prompt: w.task.prompt.clone(),
+                prompt: w.task.agent_prompt(),
                 env,
             });
         };
@@ -1418,11 +1418,15 @@ pub fn decide(
             );
         }
         Ending::RunBudget => {
+            // A cost the agent never reported is unknown, never $0.
+            let spent = match sup.progress.cost.or(outcome.cost) {
+                Some(c) => format!("this worker had spent ${c:.4}"),
+                None => "this worker's cost is unknown".to_owned(),
+            };
             return (
                 Status::Partial,
                 Some(format!(
-                    "the run's budget_total was reached; stopped (this worker had spent ${:.4})",
-                    sup.progress.cost.or(outcome.cost).unwrap_or(0.0)
+                    "the run's budget_total was reached; stopped ({spent})"
                 )),
             );
         }

@@ -61,7 +61,7 @@ impl Given {
                 .map(|(_, text)| text.clone())
         };
         Given {
-            prompt: expand(&w.task.prompt, &lookup),
+            prompt: w.task.with_context(expand(&w.task.prompt, &lookup)),
             findings,
         }
     }

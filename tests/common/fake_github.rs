@@ -59,6 +59,10 @@ const DOCS_SECONDARY_RATE_LIMIT: &str = "https://docs.github.com/rest/using-the-
 
 const RATE_LIMIT: u64 = 5000;
 
+/// Where the fake serves job logs: the redirect of `actions/download-job-logs-for-workflow-run`
+/// points here (GitHub's points to its log storage, another host), outside the API.
+const LOG_STORE: &str = "/_fake/job-logs/";
+
 // ---------------------------------------------------------------------------
 // Public types
 // ---------------------------------------------------------------------------
@@ -193,6 +197,26 @@ pub struct Comment {
     /// The issue's or pull request's number.
     pub number: u64,
     pub body: String,
+}
+
+/// A check run on a commit (`checks/list-for-ref`), with the log of its job when
+/// it stands for one of GitHub Actions (`actions/download-job-logs-for-workflow-run`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckRun {
+    /// Also the id of its Actions job.
+    pub id: u64,
+    pub head_sha: String,
+    pub name: String,
+    /// `completed`, `in_progress`, `queued`.
+    pub status: String,
+    /// `success`, `failure`, `timed_out`, …; `None` while not completed.
+    pub conclusion: Option<String>,
+    pub title: Option<String>,
+    pub summary: Option<String>,
+    pub text: Option<String>,
+    /// `github-actions` for a job's check run; its log is then served.
+    pub app_slug: String,
+    pub log: Option<String>,
 }
 
 /// A review submitted on a pull request.
@@ -361,8 +385,15 @@ impl FakeGitHub {
         pr.closed_at = Some(now_secs());
     }
 
-    /// Merges a pull request (its state becomes `closed`, `merged_at` is set).
+    /// Merges a pull request (its state becomes `closed`, `merged_at` is set); with a
+    /// repository behind the fake ([`set_git_dir`](Self::set_git_dir)), its head is
+    /// merged into its base there.
     pub fn merge_pull(&self, number: u64) {
+        {
+            let state = self.lock();
+            let pr = state.find_pull(number).expect("a pull request").clone();
+            state.merge_in_git(&pr);
+        }
         self.close_pull(number);
         let mut state = self.lock();
         let pr = state
@@ -375,18 +406,93 @@ impl FakeGitHub {
 
     /// A human closes issue `number`.
     pub fn close_issue(&self, number: u64) {
+        self.edit_issue(number, |i| i.state = "closed".into());
+    }
+
+    fn edit_issue(&self, number: u64, edit: impl FnOnce(&mut Issue)) {
         let mut s = self.lock();
-        let issue = s
-            .issues
-            .iter_mut()
-            .find(|i| i.number == number)
-            .expect("an issue");
-        issue.state = "closed".into();
+        edit(
+            s.issues
+                .iter_mut()
+                .find(|i| i.number == number)
+                .expect("an issue"),
+        );
     }
 
     /// Current issues (pull requests not included).
     pub fn issues(&self) -> Vec<Issue> {
         self.lock().issues.clone()
+    }
+
+    /// Someone opens an issue with these labels; returns its number.
+    pub fn add_issue(&self, title: &str, body: &str, labels: &[&str]) -> u64 {
+        let mut s = self.lock();
+        let number = s.next_number();
+        let now = now_secs();
+        s.issues.push(Issue {
+            number,
+            state: "open".into(),
+            title: title.into(),
+            body: Some(body.into()),
+            labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+            created_at: now,
+            updated_at: now,
+        });
+        number
+    }
+
+    /// Someone sets issue `number`'s labels.
+    pub fn set_issue_labels(&self, number: u64, labels: &[&str]) {
+        self.edit_issue(number, |i| {
+            i.labels = labels.iter().map(|l| (*l).to_owned()).collect()
+        });
+    }
+
+    /// The repository behind the fake, a bare git repository: with it, a pull
+    /// request's `head.sha` and `base.sha` are its branches' tips, `pulls/get` says
+    /// whether it merges cleanly (`mergeable`, by `git merge-tree`), and
+    /// [`merge_pull`](Self::merge_pull) merges it there as GitHub would.
+    pub fn set_git_dir(&self, dir: &std::path::Path) {
+        self.lock().git_dir = Some(dir.to_owned());
+    }
+
+    /// Branch protection's "require branches to be up to date before merging": a
+    /// pull request that merges cleanly but whose head lacks its base's tip is
+    /// `mergeable_state: behind`.
+    pub fn require_up_to_date(&self) {
+        self.lock().up_to_date_required = true;
+    }
+
+    /// A check run finished on `head_sha` with `conclusion`, as a GitHub Actions
+    /// job whose log is `log` (or another app's check, without a log, when `None`).
+    /// Returns its id (the job's id too).
+    pub fn add_check_run(
+        &self,
+        head_sha: &str,
+        name: &str,
+        conclusion: &str,
+        summary: &str,
+        log: Option<&str>,
+    ) -> u64 {
+        let mut s = self.lock();
+        let id = 9000 + s.check_runs.len() as u64 + 1;
+        s.check_runs.push(CheckRun {
+            id,
+            head_sha: head_sha.into(),
+            name: name.into(),
+            status: "completed".into(),
+            conclusion: Some(conclusion.into()),
+            title: Some(format!("{name}: {conclusion}")),
+            summary: Some(summary.into()),
+            text: None,
+            app_slug: if log.is_some() {
+                "github-actions".into()
+            } else {
+                "octoapp".into()
+            },
+            log: log.map(str::to_owned),
+        });
+        id
     }
 
     /// Comments posted so far, oldest first.
@@ -505,7 +611,10 @@ async fn handle(
     for (name, value) in &reply.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
-    let bytes = serde_json::to_vec(&reply.body).expect("serialize JSON");
+    let bytes = match reply.raw {
+        Some(raw) => raw,
+        None => serde_json::to_vec(&reply.body).expect("serialize JSON"),
+    };
     Ok(builder
         .body(Full::new(Bytes::from(bytes)))
         .expect("valid response"))
@@ -554,11 +663,16 @@ struct State {
     strict_bodies: bool,
     mutation_times: Vec<Instant>,
     counter: u64,
+    git_dir: Option<std::path::PathBuf>,
+    check_runs: Vec<CheckRun>,
+    up_to_date_required: bool,
 }
 
 struct Reply {
     status: u16,
     body: Value,
+    /// Sent instead of `body` when set (a job's log is text, not JSON).
+    raw: Option<Vec<u8>>,
     headers: Vec<(String, String)>,
     drop_connection: bool,
 }
@@ -568,9 +682,18 @@ impl Reply {
         Reply {
             status,
             body,
+            raw: None,
             headers: Vec::new(),
             drop_connection: false,
         }
+    }
+
+    fn text(status: u16, text: &str) -> Reply {
+        Reply {
+            raw: Some(text.as_bytes().to_vec()),
+            ..Reply::json(status, Value::Null)
+        }
+        .header("content-type", "text/plain; charset=utf-8")
     }
 
     fn header(mut self, name: &str, value: impl Into<String>) -> Reply {
@@ -637,6 +760,9 @@ impl State {
             strict_bodies: false,
             mutation_times: Vec::new(),
             counter: 0,
+            git_dir: None,
+            check_runs: Vec::new(),
+            up_to_date_required: false,
         }
     }
 
@@ -681,51 +807,20 @@ impl State {
         };
 
         let mut operation_id = None;
-        let mut reply = match spec().route(&method, &path) {
-            Err(violation) => {
-                self.violations.push(violation.clone());
-                violation_reply(std::slice::from_ref(&violation))
-            }
-            Ok((op, path_params)) => {
-                operation_id = Some(op.id.clone());
-                let check = spec().check_request(
-                    op,
-                    &path_params,
-                    &query_pairs,
-                    headers.get("content-type").map(String::as_str),
-                    raw_body,
-                );
-                let label = |p: String| format!("{method} {path} ({}): {p}", op.id);
-                let mut problems: Vec<String> = check.violations.into_iter().map(label).collect();
-                let unknown: Vec<String> =
-                    check.unknown_properties.into_iter().map(label).collect();
-                if self.strict_bodies {
-                    problems.extend(unknown);
-                } else {
-                    self.unknown_properties.extend(unknown);
-                }
-                let reply = if problems.is_empty() {
-                    let mut call = Call {
-                        op,
-                        path_params,
-                        query: query_pairs.iter().cloned().collect(),
-                        body: body_value.clone(),
-                        now,
-                        hide_open_pulls: false,
-                    };
-                    self.authorize_and_dispatch(&method, &path, &headers, &mut call, &request_id)
-                } else {
-                    self.violations.extend(problems.iter().cloned());
-                    violation_reply(&problems)
-                };
-                for problem in spec().check_response(op, reply.status, &reply.body) {
-                    self.violations.push(format!(
-                        "fake GitHub bug: {} response {} to {method} {path} does not match the spec: {problem}",
-                        op.id, reply.status
-                    ));
-                }
-                reply
-            }
+        let mut reply = if let Some(id) = path.strip_prefix(LOG_STORE) {
+            self.serve_log(id, &headers)
+        } else {
+            self.route(
+                &method,
+                &path,
+                &query_pairs,
+                &headers,
+                raw_body,
+                &body_value,
+                now,
+                &request_id,
+                &mut operation_id,
+            )
         };
 
         let mut response_headers = vec![
@@ -762,6 +857,88 @@ impl State {
             at,
         });
         reply
+    }
+
+    /// An API request: matched against the spec, authorized, answered.
+    #[allow(clippy::too_many_arguments)]
+    fn route(
+        &mut self,
+        method: &str,
+        path: &str,
+        query_pairs: &[(String, String)],
+        headers: &BTreeMap<String, String>,
+        raw_body: &[u8],
+        body_value: &Value,
+        now: u64,
+        request_id: &str,
+        operation_id: &mut Option<String>,
+    ) -> Reply {
+        match spec().route(method, path) {
+            Err(violation) => {
+                self.violations.push(violation.clone());
+                violation_reply(std::slice::from_ref(&violation))
+            }
+            Ok((op, path_params)) => {
+                *operation_id = Some(op.id.clone());
+                let check = spec().check_request(
+                    op,
+                    &path_params,
+                    query_pairs,
+                    headers.get("content-type").map(String::as_str),
+                    raw_body,
+                );
+                let label = |p: String| format!("{method} {path} ({}): {p}", op.id);
+                let mut problems: Vec<String> = check.violations.into_iter().map(label).collect();
+                let unknown: Vec<String> =
+                    check.unknown_properties.into_iter().map(label).collect();
+                if self.strict_bodies {
+                    problems.extend(unknown);
+                } else {
+                    self.unknown_properties.extend(unknown);
+                }
+                let reply = if problems.is_empty() {
+                    let mut call = Call {
+                        op,
+                        path_params,
+                        query: query_pairs.iter().cloned().collect(),
+                        body: body_value.clone(),
+                        now,
+                        hide_open_pulls: false,
+                    };
+                    self.authorize_and_dispatch(method, path, headers, &mut call, request_id)
+                } else {
+                    self.violations.extend(problems.iter().cloned());
+                    violation_reply(&problems)
+                };
+                for problem in spec().check_response(op, reply.status, &reply.body) {
+                    self.violations.push(format!(
+                        "fake GitHub bug: {} response {} to {method} {path} does not match the spec: {problem}",
+                        op.id, reply.status
+                    ));
+                }
+                reply
+            }
+        }
+    }
+
+    /// A job's log, as GitHub's log storage serves it at the address the logs API
+    /// redirects to: plain text, no token wanted (one sent is a violation: fanout
+    /// must not hand its token to another host).
+    fn serve_log(&mut self, id: &str, headers: &BTreeMap<String, String>) -> Reply {
+        if headers.contains_key("authorization") {
+            self.violations.push(format!(
+                "GET {LOG_STORE}{id}: the log storage was sent an Authorization header"
+            ));
+        }
+        let log = id
+            .parse::<u64>()
+            .ok()
+            .and_then(|id| self.check_runs.iter().find(|c| c.id == id))
+            .and_then(|c| c.log.clone());
+        match log {
+            Some(text) => Reply::text(200, &text),
+            None => Reply::text(404, "no such log"),
+        }
     }
 
     fn authorize_and_dispatch(
@@ -985,6 +1162,16 @@ impl State {
             "issues/list-for-repo" => self.list_issues(call),
             "issues/create" => self.create_issue(call),
             "issues/update" => self.update_issue(number("issue_number"), call),
+            "issues/get" => match self
+                .issues
+                .iter()
+                .find(|i| i.number == number("issue_number"))
+            {
+                Some(issue) => Reply::json(200, self.issue_json(issue)),
+                None => Reply::not_found("https://docs.github.com/rest/issues/issues#get-an-issue"),
+            },
+            "checks/list-for-ref" => self.list_check_runs(call),
+            "actions/download-job-logs-for-workflow-run" => self.job_logs(number("job_id")),
             "apps/get-repo-installation" => Reply::json(200, self.installation_json()),
             "apps/create-installation-access-token" => {
                 self.create_token(number("installation_id"), call)
@@ -993,6 +1180,159 @@ impl State {
                 501,
                 &format!("the fake does not implement {other}"),
                 DOCS_REST,
+            ),
+        }
+    }
+
+    /// `git --git-dir <the repository behind the fake> ARGS`: its output when it
+    /// succeeded, `None` otherwise (or without a repository).
+    fn git(&self, args: &[&str]) -> Option<String> {
+        let dir = self.git_dir.as_ref()?;
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "GitHub")
+            .env("GIT_AUTHOR_EMAIL", "noreply@github.com")
+            .env("GIT_COMMITTER_NAME", "GitHub")
+            .env("GIT_COMMITTER_EMAIL", "noreply@github.com")
+            .output()
+            .expect("fake GitHub: run git");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The tip of `branch` in the repository behind the fake.
+    fn tip(&self, branch: &str) -> Option<String> {
+        self.git(&[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
+    }
+
+    /// Whether an open pull request merges cleanly into its base (`None`: unknown,
+    /// as GitHub says while it computes it, or without a repository).
+    fn mergeable(&self, pr: &PullRequest) -> Option<bool> {
+        if pr.state != "open" {
+            return None;
+        }
+        let (head, base) = (self.tip(&pr.head_ref)?, self.tip(&pr.base_ref)?);
+        let dir = self.git_dir.as_ref()?;
+        let status = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["merge-tree", "--write-tree", &base, &head])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("fake GitHub: run git merge-tree")
+            .status;
+        Some(status.success())
+    }
+
+    /// Whether `pr`'s head holds its base's tip.
+    fn up_to_date(&self, pr: &PullRequest) -> bool {
+        let (Some(head), Some(base)) = (self.tip(&pr.head_ref), self.tip(&pr.base_ref)) else {
+            return true;
+        };
+        self.git(&["merge-base", "--is-ancestor", &base, &head])
+            .is_some()
+    }
+
+    /// Merge pull request `pr` in the repository behind the fake, as GitHub's merge
+    /// button does (a merge commit on the base branch).
+    fn merge_in_git(&self, pr: &PullRequest) {
+        let (Some(head), Some(base)) = (self.tip(&pr.head_ref), self.tip(&pr.base_ref)) else {
+            return;
+        };
+        let tree = self
+            .git(&["merge-tree", "--write-tree", &base, &head])
+            .unwrap_or_else(|| panic!("fake GitHub: #{} does not merge cleanly", pr.number));
+        let tree = tree.lines().next().unwrap_or_default().to_owned();
+        let message = format!("Merge pull request #{} from {}", pr.number, pr.head_ref);
+        let commit = self
+            .git(&[
+                "commit-tree",
+                &tree,
+                "-p",
+                &base,
+                "-p",
+                &head,
+                "-m",
+                &message,
+            ])
+            .expect("fake GitHub: commit the merge");
+        self.git(&[
+            "update-ref",
+            &format!("refs/heads/{}", pr.base_ref),
+            &commit,
+        ])
+        .expect("fake GitHub: move the base branch");
+    }
+
+    fn list_check_runs(&self, call: &Call<'_>) -> Reply {
+        let asked = call.path_params.get("ref").cloned().unwrap_or_default();
+        let sha = if asked.len() == 40 && asked.bytes().all(|b| b.is_ascii_hexdigit()) {
+            asked
+        } else {
+            self.tip(&asked).unwrap_or(asked)
+        };
+        let runs: Vec<Value> = self
+            .check_runs
+            .iter()
+            .filter(|c| c.head_sha == sha)
+            .map(|c| self.check_run_json(c))
+            .collect();
+        Reply::json(200, json!({"total_count": runs.len(), "check_runs": runs}))
+    }
+
+    fn check_run_json(&self, c: &CheckRun) -> Value {
+        let mut v = spec().examples["check-run-paginated"]["value"]["check_runs"][0].clone();
+        rewrite_strings(&mut v, &[("https://api.github.com", &self.base_url)]);
+        let html = format!("https://github.com/{}/{}", self.owner, self.repo);
+        let api = self.api_repo_url();
+        v["id"] = json!(c.id);
+        v["node_id"] = json!(format!("CR_fake{}", c.id));
+        v["head_sha"] = json!(c.head_sha);
+        v["name"] = json!(c.name);
+        v["status"] = json!(c.status);
+        v["conclusion"] = json!(c.conclusion);
+        v["external_id"] = json!(c.id.to_string());
+        v["url"] = json!(format!("{api}/check-runs/{}", c.id));
+        v["html_url"] = json!(format!("{html}/runs/{}", c.id));
+        v["details_url"] = json!(format!("{html}/actions/runs/1/job/{}", c.id));
+        v["check_suite"] = json!({"id": 77});
+        v["pull_requests"] = json!([]);
+        v["output"] = json!({
+            "title": c.title, "summary": c.summary, "text": c.text,
+            "annotations_count": 0,
+            "annotations_url": format!("{api}/check-runs/{}/annotations", c.id),
+        });
+        v["app"]["slug"] = json!(c.app_slug);
+        v["app"]["name"] = json!(if c.app_slug == "github-actions" {
+            "GitHub Actions"
+        } else {
+            "Octocat App"
+        });
+        v
+    }
+
+    /// The logs API: a redirect to the job's log in the log storage ([`LOG_STORE`]).
+    fn job_logs(&self, job_id: u64) -> Reply {
+        match self
+            .check_runs
+            .iter()
+            .find(|c| c.id == job_id && c.log.is_some())
+        {
+            Some(c) => Reply::json(302, Value::Null)
+                .header("location", format!("{}{LOG_STORE}{}", self.base_url, c.id)),
+            None => Reply::not_found(
+                "https://docs.github.com/rest/actions/workflow-jobs#download-job-logs-for-a-workflow-run",
             ),
         }
     }
@@ -1662,8 +2002,13 @@ impl State {
         let api = self.api_repo_url();
         let html = format!("https://github.com/{}/{}", self.owner, self.repo);
         let n = pr.number;
-        let base_sha = fake_sha(&format!("{}#base", pr.base_ref));
-        let head = self.branch_json(&pr.head_owner, &pr.head_ref, &pr.head_sha, &v["head"]);
+        let base_sha = self
+            .tip(&pr.base_ref)
+            .unwrap_or_else(|| fake_sha(&format!("{}#base", pr.base_ref)));
+        let head_sha = self
+            .tip(&pr.head_ref)
+            .unwrap_or_else(|| pr.head_sha.clone());
+        let head = self.branch_json(&pr.head_owner, &pr.head_ref, &head_sha, &v["head"]);
         let base = self.branch_json(&self.owner, &pr.base_ref, &base_sha, &v["base"]);
         let set = |v: &mut Value, key: &str, value: Value| {
             v[key] = value;
@@ -1765,9 +2110,16 @@ impl State {
         set(&mut v, "draft", json!(pr.draft));
         if full {
             set(&mut v, "merged", json!(pr.merged));
-            set(&mut v, "mergeable", Value::Null);
-            set(&mut v, "rebaseable", Value::Null);
-            set(&mut v, "mergeable_state", json!("unknown"));
+            let mergeable = self.mergeable(pr);
+            set(&mut v, "mergeable", json!(mergeable));
+            set(&mut v, "rebaseable", json!(mergeable));
+            let state = match mergeable {
+                Some(true) if self.up_to_date_required && !self.up_to_date(pr) => "behind",
+                Some(true) => "clean",
+                Some(false) => "dirty",
+                None => "unknown",
+            };
+            set(&mut v, "mergeable_state", json!(state));
             set(&mut v, "merged_by", Value::Null);
             set(&mut v, "comments", json!(0));
             set(&mut v, "review_comments", json!(0));

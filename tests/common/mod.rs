@@ -350,6 +350,16 @@ pub fn sign_like_fanout(t: &TestEnv, path: &Path) {
 
 /// The JSON a fanout command printed on stdout (a panic showing both streams when it
 /// is not JSON).
+/// Each worker's publish operation in a report, in the plan's order (`-` for none).
+pub fn publish_ops(report: &serde_json::Value) -> Vec<String> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
 pub fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

@@ -1111,3 +1111,85 @@ fn after_a_cancel_no_later_wave_and_no_aggregate_starts_under_act() {
         );
     }
 }
+
+/// The `nightly` template under act with issues as tasks and tending: the action's
+/// tend step reads GitHub with the token before the agents' step, which has none —
+/// night 1 turns a labelled issue into a task and a pull request saying `Fixes #N`;
+/// after the task's check failed, night 2 runs it again with the check's output in
+/// its prompt (the fake agent writes its prompt into its file) and updates the pull
+/// request.
+#[test]
+fn nightly_template_tends_and_takes_issues_under_act() {
+    let Some(f) = Fixture::setup_kind(
+        "nightly",
+        &format!(
+            "parallel_runs:\n  agent: fake\n  workers: 1\nagents:\n  fake:\n    command: ['{FANOUT}', fake-agent, --write, 'out-{{worker_id}}.txt', '{{task}}']\ntasks:\n  - {{id: docs, prompt: 'first task'}}\ntasks_from:\n  issues: {{label: fanout-task}}\n"
+        ),
+        false,
+    ) else {
+        return;
+    };
+    let gh = fake_github::FakeGitHub::start("octo", "demo");
+    gh.set_token("act-token");
+    gh.set_git_dir(&f.remote);
+    let issue = gh.add_issue("Tidy the changelog", "It repeats itself.", &["fanout-task"]);
+    let night = |n: u32| {
+        let (out, log, _) = f.act(&gh, serde_json::json!({}));
+        assert!(
+            out.status.success(),
+            "night {n}: the workflow failed\n{}\n{}",
+            log.raw,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let prs: Value =
+            serde_json::from_str(log.output("fanout", "pull-requests").unwrap_or("[]")).unwrap();
+        prs.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["branch"].as_str().unwrap().to_owned(),
+                    p["operation"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let issue_branch = format!("fanout/issue-{issue}");
+    assert_eq!(
+        night(1),
+        [
+            ("fanout/docs".to_owned(), "created".to_owned()),
+            (issue_branch.clone(), "created".to_owned())
+        ]
+    );
+    let pr = gh
+        .pulls()
+        .into_iter()
+        .find(|p| p.head_ref == issue_branch)
+        .unwrap();
+    assert_eq!(pr.title, "Tidy the changelog");
+    assert!(pr.body.unwrap().contains(&format!("Fixes #{issue}")));
+
+    let head =
+        f.t.git_in(&f.remote, &["rev-parse", "refs/heads/fanout/docs"])
+            .trim()
+            .to_owned();
+    gh.add_check_run(
+        &head,
+        "test",
+        "failure",
+        "1 test failed",
+        Some("error: boom in docs\n"),
+    );
+    assert_eq!(
+        night(2),
+        [
+            ("fanout/docs".to_owned(), "updated".to_owned()),
+            (issue_branch, "unchanged".to_owned())
+        ]
+    );
+    let file = f.t.git_in(&f.remote, &["show", "fanout/docs:out-1.txt"]);
+    assert!(file.contains("needs fixing: check `test` failed"), "{file}");
+    assert!(file.contains("> error: boom in docs"), "{file}");
+    gh.assert_no_violations();
+}

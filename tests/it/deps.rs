@@ -159,7 +159,7 @@ fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branche
     let cfg = config(
         &t,
         &["--fail-on", "FAILME", "--write", "out-{worker_id}.txt"],
-        "  - {id: a, prompt: write a}\n  - {id: b, prompt: write b, depends_on: [a]}\n  - {id: f, prompt: FAILME f}\n  - {id: g, prompt: write g, depends_on: [f]}\n",
+        "  - {id: a, prompt: write a}\n  - {id: b, prompt: write b, depends_on: [a]}\n  - {id: f, prompt: FAILME f}\n  - {id: g, prompt: write g, depends_on: [f]}\n  - {id: h, prompt: FAILME h, depends_on: [a]}\n",
     );
     let cfg = cfg.to_str().unwrap();
     let plan = t.root().join("plan.json");
@@ -193,7 +193,7 @@ fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branche
     };
     assert!(outputs.contains("chunks=2\n"), "{outputs}");
     assert_eq!(ids("matrix-1"), [1, 3]);
-    assert_eq!(ids("matrix-2"), [2, 4]);
+    assert_eq!(ids("matrix-2"), [2, 4, 5]);
 
     // Each job: a fresh clone, as a runner's checkout would be.
     let results = t.root().join("results");
@@ -234,7 +234,7 @@ fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branche
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass --deps-from DIR"));
     std::fs::remove_dir_all(t.root().join("job-2")).unwrap();
-    for id in [2, 4] {
+    for id in [2, 4, 5] {
         job(id, true);
     }
     let read = |id: u32| -> serde_json::Value {
@@ -287,7 +287,19 @@ fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branche
         .iter()
         .map(|w| w["status"].as_str().unwrap())
         .collect();
-    assert_eq!(st, ["success", "success", "failed", "skipped"], "{r:#}");
+    assert_eq!(
+        st,
+        ["success", "success", "failed", "skipped", "failed"],
+        "{r:#}"
+    );
+    // A dependent that failed changed nothing of its own, as its job said: its
+    // dependency's files are not its.
+    assert_eq!(read(5)["result"]["files_modified"], serde_json::json!([]));
+    assert_eq!(
+        r["results"][4]["files_modified"],
+        serde_json::json!([]),
+        "{r:#}"
+    );
     let branch = r["results"][1]["branch"].as_str().unwrap();
     let tree = t.git_in(&agg, &["ls-tree", "--name-only", branch]);
     assert!(

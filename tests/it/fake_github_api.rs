@@ -25,6 +25,7 @@ struct Reply {
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
+        .max_redirects(0)
         .proxy(None)
         .build()
         .new_agent()
@@ -1024,4 +1025,189 @@ fn hide_open_pulls_only_affects_one_list() {
     let visible = call(&fake, "GET", &format!("{PULLS}?head=acme:raced"), None);
     assert_eq!(visible.body[0]["number"], 1);
     fake.assert_no_violations();
+}
+
+/// `git` in `dir`, isolated from the machine's configuration; its output.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "T")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "T")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// With a repository behind it, the fake's pull requests carry their branches'
+/// tips, say whether they merge cleanly, and merge there; check runs are listed by
+/// commit or branch, and a job's log is a redirect to a store that wants no token.
+#[test]
+fn check_runs_job_logs_and_mergeability_come_from_the_repository_behind_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (work, bare) = (tmp.path().join("work"), tmp.path().join("bare.git"));
+    std::fs::create_dir_all(&work).unwrap();
+    git(
+        tmp.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("f.txt"), "one\n").unwrap();
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "base"]);
+    for (branch, text) in [("clean", None), ("clash", Some("mine\n"))] {
+        git(&work, &["checkout", "-q", "-b", branch, "main"]);
+        match text {
+            Some(t) => std::fs::write(work.join("f.txt"), t).unwrap(),
+            None => std::fs::write(work.join("g.txt"), "new\n").unwrap(),
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", branch]);
+    }
+    git(&work, &["checkout", "-q", "main"]);
+    std::fs::write(work.join("f.txt"), "theirs\n").unwrap();
+    git(&work, &["commit", "-q", "-am", "main moves on"]);
+    git(
+        &work,
+        &[
+            "push",
+            "-q",
+            bare.to_str().unwrap(),
+            "main",
+            "clean",
+            "clash",
+        ],
+    );
+
+    let fake = started();
+    fake.set_git_dir(&bare);
+    let open = |branch: &str| {
+        let r = call(
+            &fake,
+            "POST",
+            &format!("/repos/{OWNER}/{REPO}/pulls"),
+            Some(&create_body(branch)),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.body["number"].as_u64().unwrap()
+    };
+    let (clean, clash) = (open("clean"), open("clash"));
+    let get = |n: u64| {
+        call(
+            &fake,
+            "GET",
+            &format!("/repos/{OWNER}/{REPO}/pulls/{n}"),
+            None,
+        )
+        .body
+    };
+    let clean_tip = git(&work, &["rev-parse", "clean"]);
+    assert_eq!(get(clean)["head"]["sha"], clean_tip.as_str());
+    assert_eq!(
+        get(clean)["base"]["sha"],
+        git(&work, &["rev-parse", "main"]).as_str()
+    );
+    assert_eq!(
+        (
+            get(clean)["mergeable"].clone(),
+            get(clean)["mergeable_state"].clone()
+        ),
+        (json!(true), json!("clean"))
+    );
+    assert_eq!(
+        (
+            get(clash)["mergeable"].clone(),
+            get(clash)["mergeable_state"].clone()
+        ),
+        (json!(false), json!("dirty"))
+    );
+
+    let job = fake.add_check_run(
+        &clean_tip,
+        "test",
+        "failure",
+        "1 test failed",
+        Some("step 1\nerror: boom\n"),
+    );
+    fake.add_check_run(&clean_tip, "lint", "success", "fine", None);
+    for asked in [clean_tip.as_str(), "clean"] {
+        let r = call(
+            &fake,
+            "GET",
+            &format!("/repos/{OWNER}/{REPO}/commits/{asked}/check-runs"),
+            None,
+        );
+        assert_eq!(r.body["total_count"], 2, "{}", r.body);
+        let test = &r.body["check_runs"][0];
+        assert_eq!(
+            (test["name"].clone(), test["conclusion"].clone()),
+            (json!("test"), json!("failure"))
+        );
+        assert_eq!(test["output"]["summary"], "1 test failed");
+        assert_eq!(test["app"]["slug"], "github-actions");
+        assert_eq!(r.body["check_runs"][1]["app"]["slug"], "octoapp");
+    }
+    let r = call(
+        &fake,
+        "GET",
+        &format!("/repos/{OWNER}/{REPO}/actions/jobs/{job}/logs"),
+        None,
+    );
+    assert_eq!(r.status, 302);
+    let location = r.headers["location"].clone();
+    assert!(location.starts_with(&fake.url()), "{location}");
+    let log = agent()
+        .get(&location)
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert_eq!(log, "step 1\nerror: boom\n");
+    let r = call(
+        &fake,
+        "GET",
+        &format!("/repos/{OWNER}/{REPO}/actions/jobs/{}/logs", job + 1),
+        None,
+    );
+    assert_eq!(r.status, 404, "no log for another app's check");
+
+    let issue = fake.add_issue("Fix it", "please", &["fanout"]);
+    let r = call(
+        &fake,
+        "GET",
+        &format!("/repos/{OWNER}/{REPO}/issues/{issue}"),
+        None,
+    );
+    assert_eq!(
+        (r.body["title"].clone(), r.body["labels"][0]["name"].clone()),
+        (json!("Fix it"), json!("fanout"))
+    );
+
+    fake.merge_pull(clean);
+    let merge = git(
+        &work,
+        &["ls-remote", bare.to_str().unwrap(), "refs/heads/main"],
+    );
+    let merge = merge.split_whitespace().next().unwrap().to_owned();
+    git(&work, &["fetch", "-q", bare.to_str().unwrap(), "main"]);
+    assert_eq!(
+        git(&work, &["rev-parse", &format!("{merge}^2")]),
+        clean_tip,
+        "merged there"
+    );
+    fake.assert_no_violations();
+
+    // The log store is another host: a token sent there is a violation.
+    agent()
+        .get(&location)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap();
+    assert_eq!(fake.violations().len(), 1, "{:?}", fake.violations());
 }

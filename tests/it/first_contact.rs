@@ -387,3 +387,32 @@ fn the_nightly_run_with_no_tasks_or_no_fanout_yml_succeeds_doing_nothing() {
         assert_eq!(t.runs(), Vec::<String>::new());
     }
 }
+
+/// A `command` agent whose argv uses `{model}` (not `model_args:`) with a worker on
+/// the default model: `fanout plan` and `fanout run` refuse it up front (exit 2,
+/// naming the agent, the worker and the placeholder), instead of every worker
+/// failing at start; with a model for every worker it plans.
+#[test]
+fn a_placeholder_without_a_value_for_a_worker_is_refused_when_planning() {
+    let t = TestEnv::new();
+    let cfg = t.config(
+        "parallel_runs:\n  agent: mine\nagents:\n  mine:\n    command: [true, --model, '{model}', '{task}']\n",
+    );
+    let cfg = cfg.to_str().unwrap();
+    for cmd in ["plan", "run"] {
+        let out = t
+            .fanout(&["--config", cfg, cmd, "-w", "1", "-t", "x"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("agents.mine: worker 1 (task `x`, model default) could not start: {model} has no value for this worker"),
+            "{cmd}: {err}"
+        );
+    }
+    assert!(t.runs().is_empty(), "nothing was run");
+    t.run_ok(&[
+        "--config", cfg, "plan", "-w", "1", "-t", "x", "--models", "m1",
+    ]);
+}

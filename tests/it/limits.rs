@@ -293,3 +293,34 @@ fn budget_total_stops_running_workers_once_the_run_spent_it() {
     );
     assert!(wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()));
 }
+
+/// A worker stopped by `budget_total` whose agent reports no cost: its reason says
+/// the cost is unknown, never a made-up `$0.0000`.
+#[test]
+fn a_worker_of_unknown_cost_stopped_by_budget_total_says_its_cost_is_unknown() {
+    let t = TestEnv::new();
+    let m = marker("runbudget-unknown");
+    let agent = |extra: &[&str]| {
+        let mut args = vec!["--sleep", "20", "--marker", &m];
+        args.extend_from_slice(extra);
+        TestEnv::fake_agent_yaml(&args)
+    };
+    // `spender` reports its cost as it goes; `quiet` reports none (exit code only).
+    let yaml = format!(
+        "parallel_runs:\n  agent: spender\n  budget_total: 0.5\nagents:\n  spender:\n    command: {}\n    result: {{format: jsonl, cost: cost}}\n  quiet:\n    command: {}\n    result: {{format: exit-code}}\ntasks:\n  - {{id: quiet, prompt: q, agent: quiet}}\n  - {{id: spend, prompt: s}}\n",
+        agent(&["--tick", "100", "--cost-per-tick", "0.1"]),
+        agent(&[]),
+    );
+    let r = run(&t, &yaml, &["-w", "2"]);
+    let quiet = &r["results"][0];
+    assert_eq!(quiet["status"], "partial", "{quiet}");
+    let reason = quiet["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(
+            "the run's budget_total was reached; stopped (this worker's cost is unknown)"
+        ),
+        "{quiet}"
+    );
+    assert!(!reason.contains("$0.0000"), "{quiet}");
+    assert!(wait_until(Duration::from_secs(5), || processes_with(&m).is_empty()));
+}

@@ -188,6 +188,63 @@ fn plan_outputs_split_at_256_and_refuse_more_than_four_chunks() {
     assert!(!big_out.exists());
 }
 
+/// A wave larger than one matrix is split across matrices: 300 independent tasks and
+/// one that depends on the first are accepted as three matrices of at most 256 jobs
+/// (256 and 44 for the first wave, then the dependent), each worker once, the
+/// dependent after its dependency.
+#[test]
+fn a_300_task_plan_with_a_dependent_is_cut_into_valid_matrices() {
+    let t = TestEnv::new();
+    let mut tasks = String::from("tasks:\n");
+    for i in 0..300 {
+        tasks.push_str(&format!("  - {{id: t{i}, prompt: task {i}}}\n"));
+    }
+    tasks.push_str("  - {id: last, prompt: after t0, depends_on: [t0]}\n");
+    let cfg = t.fake_config(&[], &tasks);
+    let out_file = t.root().join("gh-output");
+    let plan_file = t.root().join("plan.json");
+    succeeded(
+        t.fanout(&["--config", cfg.to_str().unwrap(), "plan", "--plan-file"])
+            .arg(&plan_file)
+            .arg("--github-output")
+            .env("GITHUB_OUTPUT", &out_file),
+    );
+    let o = outputs(&out_file);
+    assert_eq!((o["count"].as_str(), o["chunks"].as_str()), ("301", "3"));
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan_file).unwrap()).unwrap();
+    let mut chunk_of = BTreeMap::new();
+    for n in 1..=4 {
+        let m: serde_json::Value = serde_json::from_str(&o[&format!("matrix-{n}")]).unwrap();
+        let include = m["include"].as_array().unwrap();
+        assert!(include.len() <= 256, "matrix-{n}: {}", include.len());
+        assert_eq!(o[&format!("count-{n}")], include.len().to_string());
+        for e in include {
+            assert!(e["model"].is_string() && e["agent"].is_string() && e["task"].is_string());
+            let id = e["id"].as_u64().unwrap();
+            assert!(chunk_of.insert(id, n).is_none(), "worker {id} twice");
+        }
+    }
+    assert_eq!(chunk_of.len(), 301, "every worker once");
+    for w in plan["workers"].as_array().unwrap() {
+        let id = w["id"].as_u64().unwrap();
+        for dep in w["depends_on"].as_array().into_iter().flatten() {
+            assert!(
+                chunk_of[&dep.as_u64().unwrap()] < chunk_of[&id],
+                "worker {id} runs in a chunk after its dependency {dep}"
+            );
+        }
+    }
+    assert_eq!(
+        (
+            o["count-1"].as_str(),
+            o["count-2"].as_str(),
+            o["count-3"].as_str()
+        ),
+        ("256", "44", "1")
+    );
+}
+
 #[test]
 fn an_empty_plan_has_count_zero() {
     let t = TestEnv::new();

@@ -220,12 +220,7 @@ impl Setup {
     }
 
     fn ops(report: &serde_json::Value) -> Vec<String> {
-        report["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["publish"]["operation"].as_str().unwrap_or("-").to_owned())
-            .collect()
+        crate::common::publish_ops(report)
     }
 }
 
@@ -399,6 +394,24 @@ fn server_error_then_success_creates_one_pr() {
     assert_eq!(s.gh.pulls().len(), 1);
     assert!(s.gh.pending_faults().is_empty());
     s.gh.assert_no_violations();
+}
+
+/// A 5xx is said once, by fanout (which request, which attempt, why), in plain text:
+/// octocrab's own `ERROR` lines, with their terminal colour codes, never reach stderr
+/// at the default log level.
+#[test]
+fn a_server_error_is_said_by_fanout_alone_without_colour_codes() {
+    let s = setup("a");
+    s.gh.inject(Fault::new("GET", "/pulls", FaultKind::Status(502)));
+    let (code, report, stderr) = s.publish(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(Setup::ops(&report), ["created"]);
+    assert!(
+        stderr.contains("attempt 1 of 6 failed (GitHub answered 502"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "colour codes: {stderr:?}");
+    assert!(!stderr.contains("ERROR"), "{stderr}");
 }
 
 #[test]
@@ -624,37 +637,39 @@ fn a_403_on_labels_does_not_stop_publishing() {
 
 /// `run --publish` exits 4 too when GitHub cannot be reached, after printing the run's
 /// table: the run's work is done and kept, only publishing failed.
+/// `fanout run -q --publish` of an agent that writes a file, the config's `extra`
+/// settings after its own, publishing to the API at `api` with the token; `args` after.
+fn run_publishing(t: &TestEnv, extra: &str, api: &str, args: &[&str]) -> std::process::Output {
+    t.bare_origin();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n{extra}",
+        t.worktrees.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let mut all = vec!["--config", cfg, "run", "-q", "--publish"];
+    all.extend(["--repo", "octo/demo", "--api-url", api]);
+    all.extend_from_slice(args);
+    t.fanout(&all).env("GITHUB_TOKEN", TOKEN).output().unwrap()
+}
+
 #[test]
 fn run_publish_exits_4_when_github_cannot_be_reached() {
     let t = TestEnv::new();
-    t.bare_origin();
-    let cfg = t.config(&format!(
-        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'echo hi > out-$FANOUT_WORKER_ID.txt']\n",
-        t.worktrees.display()
-    ));
     let api = refused_api();
-    let out = t
-        .fanout(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "-q",
+    let out = run_publishing(
+        &t,
+        "",
+        &api,
+        &[
             "-w",
             "1",
-            "--publish",
-            "--repo",
-            "octo/demo",
-            "--api-url",
-            &api,
             "--max-attempts",
             "2",
             "--server-error-backoff",
             "0.05",
             "Improve the docs",
-        ])
-        .env("GITHUB_TOKEN", TOKEN)
-        .output()
-        .unwrap();
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
@@ -1480,4 +1495,60 @@ fn nothing_published_before_the_end(when: Option<&str>) -> String {
     );
     gh.assert_no_violations();
     stderr.into_owned()
+}
+
+/// A loopback API that accepts connections, counts them and never answers.
+fn silent_api() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            held.push(conn);
+        }
+    });
+    (url, count)
+}
+
+/// `publish.when: as-ready` with GitHub unreachable: once publishing as ready has
+/// stopped (GitHub did not answer within the request's attempts), the end of the run
+/// does not spend the publish timeout a second time on the same GitHub — it sends
+/// nothing more, says so and exits 4; `fanout publish` goes on later.
+#[test]
+fn as_ready_publishing_that_stopped_is_not_tried_again_at_the_end_of_the_run() {
+    let t = TestEnv::new();
+    let (api, connections) = silent_api();
+    let out = run_publishing(
+        &t,
+        "publish:\n  when: as-ready\n",
+        &api,
+        &[
+            "-w",
+            "2",
+            "-t",
+            "one",
+            "-t",
+            "two",
+            "--max-attempts",
+            "1",
+            "--request-timeout",
+            "1s",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("publishing as ready stopped"), "{stderr}");
+    assert!(
+        stderr.contains("not tried again at the end of the run"),
+        "{stderr}"
+    );
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one request, while the run went on, and none after: {stderr}"
+    );
 }

@@ -2,7 +2,8 @@
 # Regenerates the trimmed copies of GitHub's official OpenAPI description (as
 # published in the npm package @octokit/openapi) that the loopback fakes check
 # requests and responses against:
-#   github-trimmed.json   pull requests, issues and comments, reviews, App tokens
+#   github-trimmed.json   pull requests, issues and comments, reviews, App tokens,
+#                         check runs and job logs
 #                         (tests/common/fake_github.rs)
 #   github-releases.json  releases and their assets (tests/support/fake_release.rs)
 #
@@ -71,6 +72,9 @@ OUTPUTS = {
         "issues/create",
         "issues/update",
         "pulls/create-review",
+        "issues/get",
+        "checks/list-for-ref",
+        "actions/download-job-logs-for-workflow-run",
     ],
     "github-releases.json": [
         "repos/list-releases",

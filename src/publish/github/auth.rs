@@ -65,25 +65,41 @@ fn first_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
+/// What an installation token is asked for besides writing contents and pull
+/// requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Write issues (a digest issue, findings posted to a tracking issue, issues read
+    /// as tasks).
+    pub issues: bool,
+    /// Read check runs and Actions jobs' logs (tending pull requests whose checks
+    /// failed).
+    pub ci: bool,
+}
+
 /// The body of an installation token request: `repo` alone, with write access to its
-/// contents and pull requests, and to its issues when `issues` (a digest issue, or
-/// findings posted to a tracking issue).
-pub fn token_request(repo: &RepoSlug, issues: bool) -> serde_json::Value {
+/// contents and pull requests, to its issues when `scope.issues`, and read access to
+/// its checks and Actions when `scope.ci`.
+pub fn token_request(repo: &RepoSlug, scope: Scope) -> serde_json::Value {
     let mut permissions = serde_json::json!({"contents": "write", "pull_requests": "write"});
-    if issues {
+    if scope.issues {
         permissions["issues"] = "write".into();
+    }
+    if scope.ci {
+        permissions["checks"] = "read".into();
+        permissions["actions"] = "read".into();
     }
     serde_json::json!({"repositories": [repo.name], "permissions": permissions})
 }
 
 /// Authenticate against `api_base` for `repo`. Returns the client and the token that
-/// authorizes pushes (the installation token for an App, scoped by [`token_request`];
-/// `issues`: publishing writes issues too).
+/// authorizes pushes (the installation token for an App, scoped by [`token_request`]
+/// with `scope`).
 pub async fn connect(
     api_base: &str,
     repo: &RepoSlug,
     credentials: &Credentials,
-    issues: bool,
+    scope: Scope,
 ) -> Result<(Octocrab, SecretString), ApiError> {
     match credentials {
         Credentials::Token(token) => {
@@ -120,7 +136,7 @@ pub async fn connect(
                 .ok()
                 .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
                 .ok_or_else(|| ApiError::Decode("installation without an id".into()))?;
-            let token = installation_token(&app, *app_id, InstallationId(id), repo, issues).await?;
+            let token = installation_token(&app, *app_id, InstallationId(id), repo, scope).await?;
             let crab = builder(api_base)?
                 .personal_token(token.clone())
                 .build()
@@ -155,14 +171,19 @@ async fn installation_token(
     app_id: u64,
     installation: InstallationId,
     repo: &RepoSlug,
-    issues: bool,
+    scope: Scope,
 ) -> Result<SecretString, ApiError> {
     let path = format!("/app/installations/{installation}/access_tokens");
-    let (status, text) = app_call(app, path, Some(&token_request(repo, issues))).await?;
+    let (status, text) = app_call(app, path, Some(&token_request(repo, scope))).await?;
     if status != 201 {
         return Err(ApiError::Auth(format!(
-            "GitHub App {app_id}: installation token for {repo} (contents and pull requests write{}): HTTP {status}: {}",
-            if issues { ", issues write" } else { "" },
+            "GitHub App {app_id}: installation token for {repo} (contents and pull requests write{}{}): HTTP {status}: {}",
+            if scope.issues { ", issues write" } else { "" },
+            if scope.ci {
+                ", checks and actions read"
+            } else {
+                ""
+            },
             super::error_message(&text)
         )));
     }
@@ -181,13 +202,30 @@ mod tests {
     fn an_installation_token_is_asked_for_one_repository_and_what_publishing_needs() {
         let repo = RepoSlug::parse("octo/demo").unwrap();
         assert_eq!(
-            token_request(&repo, false),
+            token_request(&repo, Scope::default()),
             serde_json::json!({"repositories": ["demo"],
                 "permissions": {"contents": "write", "pull_requests": "write"}})
         );
         assert_eq!(
-            token_request(&repo, true)["permissions"],
+            token_request(
+                &repo,
+                Scope {
+                    issues: true,
+                    ci: false
+                }
+            )["permissions"],
             serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write"})
+        );
+        assert_eq!(
+            token_request(
+                &repo,
+                Scope {
+                    issues: true,
+                    ci: true
+                }
+            )["permissions"],
+            serde_json::json!({"contents": "write", "pull_requests": "write", "issues": "write",
+                "checks": "read", "actions": "read"})
         );
     }
 }

@@ -14,6 +14,7 @@
 //! point the real client at a loopback fake.
 
 pub mod auth;
+pub mod reads;
 pub mod retry;
 
 use std::time::{Duration, Instant};
@@ -107,6 +108,14 @@ pub struct PullRequest {
     /// When it was merged (`None`: not merged).
     #[serde(default)]
     pub merged_at: Option<String>,
+    /// Whether it merges cleanly into its base: only `pulls/get` says (`None`: not
+    /// asked, or GitHub is still computing it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mergeable: Option<bool>,
+    /// `clean`, `dirty` (conflicts), `behind`, `unstable`, `blocked`, `unknown`: only
+    /// `pulls/get` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mergeable_state: Option<String>,
 }
 
 /// An issue, as much as fanout reads of it.
@@ -114,9 +123,18 @@ pub struct PullRequest {
 pub struct Issue {
     /// Its number.
     pub number: u64,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
     /// Body.
     #[serde(default)]
     pub body: Option<String>,
+    /// `open` or `closed`.
+    #[serde(default)]
+    pub state: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: Vec<Label>,
     /// Present when the "issue" is a pull request.
     #[serde(default)]
     pub pull_request: Option<Value>,
@@ -273,6 +291,8 @@ struct Answer {
     retry_after: Option<String>,
     remaining: Option<String>,
     reset: Option<String>,
+    /// Where a redirect points.
+    location: Option<String>,
     text: String,
 }
 
@@ -566,10 +586,11 @@ impl GitHub {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let (retry_after, remaining, reset) = (
+        let (retry_after, remaining, reset, location) = (
             header("retry-after"),
             header("x-ratelimit-remaining"),
             header("x-ratelimit-reset"),
+            header("location"),
         );
         let bytes = match response.into_body().collect().await {
             Ok(b) => b.to_bytes(),
@@ -585,6 +606,7 @@ impl GitHub {
             retry_after,
             remaining,
             reset,
+            location,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         })
     }
@@ -633,7 +655,12 @@ impl GitHub {
 
     /// Close a pull request (without merging it).
     pub async fn close_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
-        let payload = serde_json::json!({"state": "closed"});
+        self.patch_pull(number, serde_json::json!({"state": "closed"}))
+            .await
+    }
+
+    /// Change a pull request: `payload` is `pulls/update`'s body.
+    async fn patch_pull(&self, number: u64, payload: Value) -> Result<PullRequest, ApiError> {
         let v = self
             .request(
                 Verb::Patch,
@@ -756,16 +783,8 @@ impl GitHub {
         title: &str,
         body: &str,
     ) -> Result<PullRequest, ApiError> {
-        let payload = serde_json::json!({"title": title, "body": body});
-        let v = self
-            .request(
-                Verb::Patch,
-                &self.repo_path(&format!("/pulls/{number}")),
-                Some(&payload),
-                true,
-            )
-            .await?;
-        serde_json::from_value(v).map_err(|e| ApiError::Decode(format!("pull request: {e}")))
+        self.patch_pull(number, serde_json::json!({"title": title, "body": body}))
+            .await
     }
 
     /// Add labels to an issue or pull request.
