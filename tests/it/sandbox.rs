@@ -319,7 +319,7 @@ fn signals_are_scoped_from_abi_6_and_the_knob_lowers_the_abi() {
     assert!(kernel_abi(&t) >= 6, "this test needs Landlock ABI 6");
     let cfg = setup(
         &t,
-        "echo work > work.txt\nif kill -0 \"$PPID\" 2>/dev/null; then echo SIGNAL-SENT; else echo SIGNAL-DENIED; fi\n",
+        "echo work > work.txt\nif kill -0 \"$(cut -d\" \" -f4 /proc/$PPID/stat)\" 2>/dev/null; then echo SIGNAL-SENT; else echo SIGNAL-DENIED; fi\n",
         "",
         "",
     );
