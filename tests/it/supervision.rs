@@ -172,3 +172,35 @@ fn a_sandboxed_agent_cannot_kill_its_supervisor() {
         assert!(reason.contains("supervisor was killed"), "{r}");
     }
 }
+
+/// Checks run under the same supervision, in order, and stop at the first failure.
+#[test]
+fn checks_run_in_order_under_supervision_and_stop_at_the_first_failure() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(
+        &[],
+        "checks: ['echo fine; touch ran-1', 'echo broken >&2; exit 3', 'touch ran-3']\n",
+    );
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "1",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let r = &json(&out)["results"][0];
+    assert_eq!(r["status"], "failed", "{r}");
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2, "{r}");
+    assert_eq!(checks[0]["passed"], true);
+    assert_eq!(checks[1]["exit_code"], 3);
+    assert_eq!(checks[1]["log_tail"], "broken");
+    let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+    assert!(worktree.join("ran-1").exists());
+    assert!(!worktree.join("ran-3").exists());
+}
