@@ -23,13 +23,15 @@ Examples:
 /// `fanout cleanup`.
 #[derive(Debug, Args, Clone)]
 #[command(after_help = EXAMPLES)]
+#[command(group(
+    clap::ArgGroup::new("which")
+        .required(true)
+        .multiple(true)
+        .args(["runs", "all", "older_than", "keep"])
+))]
 pub struct CleanupArgs {
     /// The run to clean up (repeatable).
-    #[arg(
-        long = "run",
-        value_name = "ID",
-        required_unless_present_any = ["all", "older_than", "keep"]
-    )]
+    #[arg(long = "run", value_name = "ID")]
     pub runs: Vec<String>,
 
     /// Every run fanout has made in this repository.

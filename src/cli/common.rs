@@ -46,7 +46,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "A,B,…")]
     pub models: Vec<String>,
 
-    /// Agent: a name under `agents:` in the config, `architect`, or an architect agent.
+    /// Agent: a built-in CLI (`claude`, `codex`, `aider`), a name under `agents:` in
+    /// the config, `architect`, or an architect agent.
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
 

@@ -115,6 +115,10 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // An error (not --help or --version) opens like fanout's own: `fanout: error: …`.
+            if e.use_stderr() {
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), b"fanout: ");
+            }
             let _ = e.print();
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }

@@ -98,9 +98,12 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
             .map(|b| format!(" ({b})"))
             .unwrap_or_default()
     );
+    let width = plan.workers.iter().map(|w| w.branch.chars().count()).max();
+    let width = width.unwrap_or(0).max("BRANCH".len());
+    outln!("  {:<4} {:<16} {:<width$}  TASK", "#", "MODEL", "BRANCH");
     for w in &plan.workers {
         outln!(
-            "  #{:<3} {:<16} {}  {}",
+            "  #{:<3} {:<16} {:<width$}  {}",
             w.id,
             w.model_cell(plan.several_agents()),
             w.branch,

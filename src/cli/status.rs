@@ -69,6 +69,13 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
             r.workers.len(),
             human_bytes(r.disk_bytes)
         );
+        outln!(
+            "  {:<4} {:<8} {:<12} {:>10}  BRANCH\n        WORKTREE",
+            "#",
+            "STATUS",
+            "GIT",
+            "DISK"
+        );
         for w in &r.workers {
             let queued = w.status.as_deref() == Some("queued");
             let git_state = match (w.worktree_exists, w.uncommitted) {

@@ -292,6 +292,21 @@ impl<'de> Deserialize<'de> for KeyText {
 /// Line and column of `path` in `text`: a key's own position for a mapping key (its
 /// value's with `value`), an item's for a list index; the deepest part of the path
 /// that exists when the whole path does not.
+/// The line and column of the value at the mapping keys `keys` of `text`, when it
+/// has one there.
+pub(super) fn value_at(text: &str, keys: &[&str]) -> Option<(usize, usize)> {
+    let keys: Vec<KeySeg> = keys.iter().map(|k| key(k)).collect();
+    let root = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text).ok()?;
+    let mut node = &root;
+    for k in &keys {
+        let (KeySeg::Key(k), Node::Map(entries)) = (k, &node.value) else {
+            return None;
+        };
+        node = &entries.iter().find(|(name, _)| name.value.0 == *k)?.1;
+    }
+    Some(locate(text, &keys, true))
+}
+
 pub(super) fn locate(text: &str, path: &[KeySeg], value: bool) -> (usize, usize) {
     let Ok(root) = serde_saphyr::from_str::<serde_saphyr::Spanned<Node>>(text) else {
         return (1, 1);

@@ -770,6 +770,16 @@ pub fn read_text(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// `FILE:LINE:COLUMN` of the value at `keys` in the config file at `path`, for a
+/// message about it written after parsing (a run's agent refused at preflight); the
+/// file's name alone when it cannot be read or has no such key.
+pub fn located(path: &Path, keys: &[&str]) -> String {
+    match read_text(path).ok().and_then(|t| error::value_at(&t, keys)) {
+        Some((line, column)) => format!("{}:{line}:{column}", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
 /// Parse config text; `path` is used in error messages only.
 pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     if text.trim().is_empty() {
@@ -786,7 +796,8 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
         let loc = err.location();
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
-        let message = suggest_field(strip_location_prefix(&bare));
+        let message = strip_location_prefix(&bare);
+        let message = misplaced(&key, message).unwrap_or_else(|| suggest_field(message));
         ConfigError::Invalid {
             path: path.to_owned(),
             line: line as usize,
@@ -799,6 +810,17 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     restore_text(&mut cfg, text);
     cfg.check().map_err(|p| ConfigError::at(text, path, p))?;
     Ok(cfg)
+}
+
+/// A key of `parallel_runs:` written at the top level (`workers: 4`): say where it
+/// belongs, rather than suggest a top-level key it merely resembles.
+fn misplaced(key: &str, message: &str) -> Option<String> {
+    let field = message.strip_prefix("unknown field `")?.split_once('`')?.0;
+    let schema = schemars::schema_for!(ParallelRuns);
+    let belongs = key == field && schema.get("properties")?.get(field).is_some();
+    belongs.then(|| {
+        format!("unknown field `{field}` at the top level: it belongs under `parallel_runs:`; move it there, indented (`parallel_runs:` then `  {field}: …`)")
+    })
 }
 
 /// A list of tasks written on its own (`--tasks-file`), as `tasks:` holds them:
@@ -1141,7 +1163,7 @@ mod tests {
         insta::assert_snapshot!(
             shown("tasks:\n  - id: fix\n    prompt: fix it\n    timeout: 10 minutes later\n"),
             @r#"
-        fanout.yml:4:14: key `tasks[0].timeout`: expected a duration like 90s, 10m, 1h30m or 2d, found "10 minutes later" (expected number at 11)
+        fanout.yml:4:14: key `tasks[0].timeout`: expected a duration like 90s, 10m, 1h30m or 2d, found "10 minutes later": a number was expected at character 12
           |
         4 |     timeout: 10 minutes later
           |              ^
@@ -1182,6 +1204,11 @@ mod tests {
         4 |     timout: 5m
           |     ^
         "
+        );
+        // A key of `parallel_runs:` at the top level: where it belongs (issue #29).
+        assert_eq!(
+            err("tasks: [a]\nworkers: 4\n").to_string(),
+            "fanout.yml:2:1: key `workers`: unknown field `workers` at the top level: it belongs under `parallel_runs:`; move it there, indented (`parallel_runs:` then `  workers: …`)"
         );
         // Nothing close: the list alone.
         let s = err("tasks:\n  - {id: fix, prompt: fix it, colour: red}\n").to_string();

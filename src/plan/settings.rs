@@ -420,7 +420,7 @@ impl Settings {
             workers: numbers.workers,
             cross: flags.cross || file.cross,
             agent,
-            agent_choice: agent_choice(file, &origin, flags),
+            agent_choice: agent_choice(file, file_name, flags),
             task_agents,
             notes,
             max_steps: flags.max_steps.unwrap_or(file.parallel_runs.max_steps),
@@ -867,11 +867,15 @@ fn agent(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> Result<AgentSpec
 
 /// How the agent was chosen (`--agent`, the file, or not at all: the default), and
 /// the names the file defines.
-fn agent_choice(file: &ConfigFile, origin: &str, flags: &PlanFlags) -> (Choice, Vec<String>) {
+fn agent_choice(file: &ConfigFile, file_name: &Path, flags: &PlanFlags) -> (Choice, Vec<String>) {
     let choice = if flags.agent.is_some() {
         Choice::Flag
     } else if file.parallel_runs.agent != crate::config::ParallelRuns::default().agent {
-        Choice::File(origin.to_owned())
+        // Where it is written: preflight's refusal points at the line.
+        Choice::File(crate::config::located(
+            file_name,
+            &["parallel_runs", "agent"],
+        ))
     } else {
         Choice::Default
     };

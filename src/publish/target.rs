@@ -256,12 +256,20 @@ pub fn slug(
     let name = remote_flag
         .or(record.and_then(|r| r.publish_remote.as_deref()))
         .unwrap_or("origin");
-    let url = record
-        .and_then(|r| r.remotes.get(name))
-        .map(String::as_str)
-        .unwrap_or(name);
-    RepoSlug::from_remote_url(url).ok_or_else(|| {
-        format!("cannot tell the GitHub repository from remote {name:?}: pass --repo OWNER/NAME")
+    let recorded = record.and_then(|r| r.remotes.get(name));
+    let url = recorded.map(String::as_str).unwrap_or(name);
+    RepoSlug::from_remote_url(url).ok_or_else(|| match record {
+        // Added (or renamed) since: the run's record is what counts, not the config now.
+        Some(r) if recorded.is_none() && remote_flag.is_none() => format!(
+            "cannot tell the GitHub repository: remote {name:?} was not there when the run started ({}), and fanout publishes to the remotes recorded then, never to ones added since; pass --repo OWNER/NAME to publish anyway",
+            match r.remotes.keys().map(String::as_str).collect::<Vec<_>>().join(", ") {
+                none if none.is_empty() => "it had no remotes".to_owned(),
+                names => format!("it had: {names}"),
+            }
+        ),
+        _ => format!(
+            "cannot tell the GitHub repository from remote {name:?}: pass --repo OWNER/NAME"
+        ),
     })
 }
 
@@ -465,6 +473,21 @@ mod tests {
         );
         let e = slug(None, None, None, None).unwrap_err();
         assert!(e.contains("pass --repo OWNER/NAME"), "{e}");
+        // An origin added after the run started (issue #29 item 5).
+        assert_eq!(
+            slug(None, None, Some(&record(&[], None)), None).unwrap_err(),
+            "cannot tell the GitHub repository: remote \"origin\" was not there when the run started (it had no remotes), and fanout publishes to the remotes recorded then, never to ones added since; pass --repo OWNER/NAME to publish anyway"
+        );
+        assert!(
+            slug(
+                None,
+                None,
+                Some(&record(&[("upstream", "/srv/up.git")], None)),
+                None
+            )
+            .unwrap_err()
+            .contains("(it had: upstream)")
+        );
         assert!(
             slug(Some("nope"), None, None, None)
                 .unwrap_err()

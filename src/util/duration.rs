@@ -37,8 +37,52 @@ pub fn parse(text: &str, bare: Bare) -> Result<Duration, String> {
             )),
         };
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("expected a duration like {EXAMPLES}, found \"{s}\" ({e})"))
+    if let Some(at) = months_as_m(s) {
+        let (minutes, months) = (
+            format!("{}m{}", &s[..at], &s[at + 1..]),
+            format!("{}months{}", &s[..at], &s[at + 1..]),
+        );
+        return Err(format!(
+            "\"{s}\" is ambiguous: `M` means months, not minutes; write \"{minutes}\" for minutes or \"{months}\" for months"
+        ));
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        format!(
+            "expected a duration like {EXAMPLES}, found \"{s}\": {}",
+            why(s, &e)
+        )
+    })
+}
+
+/// humantime's error in fanout's words, positions counted in characters from 1.
+fn why(s: &str, e: &humantime::DurationError) -> String {
+    use humantime::DurationError as E;
+    let at = |byte: usize| s.get(..byte).map_or(byte, |p| p.chars().count()) + 1;
+    match e {
+        E::InvalidCharacter(i) => format!(
+            "character {} ({:?}) cannot be part of a duration",
+            at(*i),
+            s[*i..].chars().next().unwrap_or(' ')
+        ),
+        E::NumberExpected(i) => format!("a number was expected at character {}", at(*i)),
+        E::UnknownUnit { unit, .. } => {
+            format!("unknown unit \"{unit}\" (units: ms, s, m, h, d, w, months, y, or their names)")
+        }
+        E::NumberOverflow => "the number is too large or too precise".to_owned(),
+        E::Empty => "it is empty".to_owned(),
+    }
+}
+
+/// Where `s` has the unit `M` (humantime's months; easily meant as minutes): an `M`
+/// after a number, not the start of a longer unit.
+fn months_as_m(s: &str) -> Option<usize> {
+    s.char_indices().find_map(|(i, c)| {
+        let after_number = s[..i]
+            .trim_end()
+            .ends_with(|p: char| p.is_ascii_digit() || p == '.');
+        let unit_alone = !s[i + 1..].starts_with(|n: char| n.is_ascii_alphabetic());
+        (c == 'M' && after_number && unit_alone).then_some(i)
+    })
 }
 
 #[cfg(test)]
@@ -58,12 +102,37 @@ mod tests {
         assert_eq!(secs("600"), Ok(600.0));
         assert_eq!(
             secs("soon").unwrap_err(),
-            "expected a duration like 90s, 10m, 1h30m or 2d, found \"soon\" (expected number at 0)"
+            "expected a duration like 90s, 10m, 1h30m or 2d, found \"soon\": a number was expected at character 1"
+        );
+        assert_eq!(
+            secs("5 parsecs").unwrap_err(),
+            "expected a duration like 90s, 10m, 1h30m or 2d, found \"5 parsecs\": unknown unit \"parsecs\" (units: ms, s, m, h, d, w, months, y, or their names)"
+        );
+        assert_eq!(
+            secs("5m!").unwrap_err(),
+            "expected a duration like 90s, 10m, 1h30m or 2d, found \"5m!\": character 3 ('!') cannot be part of a duration"
         );
         assert!(secs("-5").unwrap_err().contains("found \"-5\""));
         assert_eq!(secs("1.5h"), Ok(5400.0));
         assert_eq!(secs("6 hours"), Ok(21600.0));
         assert!(secs("").is_err());
+    }
+
+    #[test]
+    fn a_capital_m_is_refused_as_ambiguous() {
+        assert_eq!(
+            parse("10M", Bare::Seconds).unwrap_err(),
+            "\"10M\" is ambiguous: `M` means months, not minutes; write \"10m\" for minutes or \"10months\" for months"
+        );
+        assert_eq!(
+            parse("1h 5 M", Bare::Refused).unwrap_err(),
+            "\"1h 5 M\" is ambiguous: `M` means months, not minutes; write \"1h 5 m\" for minutes or \"1h 5 months\" for months"
+        );
+        assert_eq!(
+            parse("2months", Bare::Refused),
+            Ok(Duration::from_secs(2 * 2_630_016))
+        );
+        assert_eq!(parse("10m", Bare::Refused), Ok(Duration::from_secs(600)));
     }
 
     #[test]

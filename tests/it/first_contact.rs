@@ -388,6 +388,135 @@ fn the_nightly_run_with_no_tasks_or_no_fanout_yml_succeeds_doing_nothing() {
     }
 }
 
+/// `10M` is months to humantime: refused, saying what to write (issue #29 item 5).
+#[test]
+fn a_capital_m_duration_is_refused_saying_minutes_are_m() {
+    let t = TestEnv::new();
+    let out = t
+        .fanout(&["cleanup", "--older-than", "10M"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "\"10M\" is ambiguous: `M` means months, not minutes; write \"10m\" for minutes or \"10months\" for months"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `run --help` names the built-in agents (issue #29 item 5).
+#[test]
+fn run_help_names_the_built_in_agents() {
+    let t = TestEnv::new();
+    let help = String::from_utf8(t.run_ok(&["run", "--help"]).stdout).unwrap();
+    assert!(
+        help.contains("Agent: a built-in CLI (`claude`, `codex`, `aider`), a name under `agents:` in the config"),
+        "{help}"
+    );
+}
+
+/// Bare `cleanup` says every way to pick runs, not only `--run` (issue #29 item 5).
+#[test]
+fn bare_cleanup_shows_every_way_to_pick_runs() {
+    let t = TestEnv::new();
+    let out = t.fanout(&["cleanup"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Usage: fanout cleanup <--run <ID>|--all|--older-than <AGE>|--keep <N>>"),
+        "{err}"
+    );
+}
+
+/// clap's errors open like fanout's own; help and version do not (issue #29 item 5).
+#[test]
+fn argument_errors_carry_the_fanout_prefix() {
+    let t = TestEnv::new();
+    let out = t.fanout(&["run", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("fanout: error: unexpected argument '--no-such-flag'"),
+        "{}",
+        stderr(&out)
+    );
+    let version = t.run_ok(&["--version"]);
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("fanout "));
+    assert!(version.stderr.is_empty());
+}
+
+/// A typo in `parallel_runs.agent` is refused at preflight with its line and column
+/// (issue #29 item 5).
+#[test]
+fn a_parallel_runs_agent_typo_names_its_line_and_column() {
+    let t = TestEnv::new();
+    let path = path_with(&t, &["claude"]);
+    let cfg = t.config("parallel_runs:\n  workers: 2\n  agent: claud\n");
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "run", "fix the bug"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let want = format!(
+        "fanout: error: {}:3:10: parallel_runs.agent claud: no agent of that name is defined under `agents:` or built in",
+        cfg.display()
+    );
+    assert!(stderr(&out).starts_with(&want), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean `claude`?"));
+    nothing_created(&t);
+}
+
+/// `plan` and `status` print a header row over their tables (issue #29 item 5).
+#[test]
+fn plan_and_status_tables_have_a_header_row() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let plan = t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "plan",
+        "-w",
+        "2",
+        "-t",
+        "fix it",
+    ]);
+    let plan = String::from_utf8(plan.stdout).unwrap();
+    let lines: Vec<&str> = plan.lines().collect();
+    let branch = lines[2].split_whitespace().nth(2).unwrap();
+    assert_eq!(
+        lines[1],
+        format!(
+            "  #    MODEL            {:<w$}  TASK",
+            "BRANCH",
+            w = branch.len()
+        ),
+        "{plan}"
+    );
+    assert!(lines[2].ends_with(&format!("{branch}  fix it")), "{plan}");
+    t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "-q",
+        "-w",
+        "1",
+        "fix it",
+    ]);
+    let status = String::from_utf8(t.run_ok(&["status"]).stdout).unwrap();
+    let lines: Vec<&str> = status.lines().collect();
+    assert_eq!(
+        lines[1..3],
+        [
+            "  #    STATUS   GIT                DISK  BRANCH",
+            "        WORKTREE"
+        ],
+        "{status}"
+    );
+    assert!(lines[3].starts_with("  #1   success  clean"), "{status}");
+}
+
 /// A `command` agent whose argv uses `{model}` (not `model_args:`) with a worker on
 /// the default model: `fanout plan` and `fanout run` refuse it up front (exit 2,
 /// naming the agent, the worker and the placeholder), instead of every worker

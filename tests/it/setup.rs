@@ -790,3 +790,201 @@ fn the_readme_example_is_valid() {
         "the defaults are left out: {setup}"
     );
 }
+
+/// A `node_modules` as npm lays it out: a package whose CLI `.bin` links to (a
+/// relative symlink), a private file, a read-only directory, old times; plus what
+/// must neither hang nor fail the copy: a FIFO and symlink loops.
+fn node_modules(t: &TestEnv) -> std::time::SystemTime {
+    use std::os::unix::fs::symlink;
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_500_000_000);
+    t.write(".gitignore", "node_modules/\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "ignore node_modules"]);
+    let nm = t.repo.join("node_modules");
+    t.write(
+        "node_modules/greet/bin/cli.sh",
+        "#!/bin/sh\necho \"hello from greet, $1\"\n",
+    );
+    t.write("node_modules/greet/private.key", "k\n");
+    t.write("node_modules/greet/lib/index.js", "module.exports = 1;\n");
+    let set = |rel: &str, mode: u32| {
+        let p = nm.join(rel);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set("greet/bin/cli.sh", 0o755);
+    set("greet/private.key", 0o600);
+    std::fs::create_dir_all(nm.join(".bin")).unwrap();
+    symlink("../greet/bin/cli.sh", nm.join(".bin/greet")).unwrap();
+    std::fs::create_dir_all(nm.join("loop")).unwrap();
+    symlink("b", nm.join("loop/a")).unwrap();
+    symlink("a", nm.join("loop/b")).unwrap();
+    symlink(".", nm.join("loop/self")).unwrap();
+    symlink("..", nm.join("loop/up")).unwrap();
+    let fifo = nm.join("loop/fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for rel in [
+        "greet/bin/cli.sh",
+        "greet/private.key",
+        "greet/lib/index.js",
+    ] {
+        let f = std::fs::File::options()
+            .append(true)
+            .open(nm.join(rel))
+            .unwrap();
+        f.set_modified(old).unwrap();
+    }
+    set("greet/lib", 0o555);
+    for dir in ["greet/lib", "greet"] {
+        std::fs::File::open(nm.join(dir))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    old
+}
+
+#[test]
+fn a_copied_node_modules_keeps_its_bin_symlinks_modes_and_times() {
+    let t = TestEnv::new();
+    let old = node_modules(&t);
+    let cfg = t.config(&format!(
+        r#"parallel_runs:
+  agent: sh
+worktree_dir: '{}'
+copy: [node_modules/]
+agents:
+  sh:
+    command: [sh, -c, 'node_modules/.bin/greet "worker $FANOUT_WORKER_ID" > greeting.txt']
+    result: {{format: exit-code}}
+"#,
+        t.worktrees.display()
+    ));
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "2",
+            "greet",
+        ])
+        .output()
+        .unwrap();
+    let report = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    for r in report["results"].as_array().unwrap() {
+        assert_eq!(r["status"], "success", "{r:#}");
+        let id = r["worker_id"].as_u64().unwrap();
+        let branch = r["branch"].as_str().unwrap();
+        // the package's CLI ran through `.bin`
+        assert_eq!(
+            t.git(&["show", &format!("{branch}:greeting.txt")]),
+            format!("hello from greet, worker {id}\n")
+        );
+        let nm = worktree(r).join("node_modules");
+        assert_eq!(
+            std::fs::read_link(nm.join(".bin/greet")).unwrap(),
+            std::path::Path::new("../greet/bin/cli.sh")
+        );
+        assert_eq!(
+            std::fs::read_link(nm.join("loop/self")).unwrap(),
+            std::path::Path::new(".")
+        );
+        assert_eq!(
+            std::fs::read_link(nm.join("loop/a")).unwrap(),
+            std::path::Path::new("b")
+        );
+        // modes and times as `cp -a` keeps them
+        for (rel, mode) in [
+            ("greet/bin/cli.sh", 0o755),
+            ("greet/private.key", 0o600),
+            ("greet/lib/index.js", 0o644),
+            ("greet/lib", 0o555),
+        ] {
+            let meta = std::fs::symlink_metadata(nm.join(rel)).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o7777, mode, "{rel}");
+            assert_eq!(meta.modified().unwrap(), old, "{rel}");
+        }
+        assert_eq!(
+            std::fs::metadata(nm.join("greet"))
+                .unwrap()
+                .modified()
+                .unwrap(),
+            old
+        );
+        // the FIFO is skipped, and said so
+        assert!(std::fs::symlink_metadata(nm.join("loop/fifo")).is_err());
+        let warning = "not copied: 1 entry (FIFOs, sockets and devices are skipped, as are names that are not UTF-8): node_modules/loop/fifo";
+        assert_eq!(
+            r["setup"]["warnings"],
+            serde_json::json!([warning]),
+            "{r:#}"
+        );
+        // nothing of node_modules is committed
+        assert!(
+            !tree(&t, branch)
+                .iter()
+                .any(|f| f.starts_with("node_modules"))
+        );
+    }
+}
+
+/// A symlink copied into the worktree that points outside it gives a sandboxed
+/// agent no way out: Landlock checks the path a write resolves to, not the link.
+#[test]
+fn a_copied_symlink_out_of_the_worktree_cannot_be_written_through_when_sandboxed() {
+    let t = TestEnv::new();
+    t.write(".gitignore", "node_modules/\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "ignore node_modules"]);
+    let outside = t.root().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("kept.txt"), "original\n").unwrap();
+    t.write("node_modules/pkg/index.js", "1\n");
+    std::os::unix::fs::symlink(&outside, t.repo.join("node_modules/.cache")).unwrap();
+    let cfg = t.config(&format!(
+        r#"parallel_runs:
+  agent: sh
+worktree_dir: '{}'
+sandbox: required
+copy: [node_modules/]
+agents:
+  sh:
+    command: [sh, -c, 'for f in planted.txt kept.txt; do if echo x >> node_modules/.cache/$f 2>/dev/null; then echo "DID $f"; else echo "DENIED $f"; fi; done; cat node_modules/.cache/kept.txt']
+    result: {{format: exit-code}}
+"#,
+        t.worktrees.display()
+    ));
+    let report = json(&t.run_ok(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--json",
+        "-w",
+        "1",
+        "escape",
+    ]));
+    let r = &report["results"][0];
+    assert_eq!(r["sandboxed"], true, "{r:#}");
+    assert_eq!(
+        std::fs::read_link(worktree(r).join("node_modules/.cache")).unwrap(),
+        outside
+    );
+    let log = std::fs::read_to_string(r["log_path"].as_str().unwrap()).unwrap();
+    // reading through it is allowed; writing is not
+    for line in ["DENIED planted.txt\n", "DENIED kept.txt\n", "\noriginal\n"] {
+        assert!(log.contains(line), "{line}{log}");
+    }
+    assert!(!outside.join("planted.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(outside.join("kept.txt")).unwrap(),
+        "original\n"
+    );
+}

@@ -225,21 +225,27 @@ async fn copy_left_out(
         w.worktree_root.to_owned(),
         w.worktree.to_owned(),
     );
-    let (copied, unmatched) =
+    let (done, unmatched) =
         crate::run::blocking::spawn(move || copy_files(&checkout, &root, &wt, &patterns))
             .await
             .map_err(|_| failed("copying: task panicked".into()))?
             .map_err(failed)?;
-    out.record.copied = copied.len();
-    log.line(&copied_line(&copied));
-    for pattern in unmatched {
-        let warning = format!(
+    out.record.copied = done.copied.len();
+    log.line(&copied_line(&done.copied));
+    let mut warnings = unmatched
+        .into_iter()
+        .map(|pattern| format!(
             "{pattern} matches no file of the checkout that git ignores or does not track; nothing copied for it"
-        );
+        ))
+        .collect::<Vec<_>>();
+    if !done.skipped.is_empty() {
+        warnings.push(skipped_line(&done.skipped));
+    }
+    for warning in warnings {
         log.line(&format!("fanout: setup: warning: {warning}"));
         out.record.warnings.push(warning);
     }
-    Ok(copied)
+    Ok(done.copied)
 }
 
 /// The `setup:` commands, in order, each with `sh -c` and the worker's environment,
@@ -304,13 +310,13 @@ async fn record_baseline(w: &Worker<'_>, copied: Vec<String>) -> Result<(), Stri
     .map_err(|e| failed(format!("recording what setup changed: {}", e.message())))
 }
 
-/// Select and copy: the copied paths, and the patterns that selected nothing.
+/// Select and copy: what was copied, and the patterns that selected nothing.
 fn copy_files(
     checkout: &Path,
     worktree_root: &Path,
     worktree: &Path,
     patterns: &glob::Patterns,
-) -> Result<(Vec<String>, Vec<String>), String> {
+) -> Result<(copy::Copied, Vec<String>), String> {
     let repo = crate::repo::open(checkout)
         .map_err(|e| format!("{}: {}", checkout.display(), e.message()))?;
     let root = repo
@@ -319,10 +325,32 @@ fn copy_files(
         .canonicalize()
         .map_err(|e| format!("{}: {e}", checkout.display()))?;
     let skip = worktree_root.canonicalize().ok();
-    let files = copy::select(&repo, &root, patterns, skip.as_deref())
+    let selection = copy::select(&repo, &root, patterns, skip.as_deref())
         .map_err(|e| format!("finding files to copy: {e}"))?;
-    let copied = copy::copy_into(&root, worktree, &files)?;
-    Ok((copied, patterns.unmatched(&files)))
+    let done = copy::copy_into(&root, worktree, &selection, patterns)?;
+    // A pattern selected something if it names a file copied or one left alone.
+    let mut unmatched = patterns.unmatched(&done.copied);
+    if !unmatched.is_empty() && !done.present.is_empty() {
+        let also = patterns.unmatched(&done.present);
+        unmatched.retain(|p| also.contains(p));
+    }
+    Ok((done, unmatched))
+}
+
+/// The warning for entries not copied (special files, names that are not UTF-8).
+fn skipped_line(skipped: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names = skipped[..skipped.len().min(SHOWN)].join(", ");
+    if skipped.len() > SHOWN {
+        names.push_str(&format!(", … {} more", skipped.len() - SHOWN));
+    }
+    format!(
+        "not copied: {} (FIFOs, sockets and devices are skipped, as are names that are not UTF-8): {names}",
+        match skipped.len() {
+            1 => "1 entry".to_owned(),
+            n => format!("{n} entries"),
+        }
+    )
 }
 
 fn copied_line(copied: &[String]) -> String {
