@@ -94,6 +94,11 @@ pub enum Command {
 
 /// What `main` calls.
 pub fn main() -> ExitCode {
+    // A worker's supervisor: it holds no credential (it is started with the agent's
+    // environment) and stays readable to resume's checks, so it skips what follows.
+    if let Some(command) = crate::run::supervisor::started_as_supervisor(std::env::args_os()) {
+        return crate::run::supervisor::main(command);
+    }
     // First, while this is the only thread: credentials out of the environment (and
     // out of /proc/<pid>/environ), and the process closed to same-user readers.
     let secrets = crate::secret::Secrets::take_from_env();

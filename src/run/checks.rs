@@ -173,47 +173,4 @@ mod tests {
             "check `cargo test` exited 101: test x ... FAILED (1 later check not run)"
         );
     }
-
-    #[tokio::test]
-    async fn checks_run_in_order_and_stop_at_the_first_failure() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_tx, rx) = watch::channel(StopLevel::Run);
-        let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-        let mk = |name: &str, run: &str, timeout: f64| Check {
-            name: name.into(),
-            run: run.into(),
-            timeout,
-        };
-        let checks = [
-            mk("ok", "echo fine; touch ran-1", 30.0),
-            mk("bad", "echo broken >&2; exit 3", 30.0),
-            mk("never", "touch ran-3", 30.0),
-        ];
-        let site = |worker_id, grace| CheckSite {
-            dir: dir.path(),
-            env: &env,
-            log_dir: dir.path(),
-            worker_id,
-            grace,
-            confine: None,
-        };
-        let r = run(&checks, site(1, Duration::from_secs(1)), rx.clone()).await;
-        assert_eq!(r.len(), 2);
-        assert!(r[0].passed && !r[1].passed);
-        assert_eq!(r[1].exit_code, Some(3));
-        assert_eq!(r[1].log_tail, "broken");
-        assert!(dir.path().join("ran-1").exists());
-        assert!(!dir.path().join("ran-3").exists());
-        let slow = [mk("slow", "sleep 30", 0.3)];
-        let site = |worker_id, grace| CheckSite {
-            dir: dir.path(),
-            env: &env,
-            log_dir: dir.path(),
-            worker_id,
-            grace,
-            confine: None,
-        };
-        let r = run(&slow, site(2, Duration::from_millis(200)), rx).await;
-        assert!(!r[0].passed && r[0].timed_out, "{r:?}");
-    }
 }

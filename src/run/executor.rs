@@ -1068,7 +1068,14 @@ impl Executor {
             notes.push(n);
         }
         if sup.stragglers {
-            notes.push("agent left processes running; fanout stopped them".into());
+            notes.push("agent left processes running; fanout stopped them before harvest".into());
+        }
+        if sup.supervisor_lost {
+            notes.push(
+                "the agent's supervisor was killed; what the agent left outside its process \
+                 group was stopped only at the end of the run"
+                    .into(),
+            );
         }
         if sup.pipes_leaked {
             notes.push("a process outside the agent's group kept its output open".into());
@@ -1364,14 +1371,17 @@ pub fn decide(
     timeout: Option<f64>,
     inactivity: Option<f64>,
 ) -> (Status, Option<String>) {
+    // How fanout's stop went, when it stopped the agent.
+    let how = if sup.killed {
+        "; killed after the grace period"
+    } else if sup.termed {
+        "; the agent honoured SIGTERM"
+    } else {
+        ""
+    };
     match sup.ending {
-        Ending::Interrupted => return (Status::Failed, Some("interrupted".into())),
+        Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),
         Ending::TimedOut => {
-            let how = if sup.killed {
-                "; killed after the grace period"
-            } else {
-                ""
-            };
             return (
                 Status::Timeout,
                 Some(format!(
@@ -1538,7 +1548,9 @@ mod tests {
             duration: Duration::from_secs(1),
             stdout_tail: vec![],
             stragglers: false,
+            termed: false,
             killed: false,
+            supervisor_lost: false,
             pipes_leaked: false,
             progress: crate::agent::Progress::default(),
             progress_source: None,
@@ -1568,6 +1580,32 @@ mod tests {
         assert_eq!(
             decide(&s, &denied, true, None, None, None).0,
             Status::Failed
+        );
+    }
+
+    #[test]
+    fn a_stopped_agent_s_reason_says_how_it_stopped() {
+        let ok = out(AgentStatus::Success, None);
+        let honoured = Supervised {
+            termed: true,
+            ..sup(Ending::Interrupted)
+        };
+        let (status, reason) = decide(&honoured, &ok, false, None, None, None);
+        assert_eq!(status, Status::Failed);
+        assert_eq!(
+            reason.as_deref(),
+            Some("interrupted; the agent honoured SIGTERM")
+        );
+        let killed = Supervised {
+            termed: true,
+            killed: true,
+            ..sup(Ending::TimedOut)
+        };
+        let (status, reason) = decide(&killed, &ok, false, None, Some(5.0), None);
+        assert_eq!(status, Status::Timeout);
+        assert_eq!(
+            reason.as_deref(),
+            Some("timed out after 5s; killed after the grace period")
         );
     }
 

@@ -39,6 +39,7 @@ pub mod runs;
 pub mod setup;
 pub mod signals;
 pub mod status;
+pub mod supervisor;
 pub mod tamper;
 pub mod wip;
 pub mod worktree;

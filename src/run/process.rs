@@ -18,7 +18,7 @@
 //! can tell which groups are still alive.
 
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::event::StopLevel;
+use super::supervisor::Report;
 use crate::agent::{Progress, StreamWatch, WATCH_LINE_MAX};
 use crate::model::CostSource;
 
@@ -109,10 +110,15 @@ pub struct Supervised {
     pub duration: Duration,
     /// The last [`STDOUT_TAIL_BYTES`] of stdout.
     pub stdout_tail: Vec<u8>,
-    /// Processes of its group outlived the leader and had to be stopped.
+    /// Processes it started outlived it and had to be stopped.
     pub stragglers: bool,
+    /// fanout sent the group SIGTERM (at a limit, or when asked to stop).
+    pub termed: bool,
     /// SIGKILL was needed.
     pub killed: bool,
+    /// Its supervisor ended before it reported (something killed it): what the
+    /// program left outside its group is stopped only when the run ends.
+    pub supervisor_lost: bool,
     /// The output pipes were still held open by a process outside the group.
     pub pipes_leaked: bool,
     /// What the live output said last (cost, steps), when it was watched.
@@ -135,9 +141,12 @@ pub async fn supervise(
     on_line: impl FnMut(&str) + Send + 'static,
 ) -> std::io::Result<Supervised> {
     let log = tokio::fs::File::from_std(crate::util::open_log(spec.log, false)?);
-    let mut cmd = command(&mut spec)?;
+    let (report_rx, report_tx) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let mut cmd = command(&mut spec, report_tx.as_raw_fd())?;
     let started = Instant::now();
     let mut child = cmd.spawn()?;
+    drop(report_tx);
+    let ended = read_report(report_rx);
     let pgid = Pid::from_raw(child.id().expect("a fresh child has a pid") as i32);
     let group_record = group_record_path(spec.log);
     let _ = super::groups::record(&group_record, pgid.as_raw(), spec.program);
@@ -163,6 +172,7 @@ pub async fn supervise(
         ending: Ending::Exited,
         kill_at: None,
         killed: false,
+        termed: false,
     };
     let limits = Limits {
         deadline: spec.timeout.map(|t| tokio::time::Instant::now() + t),
@@ -172,15 +182,23 @@ pub async fn supervise(
         reached: limit_rx,
         run_budget: spec.run_budget.take(),
     };
-    let status = wait_for_exit(&mut child, &mut st, limits, &mut stop).await?;
+    let report = wait_for_exit(ended, &mut st, limits, &mut stop).await;
     let duration = started.elapsed();
-    let stragglers = stop_stragglers(&mut st, &stop).await;
-    // The group is gone: nothing left for a later `fanout resume` to worry about.
+    let stragglers = stop_stragglers(&mut st, &stop, &mut child).await;
+    // The tree is gone: nothing left for a later `fanout resume` to worry about.
     let _ = std::fs::remove_file(&group_record);
     let (stdout_tail, progress, progress_source, pipes_leaked) = finish_drain(drain).await;
+    let (exit_code, signal) = match report {
+        Some(Report::Exited(c)) => (Some(c), None),
+        Some(Report::Signaled(s)) => (None, Some(s)),
+        Some(Report::NotStarted(errno)) => return Err(std::io::Error::from_raw_os_error(errno)),
+        None => (None, Some(Signal::SIGKILL as i32)),
+    };
     Ok(Supervised {
-        exit_code: status.code(),
-        signal: status.signal(),
+        exit_code,
+        signal,
+        supervisor_lost: report.is_none(),
+        termed: st.termed,
         ending: st.ending,
         duration,
         stdout_tail,
@@ -192,13 +210,17 @@ pub async fn supervise(
     })
 }
 
-/// The command for `spec`: its own session and process group, a clean environment,
-/// output piped; confined by its policy between fork and exec.
-fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Command> {
+/// The command for `spec`: fanout's own binary as its supervisor
+/// ([`super::supervisor`], reporting on `report`), in its own session and process
+/// group, a clean environment, output piped; confined by its policy between fork and
+/// exec.
+fn command(spec: &mut ProcessSpec<'_>, report: RawFd) -> std::io::Result<tokio::process::Command> {
     let env = std::mem::take(&mut spec.env);
     let confine = spec.confine.cloned();
-    let mut cmd = tokio::process::Command::new(spec.program);
-    cmd.args(spec.args)
+    let mut cmd = tokio::process::Command::new(own_binary()?);
+    cmd.arg(super::supervisor::ARG)
+        .arg(spec.program)
+        .args(spec.args)
         .current_dir(spec.cwd)
         .env_clear()
         .envs(env)
@@ -206,11 +228,21 @@ fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Comman
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    // SAFETY: setsid(2) and `Prepared::apply` (prctl, capset, landlock_restrict_self)
-    // are system calls only, async-signal-safe; nothing else runs between fork and exec.
+    // SAFETY: setsid(2), dup2(2), fcntl(2) and `Prepared::apply` (prctl, capset,
+    // landlock_restrict_self) are system calls only, async-signal-safe; nothing else
+    // runs between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // The report channel as descriptor 3, kept open across exec.
+            let ok = if report == super::supervisor::REPORT_FD {
+                nix::libc::fcntl(report, nix::libc::F_SETFD, 0)
+            } else {
+                nix::libc::dup2(report, super::supervisor::REPORT_FD)
+            };
+            if ok < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             match &confine {
                 Some(c) => c.apply(),
                 None => Ok(()),
@@ -218,6 +250,30 @@ fn command(spec: &mut ProcessSpec<'_>) -> std::io::Result<tokio::process::Comman
         });
     }
     Ok(cmd)
+}
+
+/// fanout's own binary, run as each worker's supervisor. On Linux `/proc/self/exe`:
+/// the very file this process was started from, even if its path was replaced since.
+/// A program that runs plans through this library from a `main` of its own must
+/// dispatch [`super::supervisor::started_as_supervisor`] as fanout's does.
+fn own_binary() -> std::io::Result<PathBuf> {
+    if cfg!(target_os = "linux") {
+        return Ok(PathBuf::from("/proc/self/exe"));
+    }
+    std::env::current_exe()
+}
+
+/// The supervisor's report of how its program ended, read on a thread of its own;
+/// `None` when the channel closed without one (the supervisor was killed).
+fn read_report(rx: std::os::fd::OwnedFd) -> tokio::sync::oneshot::Receiver<Option<Report>> {
+    let (tx, out) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let file = std::fs::File::from(rx);
+        let _ = std::io::Read::read_to_string(&mut std::io::Read::take(file, 64), &mut text);
+        let _ = tx.send(Report::parse(&text));
+    });
+    out
 }
 
 /// How fanout is stopping a process group, if it is: why, when SIGKILL follows the
@@ -228,6 +284,8 @@ struct Stopping {
     ending: Ending,
     kill_at: Option<tokio::time::Instant>,
     killed: bool,
+    /// SIGTERM was sent (the ending says why).
+    termed: bool,
 }
 
 impl Stopping {
@@ -239,14 +297,17 @@ impl Stopping {
     /// SIGTERM the group for `why`; SIGKILL follows after the grace.
     fn term(&mut self, why: Ending) {
         self.ending = why;
+        self.termed = true;
+        // The supervisor, the group's leader, takes no notice: it outlives its program.
         signal_group(self.pgid, Signal::SIGTERM);
         self.kill_at = Some(tokio::time::Instant::now() + self.grace);
     }
 
-    /// SIGKILL the group.
+    /// SIGKILL every process of the tree but its supervisor.
     fn kill(&mut self) {
-        signal_group(self.pgid, Signal::SIGKILL);
-        self.killed = true;
+        if signal_tree(self.pgid, Signal::SIGKILL) {
+            self.killed = true;
+        }
         self.kill_at = None;
     }
 
@@ -280,14 +341,15 @@ struct Limits {
     run_budget: Option<watch::Receiver<bool>>,
 }
 
-/// Wait for the group's leader to exit, stopping the group at a limit or when fanout
-/// is asked to stop (a stop requested before it started counts too).
+/// Wait for the supervisor's report that its program ended, stopping the group at a
+/// limit or when fanout is asked to stop (a stop requested before it started counts
+/// too). `None`: the supervisor ended without one.
 async fn wait_for_exit(
-    child: &mut tokio::process::Child,
+    mut ended: tokio::sync::oneshot::Receiver<Option<Report>>,
     st: &mut Stopping,
     mut limits: Limits,
     stop: &mut watch::Receiver<StopLevel>,
-) -> std::io::Result<std::process::ExitStatus> {
+) -> Option<Report> {
     let mut idle_check = limits.inactivity.map(|limit| {
         let every = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         tokio::time::interval(every)
@@ -304,7 +366,7 @@ async fn wait_for_exit(
             st.requested(level);
         }
         tokio::select! {
-            status = child.wait() => return status,
+            report = &mut ended => return report.ok().flatten(),
             _ = sleep_until(limits.deadline), if limits.deadline.is_some() && st.running() => {
                 st.term(Ending::TimedOut);
             }
@@ -346,29 +408,52 @@ async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> Option<bool> {
     Some(*rx.borrow_and_update())
 }
 
-/// The leader is gone; stop whatever it left in its group. Returns whether the agent
-/// left processes running (when fanout signalled the group itself, members may simply
-/// still be dying: not the agent's fault).
-async fn stop_stragglers(st: &mut Stopping, stop: &watch::Receiver<StopLevel>) -> bool {
-    let lingering = group_alive(st.pgid);
-    let stragglers = lingering && st.ending == Ending::Exited;
-    if lingering {
-        let grace = if *stop.borrow() == StopLevel::Kill {
-            Duration::ZERO
-        } else {
-            st.grace.min(Duration::from_secs(5))
-        };
-        signal_group(st.pgid, Signal::SIGTERM);
-        let until = Instant::now() + grace;
-        while group_alive(st.pgid) && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+/// How long fanout keeps killing a tree whose supervisor does not end (stopped or
+/// stuck) before it kills the supervisor too.
+const SUPERVISOR_WAIT: Duration = Duration::from_secs(5);
+
+/// The program is gone; stop whatever it left — in its group, or re-parented to its
+/// supervisor — and wait for the supervisor to end: then nothing of the tree runs.
+/// Returns whether the program left processes running (when fanout signalled the
+/// group itself, members may simply still be dying: not the agent's fault).
+async fn stop_stragglers(
+    st: &mut Stopping,
+    stop: &watch::Receiver<StopLevel>,
+    supervisor: &mut tokio::process::Child,
+) -> bool {
+    let stragglers =
+        !super::reaper::tree_of(st.pgid.as_raw()).is_empty() && st.ending == Ending::Exited;
+    let grace = if *stop.borrow() == StopLevel::Kill {
+        Duration::ZERO
+    } else {
+        st.grace
+    };
+    let kill_at = Instant::now() + grace;
+    let mut termed = std::collections::BTreeSet::new();
+    // Only a process that stopped it keeps the supervisor from reaping.
+    let _ = nix::sys::signal::kill(st.pgid, Signal::SIGCONT);
+    loop {
+        if !matches!(supervisor.try_wait(), Ok(None)) {
+            return stragglers;
         }
-        if group_alive(st.pgid) {
-            signal_group(st.pgid, Signal::SIGKILL);
-            st.killed = true;
+        let now = Instant::now();
+        for pid in super::reaper::tree_of(st.pgid.as_raw()) {
+            let pid = Pid::from_raw(pid);
+            if now >= kill_at {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                st.killed = true;
+            } else if termed.insert(pid) {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGTERM);
+            }
         }
+        if now >= kill_at + SUPERVISOR_WAIT {
+            // Dead or stuck: what it would have reaped falls to the run's sweep.
+            let _ = supervisor.start_kill();
+            let _ = supervisor.wait().await;
+            return stragglers;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    stragglers
 }
 
 /// What the drain read: the stdout tail and the live progress; and whether the output
@@ -510,9 +595,18 @@ fn signal_group(pgid: Pid, sig: Signal) {
     let _ = killpg(pgid, sig);
 }
 
-/// Does any process remain in the group? (Zombies count until reaped.)
-fn group_alive(pgid: Pid) -> bool {
-    killpg(pgid, None).is_ok()
+/// Signal every live process of the supervisor `pgid`'s tree but the supervisor;
+/// whether there was any.
+fn signal_tree(pgid: Pid, sig: Signal) -> bool {
+    if !Path::new("/proc/self/stat").exists() {
+        // No /proc to tell the tree (macOS): the group, supervisor included.
+        return killpg(pgid, sig).is_ok();
+    }
+    let tree = super::reaper::tree_of(pgid.as_raw());
+    for &pid in &tree {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+    }
+    !tree.is_empty()
 }
 
 /// Copy both streams into the log as they come, keep a bounded tail of stdout, and

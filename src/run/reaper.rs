@@ -68,26 +68,47 @@ fn has_children() -> bool {
 
 /// Processes whose parent is `parent`, with their state (`Z`: exited, not reaped).
 fn children_of(parent: i32) -> Vec<(i32, char)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    processes()
         .filter_map(|pid| {
-            let (state, ppid) = stat(pid)?;
+            let (state, ppid, _) = stat(pid)?;
             (ppid == parent).then_some((pid, state))
         })
         .collect()
 }
 
-/// The state and parent of `pid`: the third and fourth fields of `/proc/<pid>/stat`,
-/// after the command name in parentheses (which may itself hold spaces and
-/// parentheses).
-fn stat(pid: i32) -> Option<(char, i32)> {
+/// The live processes of a worker's tree ([`super::supervisor`] `supervisor` leads
+/// its group and is the subreaper of everything beneath it): the members of its group
+/// and its children, less itself; exited ones (zombies) do not count. Empty without
+/// `/proc`.
+pub fn tree_of(supervisor: i32) -> Vec<i32> {
+    processes()
+        .filter(|&pid| pid != supervisor)
+        .filter(|&pid| {
+            stat(pid).is_some_and(|(state, ppid, pgrp)| {
+                state != 'Z' && (ppid == supervisor || pgrp == supervisor)
+            })
+        })
+        .collect()
+}
+
+/// Every process id in `/proc`.
+fn processes() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+}
+
+/// The state, parent and process group of `pid`: the third to fifth fields of
+/// `/proc/<pid>/stat`, after the command name in parentheses (which may itself hold
+/// spaces and parentheses).
+fn stat(pid: i32) -> Option<(char, i32, i32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
     let state = rest.next()?.chars().next()?;
-    Some((state, rest.next()?.parse().ok()?))
+    let ppid = rest.next()?.parse().ok()?;
+    Some((state, ppid, rest.next()?.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -113,7 +134,7 @@ mod tests {
     #[test]
     fn state_and_parent_are_read_past_the_command_name() {
         let me = std::process::id() as i32;
-        let (state, parent) = stat(me).unwrap();
+        let (state, parent, _) = stat(me).unwrap();
         assert_eq!(parent, nix::unistd::getppid().as_raw());
         assert!("RS".contains(state), "{state}");
         assert_eq!(stat(-5), None);

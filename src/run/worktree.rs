@@ -358,6 +358,9 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
                 }
             }
         }
+        // Its administrative directory goes too, whatever its files now say (an agent
+        // may have re-pointed them; git would then leave it behind).
+        remove_admin(repo, &entry.worktree_name);
         // Remove the now-empty run folder, never anything with content.
         if let Some(parent) = entry.worktree_path.parent() {
             let _ = std::fs::remove_dir(parent);
@@ -388,6 +391,23 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
         }
     }
     out
+}
+
+/// Remove `.git/worktrees/<name>` when it is a directory there (not a symlink) and
+/// `name` one of fanout's worktree names.
+fn remove_admin(repo: &Repository, name: &str) {
+    let plain = Path::new(name).components().count() == 1
+        && matches!(
+            Path::new(name).components().next(),
+            Some(std::path::Component::Normal(_))
+        );
+    if !plain || !name.starts_with("fanout-") {
+        return;
+    }
+    let admin = repo.commondir().join("worktrees").join(name);
+    if std::fs::symlink_metadata(&admin).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(&admin);
+    }
 }
 
 fn same_path(a: &Path, b: &Path) -> bool {

@@ -83,3 +83,38 @@ fn keep_and_older_than_sweep_only_old_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--older-than"));
 }
+
+/// A worktree whose admin directory was re-pointed elsewhere (its `gitdir` names
+/// another directory): cleanup leaves that other directory alone, and still removes
+/// `.git/worktrees/<name>`, which is fanout's.
+#[test]
+fn cleanup_removes_a_tampered_worktrees_admin_directory() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let cfg = cfg.to_str().unwrap();
+    t.run_ok(&[
+        "--config", cfg, "run", "-q", "-w", "1", "--run-id", "run-t", "-t", "x",
+    ]);
+    let admin = t.repo.join(".git/worktrees/fanout-run-t-w1");
+    assert!(admin.is_dir());
+    let elsewhere = t.root().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep.txt"), "mine").unwrap();
+    std::fs::write(
+        admin.join("gitdir"),
+        format!("{}\n", elsewhere.join(".git").display()),
+    )
+    .unwrap();
+    // The re-pointed worktree is said and left alone; its admin directory goes.
+    let out = t
+        .fanout(&["cleanup", "--run", "run-t", "--force"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("left alone"), "{said}");
+    assert!(!admin.exists(), "the admin directory is left behind");
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("keep.txt")).unwrap(),
+        "mine"
+    );
+}

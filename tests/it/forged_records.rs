@@ -257,7 +257,7 @@ fn resume_leaves_what_changed_after_a_crash_as_it_is() {
     let cfg = a.setup(
         r#"if [ ! -e "$MARKERS/killed" ]; then
   touch "$MARKERS/killed"
-  kill -KILL "$PPID"
+  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
   sleep 1
 fi
 "#,
@@ -304,7 +304,7 @@ fn resume_stops_no_process_it_cannot_prove_it_started() {
     let cfg = a.setup(
         r#"if [ ! -e "$MARKERS/killed" ]; then
   touch "$MARKERS/killed"
-  kill -KILL "$PPID"
+  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
 fi
 "#,
         "",

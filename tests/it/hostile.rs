@@ -975,7 +975,11 @@ fi
 /// a token, and commits what it finds.
 fn reads_proc_for_the_token(mode: Sandbox) {
     let a = Arena::new(mode);
-    let cfg = a.setup(r#"python3 "$ROOT/proc_scan.py" "$PPID""#, "", "");
+    let cfg = a.setup(
+        r#"python3 "$ROOT/proc_scan.py" "$(cut -d" " -f4 /proc/$PPID/stat)""#,
+        "",
+        "",
+    );
     let (out, report) = a.run(&cfg, &["-w", "1", "Improve the docs"]);
     assert_eq!(out.status.code(), Some(0), "{}", a.logs(&report));
     a.assert_token_nowhere();
@@ -986,7 +990,11 @@ fn reads_proc_for_the_token(mode: Sandbox) {
 /// while the agent looks.
 fn reads_proc_for_the_token_during_run_publish(mode: Sandbox) {
     let a = Arena::new(mode);
-    let cfg = a.setup(r#"python3 "$ROOT/proc_scan.py" "$PPID""#, "", "");
+    let cfg = a.setup(
+        r#"python3 "$ROOT/proc_scan.py" "$(cut -d" " -f4 /proc/$PPID/stat)""#,
+        "",
+        "",
+    );
     let gh = FakeGitHub::start("octo", "demo");
     gh.set_token(&a.token);
     let url = gh.url();
@@ -1076,8 +1084,9 @@ fn plants_symlinks_where_fanout_writes(mode: Sandbox) {
     let a = Arena::new(mode);
     let cfg = a.setup(
         r#"if [ "$FANOUT_WORKER_ID" = 1 ]; then
+  FANOUT_PID=$(cut -d" " -f4 /proc/$PPID/stat)
   for f in results summary journal plan; do
-    try "trap $f.tmp$PPID" ln -sf "$USER_REPO/notes.txt" "$RUN_DIR/$f.tmp$PPID"
+    try "trap $f.tmp$FANOUT_PID" ln -sf "$USER_REPO/notes.txt" "$RUN_DIR/$f.tmp$FANOUT_PID"
   done
   try "trap w2.log" sh -c "rm -f '$RUN_DIR/logs/w2.log' && ln -s '$HOME/.bashrc' '$RUN_DIR/logs/w2.log'"
   try "trap w2.json" ln -sf "$HOME/.bashrc" "$RUN_DIR/agent-results/w2.json"
@@ -1207,7 +1216,7 @@ fn kills_fanout_then_resume_finds_the_damage(mode: Sandbox) {
   git add -A && git commit -q -m "agent work"
   try "move main" git update-ref refs/heads/main "$(git rev-parse HEAD)"
   try "plant fsmonitor" git config core.fsmonitor "$ROOT/plant.sh fsmonitor"
-  try "kill fanout" kill -KILL "$PPID"
+  try "kill fanout" kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
   sleep 1
 fi
 "#,

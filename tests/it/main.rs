@@ -54,4 +54,5 @@ mod sandbox;
 mod select;
 mod setup;
 mod signals;
+mod supervision;
 mod tokens;

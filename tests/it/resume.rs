@@ -249,7 +249,13 @@ fn resume_after_sigint_runs_only_the_interrupted_workers() {
         .map(|r| {
             (
                 r["status"].as_str().unwrap(),
-                r["reason"].as_str().unwrap_or(""),
+                // How the agent was stopped follows a `;`.
+                r["reason"]
+                    .as_str()
+                    .unwrap_or("")
+                    .split(';')
+                    .next()
+                    .unwrap(),
             )
         })
         .collect();

@@ -99,7 +99,10 @@ fn check(i: &Interrupted) {
     assert_eq!(results.len(), 4, "every worker has a row");
     for r in results {
         assert_eq!(r["status"], "failed", "{r}");
-        assert_eq!(r["reason"], "interrupted", "{r}");
+        assert!(
+            r["reason"].as_str().unwrap().starts_with("interrupted"),
+            "{r}"
+        );
     }
     // the queued worker never got a worktree
     assert_eq!(results[3]["worktree_path"], serde_json::Value::Null);

@@ -1,0 +1,206 @@
+//! Nothing outlives its worker, and stopping is prompt and truthful: each worker's
+//! processes run under a supervisor of their own (a child subreaper), so an exited
+//! child is reaped, not waited for; a daemon that forked twice is stopped before that
+//! worker's harvest; and the reason says how the agent was stopped.
+
+use crate::common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// A config whose agent is the fake agent behind a shell wrapper that leaves a child
+/// which exits at once (and is never waited for: the wrapper execs the agent).
+fn wrapped(t: &TestEnv, agent_args: &[&str], grace: u32) -> String {
+    let mut items = vec![
+        "sh".to_owned(),
+        "-c".into(),
+        "'true & exec \"$@\"'".into(),
+        "wrapper".into(),
+    ];
+    let inner = TestEnv::fake_agent_yaml(agent_args);
+    items.push(
+        inner
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned(),
+    );
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: wrapped\nworktree_dir: '{}'\nkill_grace: {grace}\nagents:\n  wrapped:\n    command: [{}]\n    writable: ['{}']\n",
+        t.worktrees.display(),
+        items.join(", "),
+        t.shared().display(),
+    ));
+    cfg.display().to_string()
+}
+
+#[test]
+fn an_exited_child_of_a_shell_wrapper_is_reaped_not_waited_for() {
+    let t = TestEnv::new();
+    let cfg = wrapped(&t, &[], 30);
+    let out = t.run_ok(&["--config", &cfg, "run", "--json", "-w", "1", "quick"]);
+    let report = json(&out);
+    let r = &report["results"][0];
+    assert_eq!(r["status"], "success", "{r}");
+    assert_eq!(r["reason"], serde_json::Value::Null, "{r}");
+    // The run (worktree, agent, harvest, report) against the agent's own time: the
+    // exited child cost nothing (it used to be counted as a live member for 5 s).
+    let run = report["duration"].as_f64().unwrap();
+    let agent = r["duration"].as_f64().unwrap();
+    assert!(run - agent < 4.0, "run {run}s, agent {agent}s");
+}
+
+#[test]
+fn ctrl_c_on_an_agent_that_honours_sigterm_returns_within_the_grace_period() {
+    let t = TestEnv::new();
+    let trace = t.shared().join("trace.log");
+    let trace_s = trace.display().to_string();
+    let grace = 20;
+    let cfg = wrapped(&t, &["--sleep", "600", "--trace", &trace_s], grace);
+    let mut child = t
+        .fanout(&["--config", &cfg, "run", "--json", "-w", "1", "slow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&trace).is_ok_and(|s| s.contains("start"))
+    }));
+    let asked = Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_child(&mut child, Duration::from_secs(60));
+    let took = asked.elapsed();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = &json(&out)["results"][0];
+    assert_eq!(
+        r["reason"], "interrupted; the agent honoured SIGTERM",
+        "{r}"
+    );
+    assert!(took < Duration::from_secs(grace.into()), "{took:?}");
+}
+
+/// The agent's script: its work, then a daemon that forks twice (`setsid`) and keeps
+/// rewriting a file of the worktree (whole: by rename), started before the agent
+/// exits.
+fn daemon_script(mark: &str) -> String {
+    format!(
+        r#"echo work > work.txt
+( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done # {mark}' </dev/null >/dev/null 2>&1 & )
+while [ ! -s daemon.txt ]; do sleep 0.01; done
+exit 0
+"#
+    )
+}
+
+#[test]
+fn a_double_forked_daemon_is_gone_before_its_workers_harvest() {
+    let t = TestEnv::new();
+    let mark = marker("daemon");
+    let script = t.root().join("agent.sh");
+    std::fs::write(&script, daemon_script(&mark)).unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: d\nworktree_dir: '{}'\nagents:\n  d:\n    command: [sh, '{}']\n",
+        t.worktrees.display(),
+        script.display(),
+    ));
+    let cfg = cfg.display().to_string();
+    let out = t.run_ok(&["--config", &cfg, "run", "--json", "-w", "1", "daemon"]);
+    let r = &json(&out)["results"][0];
+    assert_eq!(r["status"], "success", "{r}");
+    assert!(
+        processes_with(&mark).is_empty(),
+        "{:?}",
+        processes_with(&mark)
+    );
+    // What was committed is what the worktree holds after the harvest: the daemon
+    // wrote nothing after it (it was stopped before; a daemon still running during or
+    // after the harvest leaves a later count in the worktree than in the commit).
+    let commit = r["commit"].as_str().unwrap();
+    let committed = t.git(&["show", &format!("{commit}:daemon.txt")]);
+    let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+    let left = std::fs::read_to_string(worktree.join("daemon.txt")).unwrap();
+    assert_eq!(committed.trim(), left.trim());
+    assert!(!committed.trim().is_empty());
+    let reason = r["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("left processes running; fanout stopped them before harvest"),
+        "{r}"
+    );
+}
+
+/// A sandboxed agent cannot kill its supervisor (a Landlock domain of its own, scoped
+/// for signals); where the kernel cannot scope signals (Landlock ABI < 6) it can, and
+/// the reason says the supervisor was killed.
+#[test]
+fn a_sandboxed_agent_cannot_kill_its_supervisor() {
+    let t = TestEnv::new();
+    let script = t.root().join("agent.sh");
+    std::fs::write(
+        &script,
+        "if kill -KILL $PPID 2>/dev/null; then echo killed > k.txt; else echo denied > k.txt; fi\nexit 0\n",
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: k\nworktree_dir: '{}'\nagents:\n  k:\n    command: [sh, '{}']\n",
+        t.worktrees.display(),
+        script.display(),
+    ));
+    let cfg = cfg.display().to_string();
+    let out = t
+        .fanout(&["--config", &cfg, "run", "--json", "-w", "1", "kill"])
+        .output()
+        .unwrap();
+    let r = &json(&out)["results"][0];
+    let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+    let said = std::fs::read_to_string(worktree.join("k.txt")).unwrap();
+    let reason = r["reason"].as_str().unwrap_or_default();
+    if r["sandbox_abi"].as_u64().unwrap_or(0) >= 6 {
+        assert_eq!(said.trim(), "denied", "{r}");
+        assert_eq!(r["status"], "success", "{r}");
+        assert!(!reason.contains("supervisor was killed"), "{r}");
+    } else {
+        assert_eq!(said.trim(), "killed", "{r}");
+        assert!(reason.contains("supervisor was killed"), "{r}");
+    }
+}
+
+/// Checks run under the same supervision, in order, and stop at the first failure.
+#[test]
+fn checks_run_in_order_under_supervision_and_stop_at_the_first_failure() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(
+        &[],
+        "checks: ['echo fine; touch ran-1', 'echo broken >&2; exit 3', 'touch ran-3']\n",
+    );
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-w",
+            "1",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let r = &json(&out)["results"][0];
+    assert_eq!(r["status"], "failed", "{r}");
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2, "{r}");
+    assert_eq!(checks[0]["passed"], true);
+    assert_eq!(checks[1]["exit_code"], 3);
+    assert_eq!(checks[1]["log_tail"], "broken");
+    let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
+    assert!(worktree.join("ran-1").exists());
+    assert!(!worktree.join("ran-3").exists());
+}
