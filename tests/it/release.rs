@@ -636,12 +636,25 @@ fn the_package_holds_its_targets_and_one_readme() {
     );
     let listed = String::from_utf8_lossy(&out.stdout);
     let files: Vec<&str> = listed.lines().collect();
-    for target in [
-        "tests/it/main.rs",
-        "benches/publish.rs",
-        "benches/gateway.rs",
-    ] {
-        assert!(files.contains(&target), "{target} not packaged:\n{listed}");
+    // the test binary, and each `[[bench]]` Cargo.toml names (benches/<name>.rs)
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    let mut targets = vec!["tests/it/main.rs".to_owned()];
+    let mut lines = manifest.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "[[bench]]" {
+            let name = lines
+                .find_map(|l| l.trim().strip_prefix("name = "))
+                .unwrap();
+            targets.push(format!("benches/{}.rs", name.trim_matches('"')));
+        }
+    }
+    assert!(targets.len() > 1, "no [[bench]] in Cargo.toml");
+    for target in &targets {
+        assert!(
+            files.contains(&target.as_str()),
+            "{target} not packaged:\n{listed}"
+        );
     }
     assert!(files.contains(&"README.md"), "{listed}");
     for stray in ["bench/README.md", "dist/README.md"] {
