@@ -3,7 +3,8 @@
 //! records them — only the plan's branches, in the run's namespace, the integration
 //! branch too, and worktrees under the run's root — and nothing else. A worktree
 //! holding uncommitted work is kept unless forced, and then its work is committed on
-//! the worker's branch first ([`super::wip`]).
+//! the worker's branch first ([`super::wip`]). Each worktree's git files are put back
+//! as fanout made them before anything reads them ([`super::links`]).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -69,6 +70,15 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
             kept.push(why);
             continue;
         }
+        // Its git files as fanout made them, before anything reads them.
+        let links = super::links::secure(git.commondir(), id, entry, true);
+        if let Some(note) = super::links::said(id, entry, &links) {
+            crate::util::out::errln!("fanout: note: {note}");
+        }
+        if let super::links::Links::Unchecked(why) = links {
+            kept.push(format!("worktree {}: {why}", entry.worktree_path.display()));
+            continue;
+        }
         let Some(keep_branch) = save_or_keep(git, &plan, entry, how.force, &mut kept) else {
             continue;
         };
@@ -120,13 +130,10 @@ pub fn run_namespace(plan: &Plan, id: &str) -> Option<String> {
 fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
     let ns = run_namespace(plan, id).unwrap_or_default();
     let planned = plan.workers.iter().find(|w| w.id == entry.worker_id);
-    let folder = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     let ours = planned.is_some_and(|w| w.branch == entry.branch)
         && !ns.is_empty()
         && entry.branch.starts_with(&ns)
-        && entry.worktree_name == worktree::worktree_name(id, entry.worker_id)
-        && folder(&entry.worktree_path) == Some(format!("w{}", entry.worker_id))
-        && entry.worktree_path.parent().and_then(folder).as_deref() == Some(id);
+        && super::links::shaped_as_fanouts(id, entry);
     if ours {
         Ok(())
     } else {

@@ -30,6 +30,7 @@ pub mod groups;
 pub mod harvest;
 pub mod inputs;
 pub mod journal;
+pub mod links;
 pub mod process;
 pub mod reaper;
 pub mod results;

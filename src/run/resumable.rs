@@ -253,6 +253,22 @@ fn clear_unfinished(
     let git = repo
         .open()
         .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
+    // Every worktree's git files as fanout made them, before anything reads them.
+    for entry in &journal.entries {
+        let links = super::links::secure(git.commondir(), id, entry, true);
+        if let Some(note) = super::links::said(id, entry, &links) {
+            errln!("fanout: note: {note}");
+        }
+        if let super::links::Links::Unchecked(why) = links
+            && todo.contains(&entry.worker_id)
+        {
+            return Err(Failure::Fatal(format!(
+                "run {id}: worker {}'s worktree {}: {why}; fix that and resume again",
+                entry.worker_id,
+                entry.worktree_path.display()
+            )));
+        }
+    }
     for entry in journal
         .entries
         .iter_mut()

@@ -69,7 +69,7 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
         let workers: Vec<WorkerStatus> = journal
             .entries
             .iter()
-            .map(|e| worker(git, &dir, e, report.as_ref()))
+            .map(|e| worker(git, (&id, &dir), e, report.as_ref(), state))
             .map(|w| live(w, &journal, state))
             .collect();
         out.push(RunStatus {
@@ -82,6 +82,21 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
         });
     }
     out
+}
+
+/// Whether worker `e`'s worktree is tied to the repository as fanout made it, so that
+/// it may be opened ([`super::links`]): put back first when the run is over (and said
+/// on stderr); while it runs, only compared (harvest puts them back).
+fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bool {
+    let links = super::links::secure(git.commondir(), id, e, state != "running");
+    if let Some(note) = super::links::said(id, e, &links) {
+        crate::util::out::errln!("fanout: note: {note}");
+    }
+    match links {
+        super::links::Links::Intact => true,
+        super::links::Links::Changed(_) => state != "running",
+        super::links::Links::Unchecked(_) => false,
+    }
 }
 
 /// During a run, a worker without a result yet is `queued` (nothing made for it
@@ -116,12 +131,13 @@ fn state(dir: &Path, report: Option<&RunReport>) -> &'static str {
 /// One worker's status: its own record is the latest word on it; else the report's.
 fn worker(
     git: &git2::Repository,
-    dir: &Path,
+    (id, dir): (&str, &Path),
     e: &JournalEntry,
     report: Option<&RunReport>,
+    state: &str,
 ) -> WorkerStatus {
     let exists = e.worktree_path.is_dir();
-    let uncommitted = exists
+    let uncommitted = (exists && linked(git, id, e, state))
         .then(|| git2::Repository::open(&e.worktree_path).ok())
         .flatten()
         .and_then(|r| {

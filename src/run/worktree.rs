@@ -201,59 +201,6 @@ fn write_admin(admin: &Path, path: &Path, base: Oid) -> Result<(PathBuf, PathBuf
     Ok((admin_abs, path))
 }
 
-/// The files that tie the worktree at `path` to the repository whose git directory is
-/// `common` (admin directory `worktrees/<name>`), as [`create`] wrote them, put back
-/// if the agent changed them — before fanout runs git there again. The sandbox lets an
-/// agent write its admin directory (git keeps its HEAD and index there), and the
-/// worktree's `.git` file is in its worktree: a `commondir` or `.git` pointing at
-/// another repository, or a `config.worktree` (git reads it when the repository sets
-/// `extensions.worktreeConfig`), would steer fanout's later git commands. Returns what
-/// was found changed (each restored; a planted `config.worktree` removed); an error
-/// when a file could not be put back.
-pub fn restore_admin(common: &Path, name: &str, path: &Path) -> std::io::Result<Vec<String>> {
-    let admin = common.join("worktrees").join(name);
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
-    let (admin_abs, path) = (real(&admin), real(path));
-    let dotgit = path.join(".git");
-    let expected = [
-        (admin.join("commondir"), "../..\n".to_owned()),
-        (admin.join("gitdir"), format!("{}\n", dotgit.display())),
-        (dotgit.clone(), format!("gitdir: {}\n", admin_abs.display())),
-    ];
-    let mut changed = Vec::new();
-    for (file, want) in expected {
-        let same = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file())
-            && std::fs::read(&file).is_ok_and(|b| b == want.as_bytes());
-        if !same {
-            if std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_dir()) {
-                std::fs::remove_dir_all(&file)?;
-            }
-            crate::util::write_atomic(&file, want.as_bytes())?;
-            changed.push(format!("{} (restored)", shown(&file, common, &path)));
-        }
-    }
-    let planted = admin.join("config.worktree");
-    if std::fs::symlink_metadata(&planted).is_ok() {
-        std::fs::remove_file(&planted)?;
-        changed.push(format!(
-            "{} planted (removed)",
-            shown(&planted, common, &path)
-        ));
-    }
-    Ok(changed)
-}
-
-/// `file` named as the user knows it: `.git/worktrees/<name>/…` or `<worktree>/.git`.
-fn shown(file: &Path, common: &Path, worktree: &Path) -> String {
-    if let Ok(rest) = file.strip_prefix(common) {
-        return format!(".git/{}", rest.display());
-    }
-    file.strip_prefix(worktree).map_or_else(
-        |_| file.display().to_string(),
-        |r| format!("the worktree's {}", r.display()),
-    )
-}
-
 /// Check out the worktree at `path` (administrative directory `admin`): its files and
 /// index as HEAD has them, by git (see [`create`]). Submodules are left to worktree
 /// setup.
