@@ -3,7 +3,8 @@
 //! records them — only the plan's branches, in the run's namespace, the integration
 //! branch too, and worktrees under the run's root — and nothing else. A worktree
 //! holding uncommitted work is kept unless forced, and then its work is committed on
-//! the worker's branch first ([`super::wip`]). Each worktree's git files are put back
+//! the worker's branch first ([`super::wip`]). What still runs of a run whose fanout
+//! died is stopped first ([`super::strays`]). Each worktree's git files are put back
 //! as fanout made them before anything reads them ([`super::links`]).
 
 use std::path::Path;
@@ -60,6 +61,13 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
     let Some(plan) = read_plan(&run_dir) else {
         return Cleaned::NoJournal("plan.json: missing, unreadable or not signed by fanout".into());
     };
+    if let Err(left) = stop_strays(id, &plan) {
+        return Cleaned::Done {
+            trees: 0,
+            branches: 0,
+            kept: vec![left],
+        };
+    }
     if let Ok(snap) = super::tamper::Snapshot::load(&run_dir) {
         warn_changes(id, &snap);
     }
@@ -108,6 +116,29 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
         branches,
         kept,
     }
+}
+
+/// Stop what still runs of run `id` after its fanout died ([`super::strays`]: each
+/// such process is provably the run's), before its worktrees go; said on stderr. An
+/// error names what could not be stopped (then nothing of the run is removed).
+fn stop_strays(id: &str, plan: &Plan) -> Result<(), String> {
+    let strays = super::strays::find(id);
+    if strays.is_empty() {
+        return Ok(());
+    }
+    crate::util::out::errln!(
+        "fanout: run {id}: stopping what still runs of it: {}",
+        super::strays::named(&strays)
+    );
+    let grace = Duration::from_secs_f64(plan.limits.kill_grace.max(0.0));
+    let left = super::strays::stop(&strays, grace);
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "run {id}: {} still running; nothing removed",
+        super::strays::named(&left)
+    ))
 }
 
 /// The namespace of run `id` (`<prefix>/<id>/`, the prefix never empty) as its plan

@@ -70,10 +70,7 @@ pub fn check_admin(
             }
         }
         let done = if fix { " (removed)" } else { "" };
-        changed.push(format!(
-            "{} planted{done}",
-            shown(&planted, common, &path)
-        ));
+        changed.push(format!("{} planted{done}", shown(&planted, common, &path)));
     }
     Ok(changed)
 }

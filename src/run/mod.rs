@@ -40,6 +40,7 @@ pub mod runs;
 pub mod setup;
 pub mod signals;
 pub mod status;
+pub mod strays;
 pub mod supervisor;
 pub mod tamper;
 pub mod wip;

@@ -150,20 +150,29 @@ pub enum Stop {
 }
 
 /// Refuse while processes of the run's earlier attempt still run (a SIGKILLed fanout
-/// cannot stop its agents), or stop them first (SIGTERM, `kill_grace`, SIGKILL) — a
-/// process fanout cannot prove it started only when the user agrees.
+/// cannot stop its agents), or stop them first (SIGTERM, `kill_grace`, SIGKILL) — the
+/// recorded process groups, and every process of the run outside them
+/// ([`super::strays`]: daemons its supervisors adopted) — a process fanout cannot prove
+/// it started only when the user agrees.
 fn stop_earlier_attempt(id: &str, run_dir: &Path, plan: &Plan, stop: Stop) -> Result<(), Failure> {
     let survivors = resume::survivors(run_dir);
-    if survivors.is_empty() {
+    let strays = super::strays::find(id);
+    if survivors.is_empty() && strays.is_empty() {
         return Ok(());
     }
-    let named: Vec<String> = survivors
+    let mut named: Vec<String> = survivors
         .iter()
         .map(|s| format!("process group {} ({})", s.pgid, s.program))
         .collect();
+    if !strays.is_empty() {
+        named.push(format!(
+            "{} (FANOUT_RUN_ID={id})",
+            super::strays::named(&strays)
+        ));
+    }
     if stop == Stop::No {
         return Err(Failure::Usage(format!(
-            "run {id}: processes of its earlier attempt are still running: {}; stop them (kill -- -PGID) or pass --stop-survivors",
+            "run {id}: processes of its earlier attempt are still running: {}; stop them (kill -- -PGID, kill PID) or pass --stop-survivors",
             named.join(", ")
         )));
     }
@@ -180,14 +189,24 @@ fn stop_earlier_attempt(id: &str, run_dir: &Path, plan: &Plan, stop: Stop) -> Re
     }
     errln!("fanout: stopping {}", named.join(", "));
     let grace = Duration::from_secs_f64(plan.limits.kill_grace.max(0.0));
+    // The strays' grace runs with the groups' (they were found before any supervisor
+    // was stopped: its adopted daemons are re-parented away then).
+    super::strays::signal(&strays, nix::sys::signal::Signal::SIGTERM);
     let left = resume::stop_survivors(&survivors, grace);
-    if left.is_empty() {
+    let strays_grace = if survivors.is_empty() {
+        grace
+    } else {
+        Duration::ZERO
+    };
+    let strays_left = super::strays::stop(&strays, strays_grace);
+    if left.is_empty() && strays_left.is_empty() {
         return Ok(());
     }
     Err(Failure::Fatal(format!(
-        "run {id}: could not stop process group(s) {}",
+        "run {id}: could not stop {}",
         left.iter()
-            .map(|s| s.pgid.to_string())
+            .map(|s| format!("process group {}", s.pgid))
+            .chain((!strays_left.is_empty()).then(|| super::strays::named(&strays_left)))
             .collect::<Vec<_>>()
             .join(", ")
     )))

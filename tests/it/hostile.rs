@@ -1361,7 +1361,11 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
     let wt = PathBuf::from(report["results"][0]["worktree_path"].as_str().unwrap());
     let admin = a.t.repo.join(format!(".git/worktrees/fanout-{run}-w1"));
     let truth = |f: &Path| std::fs::read(f).unwrap();
-    let files = [wt.join(".git"), admin.join("commondir"), admin.join("gitdir")];
+    let files = [
+        wt.join(".git"),
+        admin.join("commondir"),
+        admin.join("gitdir"),
+    ];
     let made: Vec<Vec<u8>> = files.iter().map(|f| truth(f)).collect();
     let decoy = a.root().join("decoy");
     let plant = a.root().join("plant.sh");
@@ -1370,36 +1374,76 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
     std::fs::write(decoy.join("decoy.txt"), "the agent's\n").unwrap();
     a.t.git_in(&decoy, &["add", "decoy.txt"]);
     a.t.git_in(&decoy, &["commit", "-q", "-m", "decoy"]);
-    a.t.git_in(&decoy, &["config", "core.fsmonitor", &format!("{plant} fsmonitor-decoy")]);
-    a.t.git_in(&decoy, &["config", "core.hooksPath", &format!("{}", a.root().join("hooks").display())]);
+    a.t.git_in(
+        &decoy,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("{plant} fsmonitor-decoy"),
+        ],
+    );
+    a.t.git_in(
+        &decoy,
+        &[
+            "config",
+            "core.hooksPath",
+            &format!("{}", a.root().join("hooks").display()),
+        ],
+    );
     let victim = a.root().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join("keep.txt"), "the user's\n").unwrap();
     let decoy_before = a.t.git_in(&decoy, &["log", "--format=%H", "--all"]);
     let replant = || {
-        std::fs::write(wt.join(".git"), format!("gitdir: {}/.git\n", decoy.display())).unwrap();
-        std::fs::write(admin.join("commondir"), format!("{}/.git\n", decoy.display())).unwrap();
+        std::fs::write(
+            wt.join(".git"),
+            format!("gitdir: {}/.git\n", decoy.display()),
+        )
+        .unwrap();
+        std::fs::write(
+            admin.join("commondir"),
+            format!("{}/.git\n", decoy.display()),
+        )
+        .unwrap();
         std::fs::write(admin.join("gitdir"), format!("{}/.git\n", victim.display())).unwrap();
         let config = format!("[core]\n\tfsmonitor = {plant} fsmonitor-admin\n");
         std::fs::write(admin.join("config"), &config).unwrap();
         std::fs::write(admin.join("config.worktree"), &config).unwrap();
         std::fs::create_dir_all(admin.join("hooks")).unwrap();
-        std::fs::write(admin.join("hooks/post-checkout"), format!("#!/bin/sh\n{plant} hook\n")).unwrap();
+        std::fs::write(
+            admin.join("hooks/post-checkout"),
+            format!("#!/bin/sh\n{plant} hook\n"),
+        )
+        .unwrap();
     };
     let check = |what: &str, out: &Output| {
-        let said = format!("{what}: {:?}\n{}{}", out.status, text(&out.stdout), text(&out.stderr));
+        let said = format!(
+            "{what}: {:?}\n{}{}",
+            out.status,
+            text(&out.stdout),
+            text(&out.stderr)
+        );
         for (f, want) in files.iter().zip(&made) {
             assert_eq!(truth(f), *want, "{} not put back\n{said}", f.display());
         }
         for planted in ["config", "config.worktree", "hooks"] {
             assert!(!admin.join(planted).exists(), "{planted} left\n{said}");
         }
-        assert!(text(&out.stderr).contains("changed since its harvest"), "{said}");
+        assert!(
+            text(&out.stderr).contains("changed since its harvest"),
+            "{said}"
+        );
         // the user's next plain git in the worktree runs nothing planted either
         a.t.command("git", &wt).arg("status").output().unwrap();
         assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{said}");
-        assert_eq!(a.t.git_in(&decoy, &["log", "--format=%H", "--all"]), decoy_before);
-        assert_eq!(std::fs::read_to_string(victim.join("keep.txt")).unwrap(), "the user's\n");
+        assert_eq!(
+            a.t.git_in(&decoy, &["log", "--format=%H", "--all"]),
+            decoy_before
+        );
+        assert_eq!(
+            std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+            "the user's\n"
+        );
         said
     };
 
@@ -1420,15 +1464,29 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
     let out = a.output(&cfg, &["cleanup", "--run", &run]);
     let said = check_cleanup(&out, &wt, &admin);
     assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{said}");
-    assert_eq!(a.t.git_in(&decoy, &["log", "--format=%H", "--all"]), decoy_before);
-    assert_eq!(std::fs::read_to_string(victim.join("keep.txt")).unwrap(), "the user's\n");
+    assert_eq!(
+        a.t.git_in(&decoy, &["log", "--format=%H", "--all"]),
+        decoy_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
+        "the user's\n"
+    );
 }
 
 /// `cleanup` after a re-plant: it said what it put back, and removed the worktree and
 /// its admin directory (git's record of it, put back, points at fanout's worktree).
 fn check_cleanup(out: &Output, wt: &Path, admin: &Path) -> String {
-    let said = format!("cleanup: {:?}\n{}{}", out.status, text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stderr).contains("changed since its harvest"), "{said}");
+    let said = format!(
+        "cleanup: {:?}\n{}{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("changed since its harvest"),
+        "{said}"
+    );
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(!wt.exists(), "{said}");
     assert!(!admin.exists(), "{said}");

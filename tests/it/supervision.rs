@@ -94,7 +94,7 @@ fn ctrl_c_on_an_agent_that_honours_sigterm_returns_within_the_grace_period() {
 fn daemon_script(mark: &str) -> String {
     format!(
         r#"echo work > work.txt
-( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done # {mark}' </dev/null >/dev/null 2>&1 & )
+( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done' </dev/null >/dev/null 2>&1 & )
 while [ ! -s daemon.txt ]; do sleep 0.01; done
 exit 0
 "#
@@ -203,4 +203,92 @@ fn checks_run_in_order_under_supervision_and_stop_at_the_first_failure() {
     let worktree = std::path::PathBuf::from(r["worktree_path"].as_str().unwrap());
     assert!(worktree.join("ran-1").exists());
     assert!(!worktree.join("ran-3").exists());
+}
+
+/// An agent that leaves two double-forked daemons (one keeps the environment fanout
+/// gave it, one clears it) and then sleeps, on its first attempt only; then fanout is
+/// SIGKILLed. The worker's supervisor lives on with what it adopted, outside every
+/// process group fanout recorded. `command` (resume, or cleanup) stops both daemons.
+fn daemons_outlive_a_killed_fanout_until(command: &[&str]) {
+    let t = TestEnv::new();
+    let shared = t.shared();
+    let script = t.root().join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            r#"if [ -e '{s}/first' ]; then echo again > again.txt; exit 0; fi
+touch '{s}/first'
+( setsid sh -c 'echo $$ > "$0/kept.pid"; exec sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )
+( setsid sh -c 'echo $$ > "$0/cleared.pid"; exec env -i sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )
+exec sleep 600
+"#,
+            s = shared.display()
+        ),
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: d\nworktree_dir: '{}'\nkill_grace: 1\nagents:\n  d:\n    command: [sh, '{}']\n    writable: ['{}']\n",
+        t.worktrees.display(),
+        script.display(),
+        shared.display(),
+    ));
+    let cfg = cfg.display().to_string();
+    let mut fanout = t
+        .fanout(&[
+            "--config", &cfg, "run", "--json", "--run-id", "killed", "-w", "1", "x",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = |name: &str| {
+        std::fs::read_to_string(shared.join(name))
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || pid("kept.pid").is_some()
+            && pid("cleared.pid").is_some()),
+        "the agent's daemons did not start"
+    );
+    fanout.kill().unwrap();
+    fanout.wait().unwrap();
+    let daemons = [pid("kept.pid").unwrap(), pid("cleared.pid").unwrap()];
+    let gone = |p: i32| {
+        let zombie = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
+        zombie || kill(Pid::from_raw(p), None).is_err()
+    };
+    assert!(
+        !daemons.iter().any(|&p| gone(p)),
+        "a daemon died with fanout"
+    );
+    let mut args = vec!["--config", &cfg];
+    args.extend_from_slice(command);
+    let out = t.fanout(&args).output().unwrap();
+    let said = format!(
+        "{command:?}: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stopped = wait_until(Duration::from_secs(30), || daemons.iter().all(|&p| gone(p)));
+    for p in daemons {
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    assert!(stopped, "a daemon of the killed run still runs\n{said}");
+    assert!(out.status.success(), "{said}");
+}
+
+#[test]
+fn resume_stops_the_daemons_a_killed_fanouts_supervisor_adopted() {
+    daemons_outlive_a_killed_fanout_until(&["resume", "killed", "--stop-survivors", "--json"]);
+}
+
+#[test]
+fn cleanup_stops_the_daemons_a_killed_fanouts_supervisor_adopted() {
+    daemons_outlive_a_killed_fanout_until(&["cleanup", "--run", "killed", "--force"]);
 }
