@@ -61,7 +61,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
     let Some(plan) = read_plan(&run_dir) else {
         return Cleaned::NoJournal("plan.json: missing, unreadable or not signed by fanout".into());
     };
-    if let Err(left) = stop_strays(id, &plan) {
+    if let Err(left) = stop_strays(id, &plan, &journal) {
         return Cleaned::Done {
             trees: 0,
             branches: 0,
@@ -121,8 +121,13 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
 /// Stop what still runs of run `id` after its fanout died ([`super::strays`]: each
 /// such process is provably the run's), before its worktrees go; said on stderr. An
 /// error names what could not be stopped (then nothing of the run is removed).
-fn stop_strays(id: &str, plan: &Plan) -> Result<(), String> {
-    let strays = super::strays::find(id);
+fn stop_strays(id: &str, plan: &Plan, journal: &Journal) -> Result<(), String> {
+    let worktrees: Vec<&Path> = journal
+        .entries
+        .iter()
+        .map(|e| e.worktree_path.as_path())
+        .collect();
+    let strays = super::strays::find(id, &worktrees);
     if strays.is_empty() {
         return Ok(());
     }

@@ -93,7 +93,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
     let config = super::attempt::read_config(repo)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
-    stop_earlier_attempt(&id, &run_dir, &plan, stop_survivors)?;
+    stop_earlier_attempt(&id, &run_dir, (&plan, &journal), stop_survivors)?;
     check_tamper(&id, &run_dir)?;
     let number = resume::attempt(&run_dir).saturating_add(1);
     clear_unfinished(repo, &id, &plan, &mut journal, &todo, number)?;
@@ -154,9 +154,19 @@ pub enum Stop {
 /// recorded process groups, and every process of the run outside them
 /// ([`super::strays`]: daemons its supervisors adopted) — a process fanout cannot prove
 /// it started only when the user agrees.
-fn stop_earlier_attempt(id: &str, run_dir: &Path, plan: &Plan, stop: Stop) -> Result<(), Failure> {
+fn stop_earlier_attempt(
+    id: &str,
+    run_dir: &Path,
+    (plan, journal): (&Plan, &Journal),
+    stop: Stop,
+) -> Result<(), Failure> {
     let survivors = resume::survivors(run_dir);
-    let strays = super::strays::find(id);
+    let worktrees: Vec<&Path> = journal
+        .entries
+        .iter()
+        .map(|e| e.worktree_path.as_path())
+        .collect();
+    let strays = super::strays::find(id, &worktrees);
     if survivors.is_empty() && strays.is_empty() {
         return Ok(());
     }

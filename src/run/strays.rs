@@ -5,9 +5,12 @@
 //! here and stop them before they touch the run's worktrees again.
 //!
 //! What is provably the run's: every process fanout starts for run `R` (agent, setup
-//! command, check, and the supervisor of each) carries `FANOUT_RUN_ID=R` in the
-//! environment it was started with (`/proc/<pid>/environ`, which no other process can
-//! rewrite), and every process beneath one of those is one they started — the kernel
+//! command, check, and the supervisor of each) carries `FANOUT_RUN_ID=R` and
+//! `FANOUT_WORKTREE=<its worktree>` in the environment it was started with
+//! (`/proc/<pid>/environ`, which no other process can rewrite) — both are needed: a
+//! run id like `nightly` may name a run of another repository on the same machine,
+//! whose worktrees are elsewhere — and every process beneath one of those is one they
+//! started — the kernel
 //! re-parents an orphan to the nearest subreaper, the supervisor — so a daemon that
 //! cleared its environment is still found while its supervisor lives. A process of
 //! another user cannot be read and is never one. fanout's own process and its
@@ -15,6 +18,8 @@
 //! shell of the user's). Linux only: without `/proc` nothing is found.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -43,10 +48,13 @@ fn stat(pid: i32) -> Option<(char, i32, u64)> {
     ))
 }
 
-/// Whether `pid` was started with `mark` in its environment.
-fn marked(pid: i32, mark: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark))
+/// Whether `pid` was started with `run` (`FANOUT_RUN_ID=…`) and one of `worktrees`
+/// (`FANOUT_WORKTREE=…`) in its environment.
+fn marked(pid: i32, run: &[u8], worktrees: &[Vec<u8>]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
+        vars.contains(&run) && vars.iter().any(|v| worktrees.iter().any(|w| w == v))
+    })
 }
 
 /// This process and its ancestors.
@@ -62,10 +70,14 @@ fn me_and_ancestors(table: &BTreeMap<i32, (char, i32, u64)>) -> BTreeSet<i32> {
     out
 }
 
-/// The live processes of run `run_id` (see the module docs), fanout's own and its
-/// ancestors left out.
-pub fn find(run_id: &str) -> Vec<Stray> {
-    let mark = format!("FANOUT_RUN_ID={run_id}");
+/// The live processes of run `run_id`, whose worktrees are `worktrees` (see the module
+/// docs), fanout's own and its ancestors left out.
+pub fn find(run_id: &str, worktrees: &[&Path]) -> Vec<Stray> {
+    let run = format!("FANOUT_RUN_ID={run_id}").into_bytes();
+    let worktrees: Vec<Vec<u8>> = worktrees
+        .iter()
+        .map(|w| [b"FANOUT_WORKTREE=", w.as_os_str().as_bytes()].concat())
+        .collect();
     let table: BTreeMap<i32, (char, i32, u64)> = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -78,7 +90,7 @@ pub fn find(run_id: &str) -> Vec<Stray> {
     let mut run: BTreeSet<i32> = table
         .keys()
         .copied()
-        .filter(|&pid| !mine.contains(&pid) && marked(pid, mark.as_bytes()))
+        .filter(|&pid| !mine.contains(&pid) && marked(pid, &run, &worktrees))
         .collect();
     // Everything beneath those, to a fixed point.
     loop {
@@ -148,33 +160,46 @@ mod tests {
     #[test]
     fn a_marked_process_and_what_it_left_are_found_and_stopped() {
         // A marked shell whose child cleared its environment; an unmarked process.
+        // Another run's process, and one of a run of the same id in another repository.
         let run = format!("strays-test-{}", std::process::id());
+        let wt = Path::new("/nowhere/strays/w1");
         let mut marked = std::process::Command::new("sh")
             .args(["-c", "env -i sleep 300 & wait"])
             .env("FANOUT_RUN_ID", &run)
+            .env("FANOUT_WORKTREE", wt)
             .spawn()
             .unwrap();
         let mut other = std::process::Command::new("sleep")
             .arg("300")
             .env("FANOUT_RUN_ID", format!("{run}x"))
+            .env("FANOUT_WORKTREE", wt)
+            .spawn()
+            .unwrap();
+        let mut elsewhere = std::process::Command::new("sleep")
+            .arg("300")
+            .env("FANOUT_RUN_ID", &run)
+            .env("FANOUT_WORKTREE", "/elsewhere/strays/w1")
             .spawn()
             .unwrap();
         let shell = marked.id() as i32;
         let until = Instant::now() + Duration::from_secs(10);
-        let mut found = find(&run);
+        let mut found = find(&run, &[wt]);
         while found.len() < 2 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
-            found = find(&run);
+            found = find(&run, &[wt]);
         }
         let pids: Vec<i32> = found.iter().map(|s| s.pid).collect();
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(pids.contains(&shell), "{found:?}");
         assert!(!pids.contains(&(other.id() as i32)), "{found:?}");
+        assert!(!pids.contains(&(elsewhere.id() as i32)), "{found:?}");
         assert!(found.iter().any(|s| s.name == "sleep"), "{found:?}");
         assert!(stop(&found, Duration::from_secs(5)).is_empty());
         marked.wait().unwrap();
-        assert!(find(&run).is_empty());
-        other.kill().unwrap();
-        other.wait().unwrap();
+        assert!(find(&run, &[wt]).is_empty());
+        for mut c in [other, elsewhere] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 }
