@@ -6,9 +6,13 @@
 //! - `socket()` of any family but IPv4 and IPv6: no Unix socket (Landlock does not
 //!   mediate connecting to a socket file, so a Unix socket could reach the Docker
 //!   daemon, the user's ssh-agent or D-Bus), no netlink, packet, vsock… socket.
-//!   `socketpair()` stays allowed (programs talk to their children through one): a
-//!   stream pair reaches nothing outside; a datagram pair can still `sendto` a Unix
-//!   datagram socket by path (the system log) until Landlock ABI 9 mediates that.
+//! - `socketpair()` of Unix *datagram* sockets: such a socket can still `sendto()` (or
+//!   `connect()` to) any Unix datagram socket by path or abstract name — the system
+//!   log, a daemon's — and seccomp cannot read the address a `sendto`/`sendmsg`/
+//!   `connect` names. Stream and seqpacket pairs stay allowed (programs talk to their
+//!   children through one: Node's and Python's subprocesses, Chromium): a connected
+//!   stream or seqpacket socket cannot be pointed anywhere else (`connect` fails with
+//!   `EISCONN`, a `sendto` address is refused or ignored).
 //! - `socket()` of any type but `SOCK_STREAM` and `SOCK_DGRAM` (no raw socket); with a
 //!   closed network ([`NetPolicy::deny_udp`]) `SOCK_DGRAM` too, and, under any
 //!   [`NetPolicy`], a stream socket of another protocol than TCP (MPTCP, SCTP: not
@@ -42,6 +46,10 @@ pub(super) fn program(network: Option<&NetPolicy>) -> Result<BpfProgram, String>
     let socket = socket_rules(network).map_err(err)?;
     for nr in numbers(libc::SYS_socket) {
         rules.insert(nr, socket.clone());
+    }
+    let pair = socketpair_rules().map_err(err)?;
+    for nr in numbers(libc::SYS_socketpair) {
+        rules.insert(nr, pair.clone());
     }
     for call in [
         libc::SYS_io_uring_setup,
@@ -101,6 +109,15 @@ fn socket_rules(
         ])?);
     }
     Ok(rules)
+}
+
+/// The `socketpair(domain, type, protocol)` calls denied: Unix datagram pairs (the
+/// type's low four bits; flags such as `SOCK_CLOEXEC` above them).
+fn socketpair_rules() -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    Ok(vec![SeccompRule::new(vec![
+        Cond::new(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?,
+        Cond::new(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+    ])?])
 }
 
 /// Install `program` in the calling process (`no_new_privs` is set first). System

@@ -1585,15 +1585,22 @@ rm -f key-link
 /// makes, mode 0666, as Docker's is to its group) is one `connect()` away for an agent
 /// of this user. Without the sandbox it connects; with it, the socket filter refuses
 /// the agent and its setup commands every Unix socket (`EPERM`; the agent goes on),
-/// as well as netlink and raw sockets, and `socketpair` still works.
+/// as well as netlink and raw sockets, and stream and seqpacket `socketpair`s still
+/// work. A datagram `socketpair` (whose socket could `sendto` a daemon's datagram
+/// socket by path, here one the test binds, mode 0666) is refused too (issue #28).
 fn connects_to_a_unix_socket_outside_its_worktree(mode: Sandbox) {
     let a = Arena::new(mode);
     let path = a.root().join("daemon.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o666);
-    std::fs::set_permissions(&path, perms).unwrap();
+    let dgram_path = a.root().join("daemon.dgram");
+    let dgram = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+    dgram.set_nonblocking(true).unwrap();
+    for p in [&path, &dgram_path] {
+        let mut perms = std::fs::metadata(p).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o666);
+        std::fs::set_permissions(p, perms).unwrap();
+    }
     let helper = a.root().join("sock.py");
     std::fs::write(&helper, SOCK_PY).unwrap();
     let py = format!("python3 '{}'", helper.display());
@@ -1602,11 +1609,14 @@ fn connects_to_a_unix_socket_outside_its_worktree(mode: Sandbox) {
             r#"try "connect to the daemon" {py} connect '{sock}'
 try "make a unix socket in the worktree" {py} bind own.sock
 try "make a socket pair" {py} pair
+try "make a seqpacket pair" {py} seqpacket
+try "send a datagram to the daemon" {py} dgram '{dgram}'
 try "make a netlink socket" {py} netlink
 try "make a raw socket" {py} raw
 try "make a tcp socket" {py} tcp
 "#,
             sock = path.display(),
+            dgram = dgram_path.display(),
         ),
         "",
         &format!(
@@ -1619,6 +1629,8 @@ try "make a tcp socket" {py} tcp
     let logs = a.logs(&report);
     assert_eq!(out.status.code(), Some(0), "{r:#}\n{logs}");
     let accepted = std::iter::from_fn(|| listener.accept().ok()).count();
+    let mut buf = [0u8; 64];
+    let datagrams = std::iter::from_fn(|| dgram.recv(&mut buf).ok()).count();
     let (connect, unix, netlink) = match mode {
         Sandbox::Off => ("DID", "DID", "DID"),
         Sandbox::Required => ("DENIED", "DENIED", "DENIED"),
@@ -1629,14 +1641,23 @@ try "make a tcp socket" {py} tcp
         format!("{netlink} make a netlink socket"),
         format!("SETUP {connect} connect"),
         "DID make a socket pair".to_owned(),
+        "DID make a seqpacket pair".to_owned(),
+        format!("{connect} send a datagram to the daemon"),
         "DID make a tcp socket".to_owned(),
     ] {
         assert!(logs.contains(&line), "no {line:?} in:\n{logs}");
     }
     match mode {
-        Sandbox::Off => assert_eq!(accepted, 2, "the agent and its setup connected"),
+        Sandbox::Off => {
+            assert_eq!(accepted, 2, "the agent and its setup connected");
+            assert_eq!(datagrams, 1, "the agent's datagram arrived");
+        }
         Sandbox::Required => {
             assert_eq!(accepted, 0, "a sandboxed process reached the daemon");
+            assert_eq!(
+                datagrams, 0,
+                "a sandboxed process sent the daemon a datagram"
+            );
             assert!(logs.contains("DENIED make a raw socket"), "{logs}");
             assert_eq!(r["sandboxed"], true, "{r:#}");
         }
@@ -1656,6 +1677,13 @@ elif what == "pair":
     a, b = socket.socketpair()
     a.send(b"x")
     assert b.recv(1) == b"x"
+elif what == "seqpacket":
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    a.send(b"x")
+    assert b.recv(1) == b"x"
+elif what == "dgram":
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"agent", sys.argv[2])
 elif what == "netlink":
     socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
 elif what == "raw":
