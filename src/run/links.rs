@@ -159,7 +159,7 @@ pub fn said(run_id: &str, entry: &JournalEntry, links: &Links) -> Option<String>
     match links {
         Links::Intact => None,
         Links::Changed(c) => Some(format!(
-            "run {run_id}: worker {}'s worktree {path}: changed since its harvest: {}",
+            "run {run_id}: worker {}'s worktree {path}: git files not as fanout made them: {}",
             entry.worker_id,
             c.join(", ")
         )),

@@ -86,10 +86,12 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
 
 /// Whether worker `e`'s worktree is tied to the repository as fanout made it, so that
 /// it may be opened ([`super::links`]): put back first when the run is over (and said
-/// on stderr); while it runs, only compared (harvest puts them back).
+/// on stderr); while it runs, only compared, silently (a worktree may be being made;
+/// harvest puts them back and says so).
 fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bool {
-    let links = super::links::secure(git.commondir(), id, e, state != "running");
-    if let Some(note) = super::links::said(id, e, &links) {
+    let over = state != "running";
+    let links = super::links::secure(git.commondir(), id, e, over);
+    if let Some(note) = super::links::said(id, e, &links).filter(|_| over) {
         crate::util::out::errln!("fanout: note: {note}");
     }
     match links {

@@ -85,8 +85,9 @@ fn keep_and_older_than_sweep_only_old_runs() {
 }
 
 /// A worktree whose admin directory was re-pointed elsewhere (its `gitdir` names
-/// another directory): cleanup leaves that other directory alone, and still removes
-/// `.git/worktrees/<name>`, which is fanout's.
+/// another directory): cleanup puts it back as fanout made it and says so, leaves that
+/// other directory alone, and removes the worktree and `.git/worktrees/<name>`, which
+/// are fanout's (issue #28).
 #[test]
 fn cleanup_removes_a_tampered_worktrees_admin_directory() {
     let t = TestEnv::new();
@@ -105,14 +106,16 @@ fn cleanup_removes_a_tampered_worktrees_admin_directory() {
         format!("{}\n", elsewhere.join(".git").display()),
     )
     .unwrap();
-    // The re-pointed worktree is said and left alone; its admin directory goes.
+    // The re-pointed file is said and put back; the worktree and its admin directory go.
     let out = t
         .fanout(&["cleanup", "--run", "run-t", "--force"])
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("left alone"), "{said}");
+    assert!(said.contains("gitdir (restored)"), "{said}");
+    assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(!admin.exists(), "the admin directory is left behind");
+    assert!(t.git(&["worktree", "list"]).lines().count() == 1, "{said}");
     assert_eq!(
         std::fs::read_to_string(elsewhere.join("keep.txt")).unwrap(),
         "mine"

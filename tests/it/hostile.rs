@@ -1430,7 +1430,7 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
             assert!(!admin.join(planted).exists(), "{planted} left\n{said}");
         }
         assert!(
-            text(&out.stderr).contains("changed since its harvest"),
+            text(&out.stderr).contains("not as fanout made them"),
             "{said}"
         );
         // the user's next plain git in the worktree runs nothing planted either
@@ -1484,7 +1484,7 @@ fn check_cleanup(out: &Output, wt: &Path, admin: &Path) -> String {
         text(&out.stderr)
     );
     assert!(
-        text(&out.stderr).contains("changed since its harvest"),
+        text(&out.stderr).contains("not as fanout made them"),
         "{said}"
     );
     assert_eq!(out.status.code(), Some(0), "{said}");
