@@ -169,13 +169,13 @@ mod tests {
             .env("FANOUT_WORKTREE", wt)
             .spawn()
             .unwrap();
-        let mut other = std::process::Command::new("sleep")
+        let other = std::process::Command::new("sleep")
             .arg("300")
             .env("FANOUT_RUN_ID", format!("{run}x"))
             .env("FANOUT_WORKTREE", wt)
             .spawn()
             .unwrap();
-        let mut elsewhere = std::process::Command::new("sleep")
+        let elsewhere = std::process::Command::new("sleep")
             .arg("300")
             .env("FANOUT_RUN_ID", &run)
             .env("FANOUT_WORKTREE", "/elsewhere/strays/w1")

@@ -94,7 +94,7 @@ fn ctrl_c_on_an_agent_that_honours_sigterm_returns_within_the_grace_period() {
 fn daemon_script(mark: &str) -> String {
     format!(
         r#"echo work > work.txt
-( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done' </dev/null >/dev/null 2>&1 & )
+( setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > daemon.tmp; mv daemon.tmp daemon.txt; done # {mark}' </dev/null >/dev/null 2>&1 & )
 while [ ! -s daemon.txt ]; do sleep 0.01; done
 exit 0
 "#
