@@ -122,12 +122,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
 /// such process is provably the run's), before its worktrees go; said on stderr. An
 /// error names what could not be stopped (then nothing of the run is removed).
 fn stop_strays(id: &str, plan: &Plan, journal: &Journal) -> Result<(), String> {
-    let worktrees: Vec<&Path> = journal
-        .entries
-        .iter()
-        .map(|e| e.worktree_path.as_path())
-        .collect();
-    let strays = super::strays::find(id, &worktrees);
+    let strays = super::strays::of_run(id, journal);
     if strays.is_empty() {
         return Ok(());
     }

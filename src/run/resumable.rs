@@ -161,12 +161,7 @@ fn stop_earlier_attempt(
     stop: Stop,
 ) -> Result<(), Failure> {
     let survivors = resume::survivors(run_dir);
-    let worktrees: Vec<&Path> = journal
-        .entries
-        .iter()
-        .map(|e| e.worktree_path.as_path())
-        .collect();
-    let strays = super::strays::find(id, &worktrees);
+    let strays = super::strays::of_run(id, journal);
     if survivors.is_empty() && strays.is_empty() {
         return Ok(());
     }

@@ -116,6 +116,16 @@ pub fn find(run_id: &str, worktrees: &[&Path]) -> Vec<Stray> {
         .collect()
 }
 
+/// [`find`] for run `run_id` with the worktrees its `journal` names.
+pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Vec<Stray> {
+    let worktrees: Vec<&Path> = journal
+        .entries
+        .iter()
+        .map(|e| e.worktree_path.as_path())
+        .collect();
+    find(run_id, &worktrees)
+}
+
 /// Whether `s` is still running (not exited, not another process by now).
 pub fn alive(s: &Stray) -> bool {
     stat(s.pid).is_some_and(|(state, _, start)| state != 'Z' && start == s.start)

@@ -1416,6 +1416,14 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
         )
         .unwrap();
     };
+    // nothing planted ran; the planted repository and the user's directory are as they were
+    let untouched = |said: &str| {
+        assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{said}");
+        let log = a.t.git_in(&decoy, &["log", "--format=%H", "--all"]);
+        assert_eq!(log, decoy_before, "{said}");
+        let kept = std::fs::read_to_string(victim.join("keep.txt")).unwrap();
+        assert_eq!(kept, "the user's\n", "{said}");
+    };
     let check = |what: &str, out: &Output| {
         let said = format!(
             "{what}: {:?}\n{}{}",
@@ -1435,15 +1443,7 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
         );
         // the user's next plain git in the worktree runs nothing planted either
         a.t.command("git", &wt).arg("status").output().unwrap();
-        assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{said}");
-        assert_eq!(
-            a.t.git_in(&decoy, &["log", "--format=%H", "--all"]),
-            decoy_before
-        );
-        assert_eq!(
-            std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
-            "the user's\n"
-        );
+        untouched(&said);
         said
     };
 
@@ -1462,16 +1462,7 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
 
     replant();
     let out = a.output(&cfg, &["cleanup", "--run", &run]);
-    let said = check_cleanup(&out, &wt, &admin);
-    assert_eq!(a.markers(), Vec::<(String, bool)>::new(), "{said}");
-    assert_eq!(
-        a.t.git_in(&decoy, &["log", "--format=%H", "--all"]),
-        decoy_before
-    );
-    assert_eq!(
-        std::fs::read_to_string(victim.join("keep.txt")).unwrap(),
-        "the user's\n"
-    );
+    untouched(&check_cleanup(&out, &wt, &admin));
 }
 
 /// `cleanup` after a re-plant: it said what it put back, and removed the worktree and
