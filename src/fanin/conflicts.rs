@@ -303,7 +303,7 @@ pub fn integration_result(
         ),
         task_id: None,
         agent: report.plan.agent.name.clone(),
-        reason: (!left.is_empty()).then(|| left.join("; ")),
+        reason: (!left.is_empty()).then(|| left.join("; ").into()),
         findings: None,
         commit: Some(it.commit.clone()),
         base_commit: None,

@@ -23,6 +23,9 @@
 //!   did not succeed; the reason names the dependency. No worktree, no branch.
 
 pub mod fanin;
+mod reason;
+
+pub use reason::{Cause, Reason};
 
 use std::path::PathBuf;
 
@@ -165,7 +168,7 @@ pub struct WorkerResult {
     /// The agent definition's name.
     pub agent: String,
     /// Why the status is not `success`, or a note.
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     /// The agent's final message, for a task with `output: findings` (capped in
     /// size, credentials masked).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,8 +10,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
 use super::table::{format_duration, format_worker_cost};
-use crate::model::{CostSource, SetupRecord, Status, WorkerResult};
-use crate::run::executor::NOT_STARTED_BUDGET;
+use crate::model::{Cause, CostSource, Reason, SetupRecord, Status, WorkerResult};
 use crate::run::results::RunReport;
 use crate::util::{short, write_atomic};
 
@@ -473,11 +472,7 @@ fn cost_notes(report: &RunReport) -> Vec<String> {
     let not_started = report
         .results
         .iter()
-        .filter(|r| {
-            r.reason
-                .as_deref()
-                .is_some_and(|x| x.starts_with(NOT_STARTED_BUDGET))
-        })
+        .filter(|r| r.reason.as_ref().map(Reason::cause) == Some(Cause::BudgetSpent))
         .count();
     if not_started > 0 {
         let budget = report
@@ -532,7 +527,7 @@ mod snapshot_tests {
             task: "fix it".into(),
             task_id: None,
             agent: "build".into(),
-            reason: reason.map(str::to_owned),
+            reason: reason.map(Reason::from),
             findings: None,
             commit: None,
             base_commit: None,
@@ -696,9 +691,7 @@ mod snapshot_tests {
         let mut r = report();
         r.plan.limits.budget_total = Some(0.5);
         r.results[0].cost_source = Some(CostSource::PriceTable);
-        r.results[1].reason = Some(format!(
-            "{NOT_STARTED_BUDGET} of $0.5000 was spent ($0.5123)"
-        ));
+        r.results[1].reason = Some(Reason::budget_spent(0.5, 0.5123));
         r.results[2].cost_source = Some(CostSource::Agent);
         insta::assert_snapshot!(render_summary(&r, None), @r"
         ## fanout run `r1`

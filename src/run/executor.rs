@@ -37,15 +37,8 @@ use super::worktree;
 use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::config::TaskOutput;
 use crate::git::TrustedConfig;
-use crate::model::{Status, WorkerResult};
+use crate::model::{Cause, Reason, Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
-
-/// The reason of workers `budget_total` kept from starting (the report counts them).
-pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
-
-/// The reason of workers that did not start because the run's tamper snapshot could
-/// not be taken (the run fails; resume runs them).
-pub const NOT_STARTED_SNAPSHOT: &str = "not started: the tamper snapshot could not be taken";
 
 /// Workers' final results, by id, for the workers that depend on them.
 type Done = BTreeMap<u32, watch::Sender<Option<WorkerResult>>>;
@@ -348,19 +341,16 @@ impl Executor {
     }
 
     /// Why no worker may start any more: the tamper snapshot could not be taken.
-    fn snapshot_failed(&self) -> Option<String> {
+    fn snapshot_failed(&self) -> Option<Reason> {
         let why = self.tamper.as_ref()?.failed()?;
-        Some(format!("{NOT_STARTED_SNAPSHOT}: {why}"))
+        Some(Reason::snapshot_failed(&why))
     }
 
     /// Wait until the tamper snapshot is taken; an error is the reason of a worker
     /// that may not start.
-    async fn snapshot_taken(&self) -> Result<(), String> {
+    async fn snapshot_taken(&self) -> Result<(), Reason> {
         match &self.tamper {
-            Some(g) => g
-                .ready()
-                .await
-                .map_err(|why| format!("{NOT_STARTED_SNAPSHOT}: {why}")),
+            Some(g) => g.ready().await.map_err(|why| Reason::snapshot_failed(&why)),
             None => Ok(()),
         }
     }
@@ -410,9 +400,9 @@ impl Executor {
             None => self.dependency_base(&w, &finished),
         };
         let result = match based {
-            Err((status, reason)) => self.skeleton(&w, status, &reason),
+            Err((status, reason)) => self.skeleton(&w, status, reason),
             Ok(from) => match slot(&sh.permits, &mut sh.stop.clone()).await {
-                None => self.skeleton(&w, Status::Failed, "interrupted"),
+                None => self.skeleton(&w, Status::Failed, Reason::interrupted()),
                 Some(permit) => {
                     self.tamper_started(id);
                     let mut r = self
@@ -444,18 +434,11 @@ impl Executor {
         not_started: Vec<PlannedWorker>,
     ) {
         for (w, spent, total) in over_budget {
-            let r = self.skeleton(
-                &w,
-                Status::Failed,
-                &format!(
-                    "{} of ${total:.4} was spent (${spent:.4})",
-                    NOT_STARTED_BUDGET
-                ),
-            );
+            let r = self.skeleton(&w, Status::Failed, Reason::budget_spent(total, spent));
             set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
         for w in not_started {
-            let r = self.skeleton(&w, Status::Failed, "interrupted");
+            let r = self.skeleton(&w, Status::Failed, Reason::interrupted());
             set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
     }
@@ -475,11 +458,8 @@ impl Executor {
         }
         for w in &self.plan.workers {
             if !results.iter().any(|r| r.worker_id == w.id) {
-                let r = self.skeleton(
-                    &w.clone(),
-                    Status::Failed,
-                    "internal error: worker task panicked",
-                );
+                let reason = Reason::internal_error("worker task panicked");
+                let r = self.skeleton(&w.clone(), Status::Failed, reason);
                 let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
                 results.push(r);
             }
@@ -489,7 +469,7 @@ impl Executor {
     }
 
     /// A result for a worker that did not get to run its agent.
-    fn skeleton(&self, w: &PlannedWorker, status: Status, reason: &str) -> WorkerResult {
+    fn skeleton(&self, w: &PlannedWorker, status: Status, reason: Reason) -> WorkerResult {
         WorkerResult {
             worker_id: w.id,
             attempt: self.attempt,
@@ -505,7 +485,7 @@ impl Executor {
             task: w.task.prompt.clone(),
             task_id: w.task.id.clone(),
             agent: w.agent.clone(),
-            reason: Some(reason.to_owned()),
+            reason: Some(reason),
             findings: None,
             commit: None,
             base_commit: None,
@@ -540,12 +520,13 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         finished: &[WorkerResult],
-    ) -> Result<(Oid, Given), (Status, String)> {
+    ) -> Result<(Oid, Given), (Status, Reason)> {
+        let interrupted = |r: &WorkerResult| r.reason.as_ref().map(Reason::cause);
         if finished
             .iter()
-            .any(|r| r.reason.as_deref() == Some("interrupted"))
+            .any(|r| interrupted(r) == Some(Cause::Interrupted))
         {
-            return Err((Status::Failed, "interrupted".into()));
+            return Err((Status::Failed, Reason::interrupted()));
         }
         let picked = successful_dependencies(w, finished)?;
         let commits: Vec<Oid> = picked
@@ -554,12 +535,14 @@ impl Executor {
             .collect();
         let (first, rest) = commits
             .split_first()
-            .ok_or((Status::Failed, "dependencies left no commit".to_owned()))?;
+            .ok_or((Status::Failed, "dependencies left no commit".into()))?;
         let repo = git2::Repository::open(&self.repo_dir)
-            .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
+            .map_err(|e| (Status::Failed, format!("git: {}", e.message()).into()))?;
         let mut acc = *first;
         for (k, next) in rest.iter().enumerate() {
-            acc = self.merge_dependency(&repo, w, acc, *next, (&picked, k + 1))?;
+            acc = self
+                .merge_dependency(&repo, w, acc, *next, (&picked, k + 1))
+                .map_err(|(status, why)| (status, why.into()))?;
         }
         Ok((acc, Given::from_dependencies(&self.plan, w, &picked)))
     }
@@ -637,30 +620,30 @@ impl Executor {
             None => (None, None),
         };
         if *stop.borrow() != StopLevel::Run {
-            return self.skeleton(&w, Status::Failed, "interrupted");
+            return self.skeleton(&w, Status::Failed, Reason::interrupted());
         }
         if let Some(why) = self.snapshot_failed() {
-            return self.skeleton(&w, Status::Failed, &why);
+            return self.skeleton(&w, Status::Failed, why);
         }
         let (base, path, reserved) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
         };
-        let mut result = self.skeleton(&w, Status::Failed, "interrupted");
+        let mut result = self.skeleton(&w, Status::Failed, Reason::interrupted());
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
         let Reserved { confined, ports } = reserved;
         let confined = match confined {
             Ok(c) => c,
             Err(e) => {
-                result.reason = Some(format!("could not prepare the worker's sandbox: {e}"));
+                result.reason = Some(format!("could not prepare the worker's sandbox: {e}").into());
                 return self.at_base(&w, result, base);
             }
         };
         // Its worktree and confinement are made; what it runs waits for the snapshot.
         let waited = match self.snapshot_taken().await {
             Err(why) => Some(why),
-            Ok(()) if *stop.borrow() != StopLevel::Run => Some("interrupted".into()),
+            Ok(()) if *stop.borrow() != StopLevel::Run => Some(Reason::interrupted()),
             Ok(()) => None,
         };
         if let Some(why) = waited {
@@ -784,7 +767,8 @@ impl Executor {
         let asked = match Asked::of(w, given, confined, prepared.env) {
             Ok(a) => a,
             Err(e) => {
-                result.reason = Some(format!("could not write the dependencies' findings: {e}"));
+                result.reason =
+                    Some(format!("could not write the dependencies' findings: {e}").into());
                 return self.at_base(w, result, base);
             }
         };
@@ -796,7 +780,7 @@ impl Executor {
             .await;
         match ran {
             Err(why) => {
-                result.reason = Some(why);
+                result.reason = Some(why.into());
                 self.finish_harvest(result, w, base, None, stop, confined)
                     .await
             }
@@ -820,13 +804,14 @@ impl Executor {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => {
-                return Err(self.skeleton(w, Status::Failed, "plan has an invalid base commit"));
+                let why = "plan has an invalid base commit".into();
+                return Err(self.skeleton(w, Status::Failed, why));
             }
         };
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let path = worktree::worktree_path(&self.worktree_root, &self.plan.run_id, w.id);
         let Some(permit) = slot(&self.checkouts, &mut stop.clone()).await else {
-            return Err(self.skeleton(w, Status::Failed, "interrupted"));
+            return Err(self.skeleton(w, Status::Failed, Reason::interrupted()));
         };
         let made = {
             let (repo_dir, name, path, branch) = (
@@ -868,11 +853,12 @@ impl Executor {
                 Err(self.skeleton(
                     w,
                     Status::Failed,
-                    &format!("could not create worktree: {e}"),
+                    format!("could not create worktree: {e}").into(),
                 ))
             }
             Err(_) => {
-                Err(self.skeleton(w, Status::Failed, "could not create worktree: task failed"))
+                let why = "could not create worktree: task failed".into();
+                Err(self.skeleton(w, Status::Failed, why))
             }
         }
     }
@@ -1027,7 +1013,7 @@ impl Executor {
             Ok(h) => h,
             Err(why) => {
                 result.status = Status::Failed;
-                result.reason = Some(why);
+                result.reason = Some(why.into());
                 return result;
             }
         };
@@ -1036,7 +1022,7 @@ impl Executor {
         result.files_modified = harvested.files_modified;
         if let Some(why) = tampered {
             result.status = Status::Failed;
-            result.reason = Some(why);
+            result.reason = Some(why.into());
             return result;
         }
         let Some((sup, outcome)) = ran else {
@@ -1054,7 +1040,7 @@ impl Executor {
             self.plan.limits.inactivity_timeout,
         );
         result.status = status;
-        let mut notes: Vec<String> = reason.into_iter().collect();
+        let mut notes: Vec<Reason> = reason.into_iter().collect();
         if w.task.output == TaskOutput::Findings {
             findings_outcome(&mut result, &mut notes);
         }
@@ -1065,7 +1051,7 @@ impl Executor {
             self.check(&mut result, w, stop, confined, &mut notes).await;
         }
         if let Some(n) = harvested.note {
-            notes.push(n);
+            notes.push(n.into());
         }
         if sup.stragglers {
             notes.push("agent left processes running; fanout stopped them before harvest".into());
@@ -1080,7 +1066,7 @@ impl Executor {
         if sup.pipes_leaked {
             notes.push("a process outside the agent's group kept its output open".into());
         }
-        result.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        result.reason = Reason::join(notes);
         result
     }
 
@@ -1152,7 +1138,7 @@ impl Executor {
         w: &PlannedWorker,
         stop: &watch::Receiver<StopLevel>,
         confined: &Confinement,
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Reason>,
     ) {
         let Some(dir) = result.worktree_path.clone() else {
             return;
@@ -1181,10 +1167,10 @@ impl Executor {
         result.checks = super::checks::run(checks, site, stop.clone()).await;
         if let Some(why) = super::checks::failure(&result.checks, checks.len()) {
             result.status = Status::Failed;
-            notes.insert(0, why);
+            notes.insert(0, why.into());
         } else if result.checks.len() < checks.len() {
             result.status = Status::Failed;
-            notes.insert(0, "interrupted during checks".to_owned());
+            notes.insert(0, Reason::interrupted_with(" during checks"));
         }
     }
 }
@@ -1284,30 +1270,28 @@ pub const LOG_QUOTE: &str = " — log: ";
 /// whose agent never started (setup failed: its reason quotes the setup's output; or
 /// not started: fanout's own reason, which resume and dependents read).
 fn quote_log(result: &mut WorkerResult) {
-    let reason = result.reason.clone().unwrap_or_default();
     let agent_ran = result.exit_code.is_some() || result.signal.is_some();
     if !agent_ran
         || result.status.is_good()
         || result.status == Status::Skipped
-        || ["interrupted", "not started", "internal error"]
-            .iter()
-            .any(|p| reason.starts_with(p))
+        || result.reason.as_ref().is_some_and(|r| !r.is_final())
     {
         return;
     }
+    let reason = result.reason.as_deref().unwrap_or_default().to_owned();
     let Some(log) = &result.log_path else { return };
     if let Some(lines) = super::excerpt::log_excerpt(log, &reason) {
         result.reason = Some(if reason.is_empty() {
-            format!("log: {lines}")
+            format!("log: {lines}").into()
         } else {
-            format!("{reason}{LOG_QUOTE}{lines}")
+            format!("{reason}{LOG_QUOTE}{lines}").into()
         });
     }
 }
 
 /// A findings task: succeeding without changing a file is its normal outcome; no final
 /// message is worth a note.
-fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<String>) {
+fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<Reason>) {
     if result.status == Status::Unchanged {
         result.status = Status::Success;
     }
@@ -1321,7 +1305,7 @@ fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<String>) {
 fn successful_dependencies<'a>(
     w: &PlannedWorker,
     finished: &'a [WorkerResult],
-) -> Result<Vec<&'a WorkerResult>, (Status, String)> {
+) -> Result<Vec<&'a WorkerResult>, (Status, Reason)> {
     let mut picked: Vec<&WorkerResult> = Vec::new();
     for task in &w.task.depends_on {
         let mut of_task: Vec<&WorkerResult> = finished
@@ -1354,7 +1338,7 @@ fn successful_dependencies<'a>(
                     .unwrap_or_default();
                 return Err((
                     Status::Skipped,
-                    format!("dependency {task} did not succeed{why}"),
+                    format!("dependency {task} did not succeed{why}").into(),
                 ));
             }
         }
@@ -1370,17 +1354,41 @@ pub fn decide(
     budget: Option<f64>,
     timeout: Option<f64>,
     inactivity: Option<f64>,
-) -> (Status, Option<String>) {
-    // How fanout's stop went, when it stopped the agent.
-    let how = if sup.killed {
+) -> (Status, Option<Reason>) {
+    if sup.ending == Ending::Interrupted {
+        return (
+            Status::Failed,
+            Some(Reason::interrupted_with(stop_how(sup))),
+        );
+    }
+    let (status, why) = judge(sup, outcome, no_changes, budget, timeout, inactivity);
+    (status, why.map(Reason::from))
+}
+
+/// How fanout's stop went, when it stopped the agent.
+fn stop_how(sup: &Supervised) -> &'static str {
+    if sup.killed {
         "; killed after the grace period"
     } else if sup.termed {
         "; the agent honoured SIGTERM"
     } else {
         ""
-    };
+    }
+}
+
+/// [`decide`] for an agent that was not interrupted: the status, and the words why.
+fn judge(
+    sup: &Supervised,
+    outcome: &AgentOutcome,
+    no_changes: bool,
+    budget: Option<f64>,
+    timeout: Option<f64>,
+    inactivity: Option<f64>,
+) -> (Status, Option<String>) {
+    let how = stop_how(sup);
     match sup.ending {
-        Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),
+        // (Told apart by `decide`.)
+        Ending::Interrupted | Ending::Exited => {}
         Ending::TimedOut => {
             return (
                 Status::Timeout,
@@ -1431,7 +1439,6 @@ pub fn decide(
                 )),
             );
         }
-        Ending::Exited => {}
     }
     let over_budget = match (budget, outcome.cost) {
         (Some(b), Some(c)) if c > b => Some(format!("budget exceeded: ${c:.4} of ${b:.4}")),
@@ -1698,10 +1705,7 @@ mod tests {
     );
 
     fn assert_decides((seen, said, empty, [budget, timeout, idle], status, reason): Case<'_>) {
-        assert_eq!(
-            decide(seen, said, empty, budget, timeout, idle),
-            (status, Some(reason.to_owned())),
-            "{reason}"
-        );
+        let (got, why) = decide(seen, said, empty, budget, timeout, idle);
+        assert_eq!((got, why.as_deref()), (status, Some(reason)), "{reason}");
     }
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::model::{PortRange, SetupRecord, SetupStep};
+use crate::model::{PortRange, Reason, SetupRecord, SetupStep};
 use crate::plan::setup::SetupPlan;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
@@ -82,7 +82,7 @@ pub struct Prepared {
     /// For the result.
     pub record: SetupRecord,
     /// Why the worker fails (`setup failed: …`, or `interrupted`), when it does.
-    pub failure: Option<String>,
+    pub failure: Option<Reason>,
     /// `FANOUT_PORT` and `FANOUT_PORTS`, for the agent.
     pub env: Vec<(String, String)>,
     /// The port block, held until dropped (when the worker finishes).
@@ -125,7 +125,7 @@ async fn prepare_steps(
     on_line: impl FnMut(&str) + Send + Clone + 'static,
     out: &mut Prepared,
     log: &mut Log,
-) -> Result<(), String> {
+) -> Result<(), Reason> {
     // Ports first: setup commands may already start servers on them.
     take_ports(ports, out)?;
     let copied = copy_left_out(plan, w, out, log).await?;
@@ -257,7 +257,7 @@ async fn run_commands(
     on_line: impl FnMut(&str) + Send + Clone + 'static,
     out: &mut Prepared,
     log: &mut Log,
-) -> Result<(), String> {
+) -> Result<(), Reason> {
     let env = with_vars(
         crate::agent::agent_env_with(
             w.base_env.iter().cloned(),
@@ -399,7 +399,7 @@ async fn run_step(
     stop: &watch::Receiver<StopLevel>,
     mut on_line: impl FnMut(&str) + Send + 'static,
     log: &mut Log,
-) -> (SetupStep, Option<String>) {
+) -> (SetupStep, Option<Reason>) {
     let mut rec = SetupStep {
         run: step.label.clone(),
         exit_code: None,
@@ -407,7 +407,7 @@ async fn run_step(
         duration: 0.0,
     };
     if *stop.borrow() != StopLevel::Run {
-        return (rec, Some("interrupted".into()));
+        return (rec, Some(Reason::interrupted()));
     }
     log.line(&format!("fanout: setup {}", step.header));
     on_line(&format!("setup {}", step.header));
@@ -432,14 +432,14 @@ async fn run_step(
         Ok(s) => s,
         Err(e) => {
             let why = format!("setup failed: could not start {}: {e}", step.program);
-            return (rec, Some(why));
+            return (rec, Some(why.into()));
         }
     };
     rec.exit_code = sup.exit_code;
     rec.timed_out = sup.ending == Ending::TimedOut;
     rec.duration = sup.duration.as_secs_f64();
     let how = match (sup.ending, sup.exit_code) {
-        (Ending::Interrupted, _) => return (rec, Some("interrupted".into())),
+        (Ending::Interrupted, _) => return (rec, Some(Reason::interrupted())),
         (Ending::TimedOut, _) => format!("timed out after {}s", secs(step.timeout)),
         (_, Some(0)) => {
             log.line(&format!(
@@ -456,7 +456,7 @@ async fn run_step(
         .unwrap_or_default();
     (
         rec,
-        Some(format!("setup failed: `{}` {how}{last}", step.label)),
+        Some(format!("setup failed: `{}` {how}{last}", step.label).into()),
     )
 }
 

@@ -183,7 +183,7 @@ impl Guard {
 pub fn blame(result: &mut WorkerResult, reason: String) {
     result.status = Status::Failed;
     result.reason = Some(match result.reason.take() {
-        Some(own) if !own.is_empty() => format!("{reason}; also: {own}"),
-        _ => reason,
+        Some(own) if !own.is_empty() => format!("{reason}; also: {own}").into(),
+        _ => reason.into(),
     });
 }
