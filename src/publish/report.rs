@@ -123,7 +123,7 @@ pub fn publish_report_after(
     results_path: &Path,
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
-    let prepared = Prepared::new(repo, file, args, record)?;
+    let prepared = PublishContext::new(repo, file, args, record)?;
     let gh = prepared.api(super::github::auth::Scope {
         issues: writes_issues(report, &prepared.opts),
         ci: false,
@@ -173,7 +173,7 @@ pub fn record_early(
 
 /// Everything publishing needs before it talks to GitHub: where (checked), how (the
 /// flags and the config's `publish:` block merged), the templates and the pacing.
-pub(super) struct Prepared {
+pub(super) struct PublishContext {
     target: Target,
     policy: RetryPolicy,
     pace: Duration,
@@ -182,14 +182,14 @@ pub(super) struct Prepared {
     in_actions: bool,
 }
 
-impl Prepared {
+impl PublishContext {
     /// Resolve and check it all (the credentials masked in Actions).
     pub(super) fn new(
         repo: &UserRepo,
         file: &ConfigFile,
         args: &PublishFlags,
         record: Option<&PushRecord>,
-    ) -> Result<Prepared, Failure> {
+    ) -> Result<PublishContext, Failure> {
         let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
         let target = Target::resolve(args, record, in_actions)?;
         if in_actions {
@@ -198,7 +198,7 @@ impl Prepared {
         let (policy, pace) = pacing(file, args);
         let templates = templates(repo, file)?;
         let opts = options(file, args, &target);
-        Ok(Prepared {
+        Ok(PublishContext {
             target,
             policy,
             pace,

@@ -73,7 +73,7 @@ struct Row {
 }
 
 #[derive(Serialize)]
-struct Failure {
+struct FailedRow {
     id: u32,
     branch: String,
     status: &'static str,
@@ -198,11 +198,11 @@ fn rows(results: &[WorkerResult]) -> Vec<Row> {
 }
 
 /// The workers that did not succeed, and why.
-fn failures(results: &[WorkerResult]) -> Vec<Failure> {
+fn failures(results: &[WorkerResult]) -> Vec<FailedRow> {
     results
         .iter()
         .filter(|r| !r.status.is_good())
-        .map(|r| Failure {
+        .map(|r| FailedRow {
             id: r.worker_id,
             branch: md_escape(&r.branch),
             status: r.status.as_str(),

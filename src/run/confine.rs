@@ -23,7 +23,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::sandbox::hidden::{self, Guarded};
-use crate::sandbox::{Policy, Prepared};
+use crate::sandbox::{Policy, Restrictions};
 
 /// One worker's confinement (see the module docs).
 #[derive(Debug)]
@@ -38,7 +38,7 @@ pub struct Confinement {
     pub policy: Option<Policy>,
     /// The policy made ready once ([`crate::sandbox::prepare`]: the Landlock ruleset
     /// with every rule), which every process of the worker applies.
-    pub prepared: Option<Prepared>,
+    pub prepared: Option<Restrictions>,
     /// Variables every process of the worker gets.
     env: Vec<(OsString, OsString)>,
 }

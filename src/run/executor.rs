@@ -764,7 +764,7 @@ impl Executor {
             result.reason = Some(why);
             return self.at_base(w, result, base);
         }
-        let asked = match Asked::of(w, given, confined, prepared.env) {
+        let asked = match Briefing::of(w, given, confined, prepared.env) {
             Ok(a) => a,
             Err(e) => {
                 result.reason =
@@ -874,7 +874,7 @@ impl Executor {
         ),
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
-    ) -> super::setup::Prepared {
+    ) -> super::setup::SetupOutcome {
         let setup_events = events.clone();
         let id = w.id;
         super::setup::prepare(
@@ -913,7 +913,7 @@ impl Executor {
         adapter: &dyn Adapter,
         at: &Paths,
         confined: &Confinement,
-        asked: Asked,
+        asked: Briefing,
         live: Live<'_>,
     ) -> Result<Supervised, String> {
         let Live {
@@ -1185,12 +1185,12 @@ struct Live<'a> {
 
 /// What a worker's agent is asked: its prompt (a dependent's with its dependencies'
 /// findings put in), and the variables setup and its dependencies add.
-struct Asked {
+struct Briefing {
     prompt: String,
     env: Vec<(String, String)>,
 }
 
-impl Asked {
+impl Briefing {
     /// `w`'s prompt and `setup_env`, with what its dependencies gave it (their findings
     /// written into its private directory, `$FANOUT_FINDINGS_DIR` naming them).
     fn of(
@@ -1198,15 +1198,15 @@ impl Asked {
         given: Option<&Given>,
         confined: &Confinement,
         mut env: Vec<(String, String)>,
-    ) -> std::io::Result<Asked> {
+    ) -> std::io::Result<Briefing> {
         let Some(given) = given else {
-            return Ok(Asked {
+            return Ok(Briefing {
                 prompt: w.task.agent_prompt(),
                 env,
             });
         };
         env.extend(given.write_files(&confined.private)?);
-        Ok(Asked {
+        Ok(Briefing {
             prompt: given.prompt.clone(),
             env,
         })

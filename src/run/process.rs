@@ -11,7 +11,7 @@
 //!
 //! A confined process ([`ProcessSpec::confine`]) restricts itself between fork and
 //! exec, after `setsid`, with the ruleset fanout built for it (see
-//! [`crate::sandbox::Prepared`]): the program starts already confined.
+//! [`crate::sandbox::Restrictions`]): the program starts already confined.
 //!
 //! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
 //! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
@@ -75,7 +75,7 @@ pub struct ProcessSpec<'a> {
     /// Run it confined: the worker's prepared sandbox ([`Confinement::prepared`]).
     ///
     /// [`Confinement::prepared`]: super::confine::Confinement::prepared
-    pub confine: Option<&'a crate::sandbox::Prepared>,
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
 }
 
 /// Why the process ended.
@@ -228,7 +228,7 @@ fn command(spec: &mut ProcessSpec<'_>, report: RawFd) -> std::io::Result<tokio::
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    // SAFETY: setsid(2), dup2(2), fcntl(2) and `Prepared::apply` (prctl, capset,
+    // SAFETY: setsid(2), dup2(2), fcntl(2) and `Restrictions::apply` (prctl, capset,
     // landlock_restrict_self) are system calls only, async-signal-safe; nothing else
     // runs between fork and exec.
     unsafe {

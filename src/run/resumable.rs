@@ -211,7 +211,7 @@ fn confirmed(id: &str, unproven: &[String]) -> bool {
 
 /// Compare with the run's tamper snapshot (its earlier attempt was cut short, so no
 /// check ran after its last workers): say what changed; restore config, hooks and
-/// `info/`, never a ref ([`super::tamper::Mode::Resume`]); then let the attempt take
+/// `info/`, never a ref ([`super::tamper::CheckAt::Resume`]); then let the attempt take
 /// a snapshot of its own.
 fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     if !run_dir.join(super::tamper::SNAPSHOT_FILE).exists() {
@@ -220,7 +220,7 @@ fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     let snap = super::tamper::Snapshot::load(run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let changes = snap
-        .check(super::tamper::Mode::Resume)
+        .check(super::tamper::CheckAt::Resume)
         .map_err(|e| Failure::Fatal(format!("run {id}: tamper check: {e}")))?;
     for c in changes.iter().filter(|c| !c.benign) {
         errln!("fanout: run {id}: since its earlier attempt started, {c}");

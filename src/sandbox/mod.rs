@@ -12,7 +12,7 @@
 //! - [`Policy`]: what one confined process may write, what it may not read
 //!   ([`hidden`]: the user's credentials by default), and, with a [`NetPolicy`], which
 //!   network it reaches.
-//! - [`prepare`] and [`Prepared::apply`]: fanout builds the policy's Landlock ruleset
+//! - [`prepare`] and [`Restrictions::apply`]: fanout builds the policy's Landlock ruleset
 //!   (handling every file-system right of the ABI; from ABI 6, scoping signals and
 //!   abstract unix sockets to the sandbox; with a [`NetPolicy`], TCP `bind` and
 //!   `connect` by port) and its socket filter (`seccomp.rs`: no Unix, raw, netlink or
@@ -270,17 +270,17 @@ fn socket_filter_available() -> bool {
 }
 
 /// A confinement made ready in fanout's own process (the Landlock ruleset with every
-/// rule), to apply in a child between fork and exec with [`Prepared::apply`].
+/// rule), to apply in a child between fork and exec with [`Restrictions::apply`].
 #[cfg(target_os = "linux")]
-pub use landlock::Prepared;
+pub use landlock::Restrictions;
 
 /// Off Linux there is nothing to apply.
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug, Clone)]
-pub struct Prepared;
+pub struct Restrictions;
 
 #[cfg(not(target_os = "linux"))]
-impl Prepared {
+impl Restrictions {
     /// Nothing to do.
     pub fn apply(&self) -> std::io::Result<()> {
         Ok(())
@@ -293,9 +293,9 @@ impl Prepared {
     }
 }
 
-/// Make `policy` ready for a child to apply (see [`Prepared`]); the error says what
+/// Make `policy` ready for a child to apply (see [`Restrictions`]); the error says what
 /// could not be set up.
-pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
+pub fn prepare(policy: &Policy) -> Result<Restrictions, String> {
     #[cfg(target_os = "linux")]
     {
         landlock::prepare(policy).map_err(|e| format!("Landlock: {e}"))
@@ -303,7 +303,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
     #[cfg(not(target_os = "linux"))]
     {
         match policy.abi {
-            0 => Ok(Prepared),
+            0 => Ok(Restrictions),
             _ => Err("Landlock is a Linux feature".into()),
         }
     }

@@ -70,7 +70,7 @@ pub struct Worker<'a> {
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
     /// The worker's sandbox, for setup commands.
-    pub confine: Option<&'a crate::sandbox::Prepared>,
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
     /// Variables of the worker's confinement (temporary directory, object quarantine)
     /// every setup command gets.
     pub extra_env: &'a [(OsString, OsString)],
@@ -78,7 +78,7 @@ pub struct Worker<'a> {
 
 /// What setup did.
 #[derive(Debug)]
-pub struct Prepared {
+pub struct SetupOutcome {
     /// For the result.
     pub record: SetupRecord,
     /// Why the worker fails (`setup failed: …`, or `interrupted`), when it does.
@@ -97,8 +97,8 @@ pub async fn prepare(
     ports: std::io::Result<ports::PortLease>,
     stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-) -> Prepared {
-    let mut out = Prepared {
+) -> SetupOutcome {
+    let mut out = SetupOutcome {
         record: SetupRecord::default(),
         failure: None,
         env: Vec::new(),
@@ -123,7 +123,7 @@ async fn prepare_steps(
     ports: std::io::Result<ports::PortLease>,
     stop: &watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
 ) -> Result<(), Reason> {
     // Ports first: setup commands may already start servers on them.
@@ -191,7 +191,7 @@ pub fn claim_ports(plan: &SetupPlan) -> std::io::Result<ports::PortLease> {
 /// The worker's block of ports, for its setup commands and agent.
 fn take_ports(
     claimed: std::io::Result<ports::PortLease>,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
 ) -> Result<(), String> {
     let lease = claimed.map_err(|e| failed(format!("no port block: {e}")))?;
     let block = PortRange {
@@ -208,7 +208,7 @@ fn take_ports(
 async fn copy_left_out(
     plan: &SetupPlan,
     w: &Worker<'_>,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
 ) -> Result<Vec<String>, String> {
     let include = match std::fs::read_to_string(w.checkout.join(glob::INCLUDE_FILE)) {
@@ -255,7 +255,7 @@ async fn run_commands(
     w: &Worker<'_>,
     stop: &watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
 ) -> Result<(), Reason> {
     let env = with_vars(

@@ -45,7 +45,7 @@
 //! fanout's own writes are allowed for: `git submodule update --init` in a worker's
 //! setup adds `submodule.<name>.url`/`.active` for the submodules of `.gitmodules`;
 //! those entries are not blamed on anyone and go when the run ends
-//! ([`Snapshot::check`] with [`Mode::End`]).
+//! ([`Snapshot::check`] with [`CheckAt::End`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -123,7 +123,7 @@ impl std::fmt::Display for Change {
 /// (restores fanout's own submodule entries too), at the end of a sandboxed run
 /// (fanout's own entries only), or just to report (nothing restored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum CheckAt {
     /// After a worker.
     Worker,
     /// After the last worker.
@@ -399,17 +399,17 @@ impl Snapshot {
     }
 
     /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
-    pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
+    pub fn check(&self, mode: CheckAt) -> Result<Vec<Change>, String> {
         let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
-        let restore_refs = matches!(mode, Mode::Worker | Mode::End);
+        let restore_refs = matches!(mode, CheckAt::Worker | CheckAt::End);
         let mut changes = Vec::new();
         self.refs_changed(&repo, &now, restore_refs, &mut changes);
         self.heads_changed(&now, &mut changes);
         self.files_changed(&now, mode, &mut changes);
         self.checkout_changed(&now, &mut changes);
         // The run directory is fanout's own: what was planted there goes.
-        self.run_dir_changed(mode != Mode::Report, &mut changes);
+        self.run_dir_changed(mode != CheckAt::Report, &mut changes);
         Ok(changes)
     }
 
