@@ -233,7 +233,7 @@ pub struct Executor {
     pub harvests: Arc<Semaphore>,
 }
 
-/// What a worker's checkout makes beside it (see [`Executor::reserve`]).
+/// What a worker gets once its worktree is checked out (see [`Executor::reserve`]).
 struct Reserved {
     /// Its confinement.
     confined: std::io::Result<Confinement>,
@@ -662,8 +662,7 @@ impl Executor {
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
-        // Off the worker's way: the runtime, dropped, waits for it.
-        tokio::task::spawn_blocking(move || confined.remove());
+        confined.remove();
         result
     }
 
@@ -695,34 +694,22 @@ impl Executor {
         result
     }
 
-    /// What makes `w`'s confinement (its private directory, and its sandbox when the
-    /// run has one) for its worktree at `worktree`, once that directory exists, and
-    /// claims its port block: done while git checks the worktree out.
-    fn reserve(
-        &self,
-        w: &PlannedWorker,
-        worktree: &Path,
-    ) -> impl FnOnce() -> Reserved + Send + 'static {
+    /// Make `w`'s confinement (its private directory, and its sandbox when the run has
+    /// one) for its worktree at `worktree`, once that is checked out, and claim its
+    /// port block.
+    fn reserve(&self, w: &PlannedWorker, worktree: &Path) -> Reserved {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
-        let admin = self.common_dir.join("worktrees").join(name);
-        let (run_id, id, worktree) = (self.plan.run_id.clone(), w.id, worktree.to_owned());
-        let common = self.common_dir.clone();
-        let writable = self.plan.agent_of(w).writable.clone();
-        let hidden = self.plan.hidden.clone();
-        let sandbox = self.sandbox;
-        let setup = self.plan.setup.clone();
-        move || {
-            let at = Place {
-                run_id: &run_id,
-                worker_id: id,
-                worktree: &worktree,
-                admin: &admin,
-                common: &common,
-            };
-            Reserved {
-                confined: Confinement::new(at, (&writable, &hidden), sandbox),
-                ports: super::setup::claim_ports(&setup),
-            }
+        let at = Place {
+            run_id: &self.plan.run_id,
+            worker_id: w.id,
+            worktree,
+            admin: &self.common_dir.join("worktrees").join(name),
+            common: &self.common_dir,
+        };
+        let agent = self.plan.agent_of(w);
+        Reserved {
+            confined: Confinement::new(at, (&agent.writable, &self.plan.hidden), self.sandbox),
+            ports: super::setup::claim_ports(&self.plan.setup),
         }
     }
 
@@ -746,7 +733,7 @@ impl Executor {
         };
         result.log_path = Some(at.log.clone());
 
-        // Prepare the worktree: the port block (claimed beside the checkout, held until
+        // Prepare the worktree: the port block (claimed after the checkout, held until
         // this worker is done), copied files, submodules, setup commands. A failure
         // there fails the worker, and the agent never starts.
         let prepared = self
@@ -822,40 +809,26 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
-            let reserve = self.reserve(w, &path);
             tokio::task::spawn_blocking(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
                 };
-                worktree::create(&repo_dir, &name, &path, &branch, base, config, reserve)
+                worktree::create(&repo_dir, &name, &path, &branch, base, config)
             })
             .await
         };
         drop(permit);
         match made {
-            Ok((Ok(()), reserved)) => {
+            Ok(Ok(())) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                let never = || std::io::Error::other("it was never made");
-                let reserved = reserved.unwrap_or_else(|| Reserved {
-                    confined: Err(never()),
-                    ports: Err(never()),
-                });
-                Ok((base, path, reserved))
+                Ok((base, path.clone(), self.reserve(w, &path)))
             }
-            Ok((Err(e), reserved)) => {
-                if let Some(Reserved {
-                    confined: Ok(c), ..
-                }) = reserved
-                {
-                    c.remove();
-                }
-                Err(self.skeleton(
-                    w,
-                    Status::Failed,
-                    format!("could not create worktree: {e}").into(),
-                ))
-            }
+            Ok(Err(e)) => Err(self.skeleton(
+                w,
+                Status::Failed,
+                format!("could not create worktree: {e}").into(),
+            )),
             Err(_) => {
                 let why = "could not create worktree: task failed".into();
                 Err(self.skeleton(w, Status::Failed, why))

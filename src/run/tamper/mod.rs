@@ -147,15 +147,6 @@ fn sha256(bytes: &[u8]) -> String {
     crate::util::sha256_hex(bytes)
 }
 
-/// Hex of `bytes`, by table into one buffer (`hex::encode` pushes char by char: for
-/// the sample files of a fresh repository's hooks directory, that was about a quarter
-/// of the snapshot's CPU).
-fn to_hex(bytes: &[u8]) -> String {
-    let mut out = vec![0; bytes.len() * 2];
-    hex::encode_to_slice(bytes, &mut out).expect("the buffer is twice the input");
-    String::from_utf8(out).expect("hex digits are ASCII")
-}
-
 fn from_hex(s: &str) -> Option<Vec<u8>> {
     hex::decode(s).ok()
 }
@@ -174,7 +165,7 @@ fn file_state(path: &Path) -> Option<FileState> {
         return Some(FileState {
             mode: meta.mode(),
             sha256: sha256(&bytes),
-            hex: Some(to_hex(&bytes)),
+            hex: Some(hex::encode(&bytes)),
             symlink: true,
         });
     }
@@ -188,7 +179,7 @@ fn file_state(path: &Path) -> Option<FileState> {
     }
     let (sha256, hex) = if meta.len() <= KEEP_BYTES {
         let bytes = std::fs::read(path).ok()?;
-        (sha256(&bytes), Some(to_hex(&bytes)))
+        (sha256(&bytes), Some(hex::encode(&bytes)))
     } else {
         (sha256_of_file(path).ok()?, None)
     };

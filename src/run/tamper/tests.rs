@@ -391,11 +391,3 @@ fn fanouts_worktrees_are_no_users_head_and_big_files_are_hashed_in_pieces() {
     );
     assert_eq!(s.checkout["big.bin"], crate::util::sha256_hex(&big));
 }
-
-#[test]
-fn hex_is_lower_case_two_digits_a_byte() {
-    assert_eq!(to_hex(b""), "");
-    assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
-    let all: Vec<u8> = (0..=255).collect();
-    assert_eq!(from_hex(&to_hex(&all)).unwrap(), all);
-}
