@@ -1328,58 +1328,36 @@ pub fn decide(
     timeout: Option<f64>,
     inactivity: Option<f64>,
 ) -> (Status, Option<Reason>) {
-    if sup.ending == Ending::Interrupted {
-        return (
-            Status::Failed,
-            Some(Reason::interrupted_with(stop_how(sup))),
-        );
-    }
-    let (status, why) = judge(sup, outcome, no_changes, budget, timeout, inactivity);
-    (status, why.map(Reason::from))
-}
-
-/// How fanout's stop went, when it stopped the agent.
-fn stop_how(sup: &Supervised) -> &'static str {
-    if sup.killed {
+    // How fanout's stop went, when it stopped the agent.
+    let how = if sup.killed {
         "; killed after the grace period"
     } else if sup.termed {
         "; the agent honoured SIGTERM"
     } else {
         ""
-    }
-}
-
-/// [`decide`] for an agent that was not interrupted: the status, and the words why.
-fn judge(
-    sup: &Supervised,
-    outcome: &AgentOutcome,
-    no_changes: bool,
-    budget: Option<f64>,
-    timeout: Option<f64>,
-    inactivity: Option<f64>,
-) -> (Status, Option<String>) {
-    let how = stop_how(sup);
-    match sup.ending {
-        // (Told apart by `decide`.)
-        Ending::Interrupted | Ending::Exited => {}
-        Ending::TimedOut => {
-            return (
-                Status::Timeout,
-                Some(format!(
-                    "timed out after {}s{how}",
-                    format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
-                )),
-            );
+    };
+    let (status, why) = match sup.ending {
+        Ending::Interrupted => return (Status::Failed, Some(Reason::interrupted_with(how))),
+        Ending::Exited => {
+            let (status, why) = agent_verdict(outcome, no_changes, budget);
+            return (status, why.map(Reason::from));
         }
+        Ending::TimedOut => (
+            Status::Timeout,
+            format!(
+                "timed out after {}s{how}",
+                format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+            ),
+        ),
         Ending::OverBudget => {
             let spent = sup.progress.cost.or(outcome.cost).unwrap_or(0.0);
-            return (
+            (
                 Status::Partial,
-                Some(format!(
+                format!(
                     "budget exceeded (${spent:.4} of ${:.4}); stopped",
                     budget.unwrap_or(0.0)
-                )),
-            );
+                ),
+            )
         }
         Ending::RunBudget => {
             // A cost the agent never reported is unknown, never $0.
@@ -1387,32 +1365,36 @@ fn judge(
                 Some(c) => format!("this worker had spent ${c:.4}"),
                 None => "this worker's cost is unknown".to_owned(),
             };
-            return (
+            (
                 Status::Partial,
-                Some(format!(
-                    "the run's budget_total was reached; stopped ({spent})"
-                )),
-            );
+                format!("the run's budget_total was reached; stopped ({spent})"),
+            )
         }
-        Ending::MaxSteps => {
-            return (
-                Status::Partial,
-                Some(format!(
-                    "max steps reached ({} steps); stopped",
-                    sup.progress.steps.unwrap_or(0)
-                )),
-            );
-        }
-        Ending::Inactive => {
-            return (
-                Status::Timeout,
-                Some(format!(
-                    "no output for {}s (inactivity timeout); stopped",
-                    format_secs(inactivity.unwrap_or(0.0))
-                )),
-            );
-        }
-    }
+        Ending::MaxSteps => (
+            Status::Partial,
+            format!(
+                "max steps reached ({} steps); stopped",
+                sup.progress.steps.unwrap_or(0)
+            ),
+        ),
+        Ending::Inactive => (
+            Status::Timeout,
+            format!(
+                "no output for {}s (inactivity timeout); stopped",
+                format_secs(inactivity.unwrap_or(0.0))
+            ),
+        ),
+    };
+    (status, Some(why.into()))
+}
+
+/// The status of an agent that exited on its own, from what it reported (and its
+/// cost against `budget`), with the words why.
+fn agent_verdict(
+    outcome: &AgentOutcome,
+    no_changes: bool,
+    budget: Option<f64>,
+) -> (Status, Option<String>) {
     let over_budget = match (budget, outcome.cost) {
         (Some(b), Some(c)) if c > b => Some(format!("budget exceeded: ${c:.4} of ${b:.4}")),
         _ => None,
