@@ -36,6 +36,7 @@ mod claude;
 mod codex;
 mod command;
 mod dispatch;
+pub mod door;
 pub mod findings;
 pub mod json;
 pub mod preflight;
@@ -98,6 +99,9 @@ pub struct AgentSpec {
     /// Price overrides from the config (`prices:`), for cost from token usage.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// A `command` agent's opt-in to the gateway (`gateway:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<crate::config::GatewayOptIn>,
 }
 
 /// The program a built-in adapter runs by default.
@@ -195,6 +199,7 @@ impl AgentSpec {
             result: None,
             allow_github_token: false,
             prices: BTreeMap::new(),
+            gateway: None,
         };
         match name {
             "command" => Err(format!(
@@ -260,6 +265,7 @@ impl AgentSpec {
             result: def.result.clone(),
             allow_github_token: def.allow_github_token,
             prices: BTreeMap::new(),
+            gateway: def.gateway.clone(),
         })
     }
 }

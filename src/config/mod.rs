@@ -742,6 +742,28 @@ pub struct AgentDef {
     /// GitHub token unless this says so (Actions runtime tokens never pass).
     #[serde(default)]
     pub allow_github_token: bool,
+    /// `command` adapter: reach the model through the run's gateway. The agent gets
+    /// the provider's base URL in `base_url_env` and its placeholder key in `key_env`
+    /// (the gateway adds the real key; the agent never sees it).
+    pub gateway: Option<GatewayOptIn>,
+}
+
+/// How a `command` agent is handed the gateway (`agents.<name>.gateway`).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayOptIn {
+    /// The variable that gets the provider's base URL through the gateway.
+    pub base_url_env: String,
+    /// The variable that gets the worker's placeholder key.
+    pub key_env: String,
+    /// Which provider: `anthropic` (Messages API, base URL without `/v1`) or `openai`
+    /// (default; base URL ending in `/v1`).
+    #[serde(default = "default_gateway_provider")]
+    pub provider: String,
+}
+
+fn default_gateway_provider() -> String {
+    "openai".to_owned()
 }
 
 /// Author of fanout's commits.

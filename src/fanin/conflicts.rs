@@ -317,6 +317,7 @@ pub fn integration_result(
         publish: it.publish.clone(),
         sandboxed: false,
         sandbox_abi: None,
+        gateway: None,
     })
 }
 

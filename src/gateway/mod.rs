@@ -211,6 +211,12 @@ impl Drop for Gateway {
     }
 }
 
+/// Whether the gateway takes `upstream` as provider `name`'s API: `https://…`, or
+/// `http://` to a loopback address.
+pub fn check_upstream(name: &str, upstream: &str) -> Result<(), String> {
+    serve::check_upstream(name, upstream).map(drop)
+}
+
 /// A placeholder key for worker `id`: random, recognisably fanout's.
 fn placeholder(id: u32) -> Result<String, String> {
     let mut bytes = [0u8; 24];

@@ -56,6 +56,9 @@ pub struct Place<'a> {
     pub admin: &'a Path,
     /// The repository's common git directory.
     pub common: &'a Path,
+    /// The worker's door in the run's gateway (its port on 127.0.0.1): the one place a
+    /// closed network lets it connect to.
+    pub gateway_port: Option<u16>,
 }
 
 impl Confinement {
@@ -114,6 +117,8 @@ impl Confinement {
                     write,
                     write_files: vec!["/dev/null".into()],
                     hide,
+                    // Open until the run's `network:` closes it: a closed network's
+                    // `connect_ports` start with `at.gateway_port`.
                     network: None,
                 })
             }
@@ -132,6 +137,12 @@ impl Confinement {
             prepared,
             env,
         })
+    }
+
+    /// Give every process of the worker `vars` too (over a variable of the same name).
+    pub fn add_env(&mut self, vars: Vec<(OsString, OsString)>) {
+        self.env.retain(|(k, _)| !vars.iter().any(|(n, _)| n == k));
+        self.env.extend(vars);
     }
 
     /// The variables every process of the worker gets (on top of its environment).
@@ -236,6 +247,7 @@ mod tests {
             worktree: &wt,
             admin: &admin,
             common: &common,
+            gateway_port: None,
         };
         let secret = d.path().join("state/secret");
         std::fs::create_dir_all(&secret).unwrap();
@@ -277,6 +289,7 @@ mod tests {
             worktree: &wt,
             admin: &admin,
             common: &common,
+            gateway_port: None,
         };
         let c = Confinement::new(at, (&[cache.display().to_string()], &[]), Some(5)).unwrap();
         assert!(cache.is_dir(), "a missing writable path is made");

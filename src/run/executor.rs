@@ -65,6 +65,16 @@ fn done_channels(workers: &[PlannedWorker]) -> Done {
         .collect()
 }
 
+/// What worker `r` spent: the larger of what its agent claimed and what the gateway
+/// measured (`None` when neither is known).
+pub fn spent_by(r: &WorkerResult) -> Option<f64> {
+    let measured = r.gateway.as_ref().map(|g| g.cost);
+    match (r.cost, measured) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Make `r` final for the workers waiting on it.
 fn post(done: &Done, r: &WorkerResult) {
     if let Some(tx) = done.get(&r.worker_id) {
@@ -238,6 +248,16 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
+    /// The run's gateway: each worker's one door out ([`super::gated`]).
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
+}
+
+/// A worker's door in the run's gateway, open while it runs.
+struct WorkerDoor {
+    /// What the gateway gave it.
+    cred: crate::gateway::WorkerCredential,
+    /// For its agent's model calls.
+    model: crate::agent::door::ModelDoor,
 }
 
 /// What a worker's checkout makes beside it (see [`Executor::reserve`]).
@@ -296,7 +316,7 @@ impl Executor {
             done: Arc::new(done_channels(&self.plan.workers)),
         };
         for r in self.kept.values() {
-            shared.spend.finish(r.worker_id, r.cost);
+            shared.spend.finish(r.worker_id, spent_by(r));
             post(&shared.done, r);
         }
         let mut set = JoinSet::new();
@@ -320,7 +340,8 @@ impl Executor {
                 continue;
             };
             if let Some(total) = self.plan.limits.budget_total {
-                let spent = shared.spend.total();
+                let on_wire = self.gateway.as_ref().map_or(0.0, |g| g.run_cost());
+                let spent = shared.spend.total().max(on_wire);
                 if spent >= total {
                     over_budget.push((w, spent, total));
                     continue;
@@ -385,7 +406,7 @@ impl Executor {
             .run_one(w, sh.events.clone(), sh.stop.clone(), Arc::clone(&sh.spend))
             .await;
         self.tamper_finished(id, &mut result);
-        sh.spend.finish(id, result.cost);
+        sh.spend.finish(id, spent_by(&result));
         drop(permit);
         sh.finished(id, result)
     }
@@ -425,7 +446,7 @@ impl Executor {
                         )
                         .await;
                     self.tamper_finished(id, &mut r);
-                    sh.spend.finish(id, r.cost);
+                    sh.spend.finish(id, spent_by(&r));
                     drop(permit);
                     r
                 }
@@ -519,6 +540,7 @@ impl Executor {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 
@@ -623,7 +645,8 @@ impl Executor {
     }
 
     /// Run `w`, from the plan's base, or (a dependent) from its dependencies' merged
-    /// branches with what they give it.
+    /// branches with what they give it, through its door in the run's gateway (opened
+    /// first, closed once it is done: what the gateway measured goes in its result).
     async fn run_one_from(
         &self,
         w: PlannedWorker,
@@ -631,6 +654,55 @@ impl Executor {
         stop: watch::Receiver<StopLevel>,
         spend: Arc<Spend>,
         from: Option<(Oid, Given)>,
+    ) -> WorkerResult {
+        let door = match self.open_door(&w) {
+            Ok(d) => d,
+            Err(why) => return self.skeleton(&w, Status::Failed, &why),
+        };
+        let live = (events, stop, spend);
+        let mut result = self.run_one_through(w, live, from, door.as_ref()).await;
+        if let (Some(g), Some(d)) = (&self.gateway, door)
+            && let Some(usage) = g.end_worker(d.cred.worker).await
+        {
+            result.gateway = Some(super::gated::record(&usage, result.cost));
+        }
+        result
+    }
+
+    /// Open `w`'s door in the run's gateway, with its budget and deadline (none
+    /// without a gateway). An error is why the worker cannot run.
+    fn open_door(&self, w: &PlannedWorker) -> Result<Option<WorkerDoor>, String> {
+        let Some(g) = &self.gateway else {
+            return Ok(None);
+        };
+        let limits = self.plan.limits_of(w);
+        let cred = g.register_worker(
+            w.id,
+            crate::gateway::WorkerLimits {
+                budget: limits.budget,
+                deadline: limits
+                    .timeout
+                    .map(|t| std::time::Instant::now() + Duration::from_secs_f64(t)),
+            },
+        )?;
+        let model = crate::agent::door::ModelDoor {
+            base_urls: cred.base_urls.clone(),
+            key: cred.placeholder_key.clone(),
+        };
+        Ok(Some(WorkerDoor { cred, model }))
+    }
+
+    /// [`Executor::run_one_from`] once its door is open.
+    async fn run_one_through(
+        &self,
+        w: PlannedWorker,
+        (events, stop, spend): (
+            mpsc::UnboundedSender<Event>,
+            watch::Receiver<StopLevel>,
+            Arc<Spend>,
+        ),
+        from: Option<(Oid, Given)>,
+        door: Option<&WorkerDoor>,
     ) -> WorkerResult {
         let (base_override, given) = match from {
             Some((base, given)) => (Some(base), Some(given)),
@@ -642,7 +714,9 @@ impl Executor {
         if let Some(why) = self.snapshot_failed() {
             return self.skeleton(&w, Status::Failed, &why);
         }
-        let (base, path, reserved) = match self.make_worktree(&w, base_override, &stop).await {
+        let port = door.map(|d| d.cred.addr.port());
+        let made = self.make_worktree(&w, base_override, &stop, port).await;
+        let (base, path, reserved) = match made {
             Ok(made) => made,
             Err(failed) => return failed,
         };
@@ -650,7 +724,7 @@ impl Executor {
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
         let Reserved { confined, ports } = reserved;
-        let confined = match confined {
+        let mut confined = match confined {
             Ok(c) => c,
             Err(e) => {
                 result.reason = Some(format!("could not prepare the worker's sandbox: {e}"));
@@ -668,6 +742,9 @@ impl Executor {
             result.reason = Some(why);
             return self.at_base(&w, result, base);
         }
+        if let Some(d) = door {
+            confined.add_env(super::gated::proxy_vars(&d.cred.proxy_url));
+        }
         self.processes_start();
         result.sandboxed = confined.abi().is_some();
         result.sandbox_abi = confined.abi();
@@ -675,6 +752,7 @@ impl Executor {
             events: &events,
             stop: &stop,
             spend,
+            door,
         };
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
@@ -719,6 +797,7 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         worktree: &Path,
+        gateway_port: Option<u16>,
     ) -> impl FnOnce() -> Reserved + Send + 'static {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let admin = self.common_dir.join("worktrees").join(name);
@@ -735,6 +814,7 @@ impl Executor {
                 worktree: &worktree,
                 admin: &admin,
                 common: &common,
+                gateway_port,
             };
             Reserved {
                 confined: Confinement::new(at, (&writable, &hidden), sandbox),
@@ -816,6 +896,7 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
+        gateway_port: Option<u16>,
     ) -> Result<(Oid, PathBuf, Reserved), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
@@ -837,7 +918,7 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
-            let reserve = self.reserve(w, &path);
+            let reserve = self.reserve(w, &path, gateway_port);
             tokio::task::spawn_blocking(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
@@ -934,6 +1015,7 @@ impl Executor {
             events,
             stop,
             spend,
+            door,
         } = live;
         let agent = self.plan.agent_of(w);
         let limits = self.plan.limits_of(w);
@@ -952,9 +1034,12 @@ impl Executor {
             private_dir: &confined.private,
             sandboxed: confined.abi().is_some(),
         };
-        let cmd = adapter
+        let mut cmd = adapter
             .command(&ctx)
             .map_err(|e| format!("could not build the agent's command: {e}"))?;
+        if let Some(d) = door {
+            crate::agent::door::route_through(agent, &d.model, &mut cmd);
+        }
         adapter
             .prepare(&ctx)
             .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
@@ -989,6 +1074,7 @@ impl Executor {
             budget: limits.budget,
             max_steps: Some(limits.max_steps),
             run_budget: spend.reached(),
+            gateway: door.map(|d| d.cred.stop.clone()),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
                     spend.live(id, c);
@@ -1195,6 +1281,8 @@ struct Live<'a> {
     events: &'a mpsc::UnboundedSender<Event>,
     stop: &'a watch::Receiver<StopLevel>,
     spend: Arc<Spend>,
+    /// Its door in the run's gateway.
+    door: Option<&'a WorkerDoor>,
 }
 
 /// What a worker's agent is asked: its prompt (a dependent's with its dependencies'
@@ -1379,6 +1467,14 @@ pub fn decide(
     } else {
         ""
     };
+    if let Some(why) = sup.gateway_stop {
+        return (
+            Status::Partial,
+            Some(format!(
+                "stopped: by the gateway's measure of its model calls, {why}{how}"
+            )),
+        );
+    }
     match sup.ending {
         Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),
         Ending::TimedOut => {
@@ -1554,6 +1650,7 @@ mod tests {
             pipes_leaked: false,
             progress: crate::agent::Progress::default(),
             progress_source: None,
+            gateway_stop: None,
         }
     }
     fn out(status: AgentStatus, cost: Option<f64>) -> AgentOutcome {
