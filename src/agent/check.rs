@@ -95,7 +95,9 @@ fn adapter_keys(def: &AgentDef, adapter: AdapterKind) -> Result<(), Problem> {
     if def.gateway.is_some() && adapter != AdapterKind::Command {
         return only(
             "gateway",
-            format!("only for the command adapter; the {program} adapter is pointed at the gateway by fanout"),
+            format!(
+                "only for the command adapter; the {program} adapter is pointed at the gateway by fanout"
+            ),
         );
     }
     if let Some(g) = &def.gateway {

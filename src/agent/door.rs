@@ -121,7 +121,10 @@ mod tests {
     #[test]
     fn each_cli_gets_the_gateway_by_its_own_setting_and_the_placeholder_wins() {
         let c = routed("claude", &[("ANTHROPIC_API_KEY", "from-env-config")]);
-        assert_eq!(var(&c, "ANTHROPIC_BASE_URL"), Some("http://127.0.0.1:9/anthropic"));
+        assert_eq!(
+            var(&c, "ANTHROPIC_BASE_URL"),
+            Some("http://127.0.0.1:9/anthropic")
+        );
         assert_eq!(var(&c, "ANTHROPIC_API_KEY"), Some("fanout-gateway-w1-x"));
         let c = routed("codex", &[]);
         assert_eq!(var(&c, "OPENAI_API_KEY"), Some("fanout-gateway-w1-x"));
@@ -129,10 +132,16 @@ mod tests {
         assert!(c.args[3].contains("base_url=\"http://127.0.0.1:9/openai/v1\""));
         assert_eq!(c.args[4], "exec");
         let a = routed("aider", &[]);
-        assert_eq!(var(&a, "OPENAI_API_BASE"), Some("http://127.0.0.1:9/openai/v1"));
+        assert_eq!(
+            var(&a, "OPENAI_API_BASE"),
+            Some("http://127.0.0.1:9/openai/v1")
+        );
         assert_eq!(var(&a, "ANTHROPIC_API_KEY"), Some("fanout-gateway-w1-x"));
         let a = routed("architect", &[]);
-        assert_eq!(var(&a, "ARCHITECT_API_BASE"), Some("http://127.0.0.1:9/openai/v1"));
+        assert_eq!(
+            var(&a, "ARCHITECT_API_BASE"),
+            Some("http://127.0.0.1:9/openai/v1")
+        );
     }
 
     #[test]

@@ -10,10 +10,10 @@
 //!
 //! Environment: an agent gets fanout's own environment less
 //! [`is_scrubbed`](crate::secret::is_scrubbed) names, plus
-//! the `FANOUT_*` variables and its definition's `env:`. Model provider keys and
-//! endpoints (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`,
-//! `OPENAI_BASE_URL`, `CODEX_HOME`, `HOME`, …) pass, so a CLI is pointed at a provider
-//! by its environment; GitHub credentials never do, unless the definition says
+//! the `FANOUT_*` variables and its definition's `env:`. Settings such as
+//! `CODEX_HOME` and `HOME` pass; the providers' keys are taken out by the run (its
+//! gateway holds them) and each CLI is pointed at the gateway instead ([`door`]);
+//! GitHub credentials never pass, unless the definition says
 //! `allow_github_token: true` (then `GITHUB_TOKEN` and `GH_TOKEN` pass; Actions runtime
 //! and OIDC tokens never).
 //!

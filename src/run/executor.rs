@@ -1034,15 +1034,7 @@ impl Executor {
             private_dir: &confined.private,
             sandboxed: confined.abi().is_some(),
         };
-        let mut cmd = adapter
-            .command(&ctx)
-            .map_err(|e| format!("could not build the agent's command: {e}"))?;
-        if let Some(d) = door {
-            crate::agent::door::route_through(agent, &d.model, &mut cmd);
-        }
-        adapter
-            .prepare(&ctx)
-            .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+        let cmd = agent_command(adapter, agent, &ctx, door)?;
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
             worktree: at.worktree.clone(),
@@ -1275,6 +1267,26 @@ impl Executor {
     }
 }
 
+/// The command line of `agent` (read by `adapter`) for `ctx`, pointed at its door in
+/// the gateway, its configuration prepared; an error is why it cannot run.
+fn agent_command(
+    adapter: &dyn Adapter,
+    agent: &crate::agent::AgentSpec,
+    ctx: &WorkerContext<'_>,
+    door: Option<&WorkerDoor>,
+) -> Result<crate::agent::CommandLine, String> {
+    let mut cmd = adapter
+        .command(ctx)
+        .map_err(|e| format!("could not build the agent's command: {e}"))?;
+    if let Some(d) = door {
+        crate::agent::door::route_through(agent, &d.model, &mut cmd);
+    }
+    adapter
+        .prepare(ctx)
+        .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+    Ok(cmd)
+}
+
 /// How a running agent is followed: events for the reporter, the stop channel, and
 /// the run's spend (its live cost counts for the run's budget).
 struct Live<'a> {
@@ -1450,6 +1462,17 @@ fn successful_dependencies<'a>(
     Ok(picked)
 }
 
+/// How fanout's stop went, when it stopped the agent.
+fn how_stopped(sup: &Supervised) -> &'static str {
+    if sup.killed {
+        "; killed after the grace period"
+    } else if sup.termed {
+        "; the agent honoured SIGTERM"
+    } else {
+        ""
+    }
+}
+
 /// The final status from what was observed and what the agent reported.
 pub fn decide(
     sup: &Supervised,
@@ -1459,21 +1482,10 @@ pub fn decide(
     timeout: Option<f64>,
     inactivity: Option<f64>,
 ) -> (Status, Option<String>) {
-    // How fanout's stop went, when it stopped the agent.
-    let how = if sup.killed {
-        "; killed after the grace period"
-    } else if sup.termed {
-        "; the agent honoured SIGTERM"
-    } else {
-        ""
-    };
+    let how = how_stopped(sup);
     if let Some(why) = sup.gateway_stop {
-        return (
-            Status::Partial,
-            Some(format!(
-                "stopped: by the gateway's measure of its model calls, {why}{how}"
-            )),
-        );
+        let why = format!("stopped: by the gateway's measure of its model calls, {why}{how}");
+        return (Status::Partial, Some(why));
     }
     match sup.ending {
         Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),

@@ -173,18 +173,18 @@ mod tests {
     use super::*;
 
     fn env(vars: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+        vars.iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
     }
 
     #[test]
     fn providers_come_from_the_keys_and_the_users_base_urls() {
-        let c = config(
-            &env(&[
-                ("ANTHROPIC_API_KEY", "sk-ant-x"),
-                ("OPENAI_API_KEY", "sk-o"),
-                ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
-            ]),
-        )
+        let c = config(&env(&[
+            ("ANTHROPIC_API_KEY", "sk-ant-x"),
+            ("OPENAI_API_KEY", "sk-o"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
+        ]))
         .unwrap();
         let ups: Vec<(&str, &str)> = c
             .providers
@@ -200,14 +200,15 @@ mod tests {
         );
         let none = config(&env(&[("ANTHROPIC_API_KEY", " ")])).unwrap();
         assert!(none.providers.is_empty());
-        let e = config(
-            &env(&[
-                ("ANTHROPIC_API_KEY", "k"),
-                ("ANTHROPIC_BASE_URL", "http://example.com"),
-            ]),
-        )
+        let e = config(&env(&[
+            ("ANTHROPIC_API_KEY", "k"),
+            ("ANTHROPIC_BASE_URL", "http://example.com"),
+        ]))
         .unwrap_err();
-        assert!(e.starts_with("ANTHROPIC_BASE_URL=http://example.com: "), "{e}");
+        assert!(
+            e.starts_with("ANTHROPIC_BASE_URL=http://example.com: "),
+            "{e}"
+        );
     }
 
     #[test]

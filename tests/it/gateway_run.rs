@@ -88,27 +88,32 @@ fn config(s: &Setup, calls: u32, direct: Option<&str>, extra: &str) -> PathBuf {
 /// `OPENAI_*`; results.json.
 fn run(s: &Setup, cfg: &Path, args: &[&str]) -> Value {
     let before = s.t.runs();
-    let mut all = vec!["--config", cfg.to_str().unwrap(), "run", "-q", "--fail-on", "never"];
+    let mut all = vec![
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "-q",
+        "--fail-on",
+        "never",
+    ];
     all.extend(args);
-    let out = s
-        .t
-        .fanout(&all)
-        .env("OPENAI_API_KEY", REAL_KEY)
-        .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url()))
-        .output()
-        .unwrap();
+    let out =
+        s.t.fanout(&all)
+            .env("OPENAI_API_KEY", REAL_KEY)
+            .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url()))
+            .output()
+            .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let id = s
-        .t
-        .runs()
-        .into_iter()
-        .find(|r| !before.contains(r))
-        .expect("a new run");
+    let id =
+        s.t.runs()
+            .into_iter()
+            .find(|r| !before.contains(r))
+            .expect("a new run");
     s.t.results(&id)
 }
 
@@ -122,9 +127,9 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
         let p = e.path();
         if p.is_dir() && !p.is_symlink() {
             found.extend(files_holding(&p, needle));
-        } else if std::fs::read(&p).is_ok_and(|b| {
-            b.windows(needle.len()).any(|w| w == needle.as_bytes())
-        }) {
+        } else if std::fs::read(&p)
+            .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
             found.push(p);
         }
     }
@@ -148,7 +153,16 @@ fn an_agent_that_ignores_its_budget_is_refused_at_the_call_that_crosses_it_and_n
     let r = run(
         &s,
         &cfg,
-        &["-w", "1", "-t", "call", "--budget-per-worker", "0.02", "--timeout-per-worker", "60s"],
+        &[
+            "-w",
+            "1",
+            "-t",
+            "call",
+            "--budget-per-worker",
+            "0.02",
+            "--timeout-per-worker",
+            "60s",
+        ],
     );
     let w = &r["results"][0];
     // The fake saw the calls up to the one that crossed the budget, none after.
@@ -169,21 +183,24 @@ fn an_agent_that_ignores_its_budget_is_refused_at_the_call_that_crosses_it_and_n
         "{w}"
     );
     // The real key went upstream, and nowhere a worker could see it.
-    assert!(seen.iter().all(|q| q
-        .headers
-        .iter()
-        .any(|(k, v)| k == "authorization" && v == &format!("Bearer {REAL_KEY}"))));
+    assert!(seen.iter().all(|q| {
+        q.headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == &format!("Bearer {REAL_KEY}"))
+    }));
     let wt = PathBuf::from(w["worktree_path"].as_str().unwrap());
     let env = std::fs::read_to_string(wt.join("env-w1.txt")).unwrap();
     assert!(env.contains("MY_KEY=fanout-gateway-w1-"), "{env}");
     assert!(env.contains("HTTPS_PROXY=http://127.0.0.1:"), "{env}");
     let setup_env = std::fs::read_to_string(wt.join("setup-env.txt")).unwrap();
-    assert!(setup_env.contains("HTTPS_PROXY=http://127.0.0.1:"), "{setup_env}");
-    for dir in [s.t.root()] {
-        let holding = files_holding(dir, REAL_KEY);
-        // Only the test's own config: none of the agent's, the run's or the journal's.
-        assert!(holding.is_empty(), "the real key is in {holding:?}");
-    }
+    assert!(
+        setup_env.contains("HTTPS_PROXY=http://127.0.0.1:"),
+        "{setup_env}"
+    );
+    // Not in the agent's or the setup command's environment, the worktree, the run's
+    // records (results, journal, logs), nor anywhere else under the test's directory.
+    let holding = files_holding(s.t.root(), REAL_KEY);
+    assert!(holding.is_empty(), "the real key is in {holding:?}");
 }
 
 #[test]
@@ -195,7 +212,16 @@ fn a_run_at_its_budget_total_stops_every_worker_within_the_responses_in_flight()
     let r = run(
         &s,
         &cfg,
-        &["-w", "3", "-t", "call", "--budget-total", "0.03", "--timeout-per-worker", "60s"],
+        &[
+            "-w",
+            "3",
+            "-t",
+            "call",
+            "--budget-total",
+            "0.03",
+            "--timeout-per-worker",
+            "60s",
+        ],
     );
     let results = r["results"].as_array().unwrap();
     // The fake saw the calls up to the cap and at most one in flight per other worker.
@@ -223,7 +249,11 @@ fn a_run_at_its_budget_total_stops_every_worker_within_the_responses_in_flight()
 fn eight_workers_ride_out_a_provider_that_refuses_every_third_call() {
     let s = setup(Some(3));
     let cfg = config(&s, 3, None, "");
-    let r = run(&s, &cfg, &["-w", "8", "-t", "call", "--timeout-per-worker", "120s"]);
+    let r = run(
+        &s,
+        &cfg,
+        &["-w", "8", "-t", "call", "--timeout-per-worker", "120s"],
+    );
     let results = r["results"].as_array().unwrap();
     assert_eq!(results.len(), 8);
     let (mut waited, mut retries) = (0.0, 0);
@@ -245,7 +275,11 @@ fn the_same_agents_straight_at_the_provider_fail_on_its_refusals() {
     let s = setup(Some(3));
     let direct = format!("{}/v1", s.fake.url());
     let cfg = config(&s, 3, Some(&direct), "");
-    let r = run(&s, &cfg, &["-w", "8", "-t", "call", "--timeout-per-worker", "120s"]);
+    let r = run(
+        &s,
+        &cfg,
+        &["-w", "8", "-t", "call", "--timeout-per-worker", "120s"],
+    );
     let failed = r["results"]
         .as_array()
         .unwrap()
@@ -254,5 +288,9 @@ fn the_same_agents_straight_at_the_provider_fail_on_its_refusals() {
         .count();
     // 24 calls, every third refused: 8 refusals, each failing its worker.
     assert!(failed >= 3, "{r}");
-    assert!(r["results"][0].get("gateway").is_some_and(|g| g["requests"] == 0));
+    assert!(
+        r["results"][0]
+            .get("gateway")
+            .is_some_and(|g| g["requests"] == 0)
+    );
 }
