@@ -4,8 +4,9 @@
 //! **Providers and keys.** A provider is configured when its key is in fanout's
 //! environment: Anthropic's from `ANTHROPIC_API_KEY`, OpenAI's from `OPENAI_API_KEY`
 //! ([`KEY_VARS`]). Each goes to the provider's API host, or wherever the user already
-//! points the CLIs: `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL`, else `OPENAI_API_BASE`
-//! (a trailing `/v1` dropped: the gateway's OpenAI base URL has its own). Those keys
+//! points the CLIs: `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL`, else `OPENAI_API_BASE`,
+//! else `ARCHITECT_API_BASE` (a trailing `/v1` dropped: the gateway's OpenAI base URL
+//! has its own). Those keys
 //! then reach no process fanout starts for a worker ([`without_keys`]): agents, setup
 //! commands and checks alike; the built-in adapters are pointed at the worker's door
 //! with its placeholder key instead ([`crate::agent::door`]).
@@ -71,7 +72,7 @@ pub fn config(env: &[(OsString, OsString)]) -> Result<GatewayConfig, String> {
             ),
             _ => (
                 Wire::OpenAi,
-                &["OPENAI_BASE_URL", "OPENAI_API_BASE"],
+                &["OPENAI_BASE_URL", "OPENAI_API_BASE", "ARCHITECT_API_BASE"],
                 "https://api.openai.com",
             ),
         };
