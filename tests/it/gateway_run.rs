@@ -97,17 +97,10 @@ fn run(s: &Setup, cfg: &Path, args: &[&str]) -> Value {
         "never",
     ];
     all.extend(args);
-    let out =
+    succeeded(
         s.t.fanout(&all)
             .env("OPENAI_API_KEY", REAL_KEY)
-            .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url()))
-            .output()
-            .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url())),
     );
     let id =
         s.t.runs()
