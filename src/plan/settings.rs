@@ -48,6 +48,7 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
         crate::sandbox::hidden::check_entry(h)
             .map_err(|e| Problem::at(vec![key("hidden"), KeySeg::Index(i)], e).in_value())?;
     }
+    super::network::check_file(file)?;
     check_text_inputs(file)?;
     super::findings::check_file(file)?;
     crate::agent::check::definitions(file)?;
@@ -293,6 +294,8 @@ pub struct Settings {
     pub settled: Vec<super::night::Settled>,
     /// Paths confined processes may not read besides the default ones (`hidden:`).
     pub hidden: Vec<String>,
+    /// What agents reach through the gateway, and how it is enforced (`network:`).
+    pub network: super::network::NetworkPlan,
 }
 
 /// Why flags and file could not be combined.
@@ -460,6 +463,7 @@ impl Settings {
                 .map(|n| n.settled.clone())
                 .unwrap_or_default(),
             hidden: file.hidden.clone(),
+            network: super::network::NetworkPlan::of(file),
         })
     }
 }
