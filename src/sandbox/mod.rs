@@ -32,8 +32,9 @@
 //!
 //! **The network API** (for the per-run gateway, issue #31): set
 //! [`Policy::network`] to `Some(NetPolicy { connect_ports, bind_ports, deny_udp })` —
-//! the gateway's port and the worker's `ports:` in `connect_ports`, the worker's
-//! `ports:` in `bind_ports`, `deny_udp: true` — and a confined process connects over
+//! [`NetPolicy::pinned`]: the gateway's port and the worker's `ports:` in
+//! `connect_ports`, the worker's `ports:` in `bind_ports`, `deny_udp: true` — and a
+//! confined process connects over
 //! TCP only to those ports (`EACCES` otherwise), binds only those, and makes no UDP
 //! socket (`EPERM`). `None` is the open network. [`prepare`] refuses a `NetPolicy`
 //! below [`NET_ABI`]; [`network_support`] says up front whether this kernel can
