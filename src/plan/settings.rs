@@ -1297,4 +1297,25 @@ mod tests {
         let s = resolve("exclude: [secrets.txt]\n", &flags(&["t"])).unwrap();
         assert_eq!(s.exclude, vec![".architect/", ".fanout/", "secrets.txt"]);
     }
+
+    #[test]
+    fn a_bad_entry_is_named_at_its_line() {
+        let parse = |text: &str| {
+            parse_config(text, Path::new("fanout.yml"))
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        let e = parse("tasks: [a]\nnetwork:\n  allow: [npm, npmm]\n").unwrap_err();
+        assert!(
+            e.starts_with("fanout.yml:3:16: key `network.allow[1]`: network allow-list entry \"npmm\": no such preset"),
+            "{e}"
+        );
+        let e = parse("network:\n  allow:\n    - pypi\n    - \"bad host.com\"\n").unwrap_err();
+        assert!(
+            e.starts_with("fanout.yml:4:7: key `network.allow[1]`:")
+                && e.contains("not a host name"),
+            "{e}"
+        );
+        assert!(parse("network: {allow: [npm, \"*.corp.example\", \"10.0.0.2:8080\"]}\n").is_ok());
+    }
 }

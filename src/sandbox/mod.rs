@@ -61,7 +61,7 @@ mod policy;
 mod seccomp;
 pub mod sockets;
 
-pub use network::{Enforce, NetDecision, decide_network};
+pub use network::{Enforce, NetDecision, NetworkSupport, decide_network};
 pub use policy::{NET_ABI, NetPolicy, Policy};
 
 use serde::{Deserialize, Serialize};
@@ -253,24 +253,6 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
             )),
             ..Decision::default()
         }),
-    }
-}
-
-/// What this kernel can enforce of a closed network ([`NetPolicy`]), for `fanout
-/// sandbox` and for the run that is asked to close it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct NetworkSupport {
-    /// TCP `connect` and `bind` by port: Landlock ABI [`NET_ABI`] or later.
-    pub tcp_ports: bool,
-    /// The socket filter (seccomp): no Unix, raw or netlink socket, no UDP when the
-    /// network is closed.
-    pub socket_filter: bool,
-}
-
-impl NetworkSupport {
-    /// Both: a closed network can be enforced.
-    pub fn closed_network(&self) -> bool {
-        self.tcp_ports && self.socket_filter
     }
 }
 

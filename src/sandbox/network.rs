@@ -10,7 +10,25 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{NET_ABI, NetworkSupport};
+use super::policy::NET_ABI;
+
+/// What this kernel can enforce of a closed network ([`super::NetPolicy`]), for `fanout
+/// sandbox` and for the run that is asked to close it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NetworkSupport {
+    /// TCP `connect` and `bind` by port: Landlock ABI [`NET_ABI`] or later.
+    pub tcp_ports: bool,
+    /// The socket filter (seccomp): no Unix, raw or netlink socket, no UDP when the
+    /// network is closed.
+    pub socket_filter: bool,
+}
+
+impl NetworkSupport {
+    /// Both: a closed network can be enforced.
+    pub fn closed_network(&self) -> bool {
+        self.tcp_ports && self.socket_filter
+    }
+}
 
 /// `network.enforce:`: what to do where the kernel cannot pin workers to the gateway.
 #[derive(

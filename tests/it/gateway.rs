@@ -396,21 +396,7 @@ fn connect(door: SocketAddr, target: &str) -> (String, TcpStream) {
 
 /// A loopback server echoing what it reads; its address.
 fn echo_server() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 256];
-                while let Ok(n @ 1..) = c.read(&mut buf) {
-                    if c.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    echo_server_on("127.0.0.1")
 }
 
 #[test]
