@@ -74,7 +74,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 pub use crate::agent::prices::Price;
-pub use allow::{Network, PRESETS};
+pub use allow::{Network, PRESETS, check_allow_entry};
 pub use setup::{GatewayConfig, Provider};
 pub use usage::{Denial, Denied, Stop, Tokens, Usage, WorkerLimits};
 pub use wire::Wire;

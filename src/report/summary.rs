@@ -629,6 +629,7 @@ mod snapshot_tests {
                 setup: Default::default(),
                 sandbox: Default::default(),
                 hidden: Vec::new(),
+                network: Default::default(),
                 fail_on: Default::default(),
                 settled: Vec::new(),
                 fanin: None,

@@ -67,14 +67,31 @@ impl ExecOptions {
     }
 }
 
-/// How the plan's `sandbox:` mode works out on this machine ([`crate::sandbox::decide`]):
-/// the ABI the run confines its workers with, or the refusal (`required` without
-/// Landlock: exit 2, nothing made yet). A notice (`auto` without Landlock) is printed
-/// once, here, and kept for the summary.
-pub fn sandbox_decision(mode: crate::sandbox::Mode) -> Result<crate::sandbox::Decision, Failure> {
+/// How the plan's `sandbox:` mode and `network:` work out on this machine
+/// ([`crate::sandbox::decide`], [`crate::sandbox::decide_network`]): the ABI the run
+/// confines its workers with and whether they are pinned to the gateway, or the
+/// refusal (`sandbox: required` without Landlock, `network.enforce: required` without
+/// Landlock's network rules: exit 2, nothing made yet). A notice (`auto` without
+/// them) is printed once, here, and kept for the summary ([`Decision::notices`]).
+///
+/// [`Decision::notices`]: crate::sandbox::Decision::notices
+pub fn sandbox_decision(
+    mode: crate::sandbox::Mode,
+    network: &crate::plan::network::NetworkPlan,
+) -> Result<crate::sandbox::Decision, Failure> {
     let probe = crate::sandbox::probe();
-    let decision = crate::sandbox::decide(mode, &probe).map_err(Failure::Usage)?;
-    if let Some(n) = &decision.notice {
+    let mut decision = crate::sandbox::decide(mode, &probe).map_err(Failure::Usage)?;
+    decision.network = crate::sandbox::decide_network(
+        network.enforce,
+        network.open,
+        decision.abi,
+        crate::sandbox::network_support(&probe),
+    )
+    .map_err(Failure::Usage)?;
+    for n in [&decision.notice, &decision.network.notice]
+        .into_iter()
+        .flatten()
+    {
         errln!("fanout: {n}");
     }
     Ok(decision)
@@ -153,7 +170,7 @@ pub fn start(
     let started_at = SystemTime::now();
     let runtime = runtime()?;
     let config = read_config(repo)?;
-    let sandbox = sandbox_decision(plan.sandbox)?;
+    let sandbox = sandbox_decision(plan.sandbox, &plan.network)?;
     let gateway = gateway_config(plan)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
@@ -394,6 +411,7 @@ pub fn execute(
         kept: kept.clone(),
         attempt: number,
         sandbox: sandbox.abi,
+        pin_network: sandbox.network.pinned,
         common_dir,
         tamper: Some(Arc::clone(&tamper)),
         trusted,
@@ -436,7 +454,7 @@ pub fn execute(
         clock,
         run_dir,
         pid_file,
-        sandbox_notice: sandbox.notice,
+        sandbox_notice: sandbox.notices(),
     })
 }
 

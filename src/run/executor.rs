@@ -234,6 +234,9 @@ pub struct Executor {
     pub attempt: u32,
     /// The Landlock ABI workers are confined with; `None`: unconfined.
     pub sandbox: Option<u8>,
+    /// Each worker's sandbox pins it to its gateway door and its own ports
+    /// ([`crate::sandbox::Decision::network`]).
+    pub pin_network: bool,
     /// The repository's common git directory (harvest opens the repository by it).
     pub common_dir: PathBuf,
     /// The tamper check after each worker (see [`super::tamper`]).
@@ -790,14 +793,15 @@ impl Executor {
         result
     }
 
-    /// What makes `w`'s confinement (its private directory, and its sandbox when the
-    /// run has one) for its worktree at `worktree`, once that directory exists, and
-    /// claims its port block: done while git checks the worktree out.
+    /// What claims `w`'s port block and makes its confinement (its private directory,
+    /// and its sandbox when the run has one: pinned, with [`Executor::pin_network`],
+    /// to its gateway door at port `door` and its port block) for its worktree at
+    /// `worktree`, once that directory exists: done while git checks the worktree out.
     fn reserve(
         &self,
         w: &PlannedWorker,
         worktree: &Path,
-        gateway_port: Option<u16>,
+        door: Option<u16>,
     ) -> impl FnOnce() -> Reserved + Send + 'static {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let admin = self.common_dir.join("worktrees").join(name);
@@ -807,6 +811,7 @@ impl Executor {
         let hidden = self.plan.hidden.clone();
         let sandbox = self.sandbox;
         let setup = self.plan.setup.clone();
+        let pin = door.filter(|_| self.pin_network);
         move || {
             let at = Place {
                 run_id: &run_id,
@@ -814,11 +819,12 @@ impl Executor {
                 worktree: &worktree,
                 admin: &admin,
                 common: &common,
-                gateway_port,
             };
+            let ports = super::setup::claim_ports(&setup);
+            let network = pin.map(|door| super::confine::pinned(door, ports.as_ref().ok()));
             Reserved {
-                confined: Confinement::new(at, (&writable, &hidden), sandbox),
-                ports: super::setup::claim_ports(&setup),
+                confined: Confinement::new(at, (&writable, &hidden), sandbox, network),
+                ports,
             }
         }
     }

@@ -70,7 +70,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         )));
     }
     let plan = load_plan(&id, &run_dir)?;
-    let sandbox = super::attempt::sandbox_decision(plan.sandbox)?;
+    let sandbox = super::attempt::sandbox_decision(plan.sandbox, &plan.network)?;
     let mut journal = Journal::load(&run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
     let kept = resume::load_finished(&run_dir, &plan);

@@ -731,6 +731,21 @@ fn the_probe_reports_daemon_sockets_and_whether_agents_reach_them() {
     );
     assert_eq!(v["network"]["tcp_ports"], abi >= 4, "{v:#}");
     assert_eq!(v["network"]["socket_filter"], true, "{v:#}");
+    assert_eq!(v["network"]["auto"]["pinned"], abi >= 4, "{v:#}");
+    assert_eq!(v["network"]["required"]["ok"], abi >= 4, "{v:#}");
+    // Landlock without network rules: `auto` says so, `required` refuses.
+    let low = probe(Some("3"));
+    assert_eq!(low["network"]["auto"]["pinned"], false, "{low:#}");
+    assert!(
+        (low["network"]["auto"]["notice"].as_str()).is_some_and(|n| n.contains("UNCONFINED")),
+        "{low:#}"
+    );
+    assert_eq!(low["network"]["required"]["ok"], false, "{low:#}");
+    assert!(
+        (low["network"]["required"]["error"].as_str())
+            .is_some_and(|e| e.contains("Landlock ABI 3, without network rules")),
+        "{low:#}"
+    );
     let open = probe(Some("0"));
     assert_eq!(
         open["sockets"][0]["agents_refused"],
@@ -742,6 +757,12 @@ fn the_probe_reports_daemon_sockets_and_whether_agents_reach_them() {
     let mut c = t.fanout(&["sandbox"]);
     c.env("DOCKER_HOST", format!("unix://{}", path.display()));
     let said = text(&c.output().unwrap().stdout);
+    let pinned = if abi >= 4 {
+        "network: enforce: required → agents pinned to the gateway"
+    } else {
+        "network: enforce: required → fanout refuses to run (exit 2)"
+    };
+    assert!(said.contains(pinned), "{said}");
     assert!(
         said.contains(&format!("docker {} (0666", path.display()))
             && said.contains("you connect")
