@@ -1721,3 +1721,53 @@ fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
     assert_eq!(s.gh.requests().len(), asked);
     s.gh.assert_no_violations();
 }
+
+/// `run --publish --dry-run` runs, then says what publishing would do instead of
+/// doing it; `--dry-run` without `--publish` is a usage error before anything runs.
+#[test]
+fn run_publish_dry_run_previews_and_publishes_nothing() {
+    let t = TestEnv::new();
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let out = run_publishing(
+        &t,
+        "",
+        &gh.url(),
+        &["-w", "1", "--dry-run", "Improve the docs"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("  push: a new branch on the remote\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  pull request: open into main\n"),
+        "{stderr}"
+    );
+    assert!(gh.requests().iter().all(|r| r.method == "GET"));
+    assert!(gh.pulls().is_empty());
+    let remote = t.root().join("remote.git");
+    let branches = t
+        .command("git", t.root())
+        .args([
+            "--git-dir",
+            remote.to_str().unwrap(),
+            "branch",
+            "--list",
+            "fanout/*",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&branches.stdout), "");
+
+    let out = t
+        .fanout(&["run", "--dry-run", "Improve the docs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "fanout: error: --dry-run previews publishing: add --publish (`fanout publish --dry-run` previews a finished run)\n"
+    );
+}
