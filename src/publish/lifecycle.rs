@@ -192,9 +192,7 @@ pub async fn publish(
     opts: &PublishOptions,
 ) -> BTreeMap<u32, PublishOutcome> {
     let mut out = BTreeMap::new();
-    let base = pulls::base_of(report, opts)
-        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned());
-    let tasks = match base.and_then(|b| Ok((b, tasks(report, repo_dir, opts, &mut out)?))) {
+    let tasks = match based_tasks(report, repo_dir, opts, &mut out) {
         Ok(t) => t,
         Err(why) => {
             for r in &report.results {
@@ -246,12 +244,10 @@ pub async fn dry_run(
     opts: &PublishOptions,
 ) -> Vec<Preview> {
     let mut out = BTreeMap::new();
-    let base = pulls::base_of(report, opts)
-        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned());
     let nothing = |r: &WorkerResult, why: &str| {
         Preview::nothing(r.worker_id, &r.branch, r.commit.as_deref(), why)
     };
-    let (base, tasks) = match base.and_then(|b| Ok((b, tasks(report, repo_dir, opts, &mut out)?))) {
+    let (base, tasks) = match based_tasks(report, repo_dir, opts, &mut out) {
         Ok(t) => t,
         Err(why) => return report.results.iter().map(|r| nothing(r, &why)).collect(),
     };
@@ -286,6 +282,18 @@ pub async fn dry_run(
     }
     previews.sort_by_key(|p| p.worker_id);
     previews
+}
+
+/// The base branch and tonight's tasks ([`tasks`]), or why there are none.
+fn based_tasks<'a>(
+    report: &'a RunReport,
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    out: &mut BTreeMap<u32, PublishOutcome>,
+) -> Result<(String, Vec<Task<'a>>), String> {
+    let base = pulls::base_of(report, opts)
+        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned())?;
+    Ok((base, tasks(report, repo_dir, opts, out)?))
 }
 
 /// A task's preview without a token: its push decided, its pull request not.
