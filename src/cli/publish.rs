@@ -22,10 +22,9 @@ Examples:
   fanout publish
   # A given run, as drafts with a label, asking for a review
   fanout publish --run 20260101-120000-3fa2c1 --draft --label fanout --reviewer octocat
-  # Also publish partial work, against another base branch
-  fanout publish --include partial --pr-base develop
-  # Only say what would be pushed and which pull requests opened, updated or closed
-  fanout publish --dry-run";
+  # Say what would be pushed and opened, updated or closed (partial work too,
+  # against another base branch), and do none of it
+  fanout publish --dry-run --include partial --pr-base develop";
 
 /// `fanout publish`.
 #[derive(Debug, Args, Clone)]
