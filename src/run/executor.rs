@@ -1402,6 +1402,12 @@ fn quote_log(result: &mut WorkerResult) {
         return;
     }
     let Some(log) = &result.log_path else { return };
+    let reason = match sandbox_denial(result, log) {
+        Some(why) if reason.is_empty() => why,
+        Some(why) => format!("{reason}; {why}"),
+        None => reason,
+    };
+    result.reason = (!reason.is_empty()).then(|| reason.clone());
     if let Some(lines) = super::excerpt::log_excerpt(log, &reason) {
         result.reason = Some(if reason.is_empty() {
             format!("log: {lines}")
@@ -1409,6 +1415,23 @@ fn quote_log(result: &mut WorkerResult) {
             format!("{reason}{LOG_QUOTE}{lines}")
         });
     }
+}
+
+/// For a sandboxed worker whose log says "Permission denied": which path the sandbox
+/// refused (when a line names one) and what allows it.
+fn sandbox_denial(result: &WorkerResult, log: &std::path::Path) -> Option<String> {
+    if !result.sandboxed {
+        return None;
+    }
+    let path = super::excerpt::denied_path(log, result.worktree_path.as_deref())?;
+    let what = match path {
+        Some(p) => format!("the sandbox denied writing {p}"),
+        None => "a write was denied (\"Permission denied\"), perhaps by the sandbox".to_owned(),
+    };
+    Some(format!(
+        "{what}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: {}:` in fanout.yml, or run with `--sandbox off`",
+        result.agent
+    ))
 }
 
 /// A findings task: succeeding without changing a file is its normal outcome; no final

@@ -876,3 +876,33 @@ attempt("udp send", lambda: udp(socket.AF_INET, "127.0.0.1"))
 attempt("udp6 send", lambda: udp(socket.AF_INET6, "::1"))
 attempt("mptcp", mptcp)
 "#;
+
+/// An agent the sandbox stopped does not fail with a bare "Permission denied": its
+/// reason names the path denied, the key that allows it (`writable:` under its agent)
+/// and `--sandbox off`; the log's line is still quoted after it. Without the
+/// sandbox the same write succeeds.
+#[test]
+fn a_write_the_sandbox_denied_names_the_path_and_what_allows_it() {
+    let t = TestEnv::new();
+    kernel_abi(&t);
+    let outside = t.root().join("outside.txt");
+    let cfg = setup(
+        &t,
+        &format!("echo x > '{}'", outside.display()),
+        "",
+        "sandbox: required\n",
+    );
+    let (out, report) = run(&t, &cfg, &["-w", "1", "work"]);
+    assert_eq!(out.status.code(), Some(3));
+    let o = outside.display();
+    assert_eq!(
+        report["results"][0]["reason"].as_str().unwrap(),
+        format!(
+            "exit code 2; the sandbox denied writing {o}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: sh:` in fanout.yml, or run with `--sandbox off` — log: {}: 2: cannot create {o}: Permission denied",
+            t.root().join("agent.sh").display()
+        )
+    );
+    assert!(!outside.exists());
+    let (out, report) = run(&t, &cfg, &["-w", "1", "--sandbox", "off", "work"]);
+    assert!(outside.exists(), "{report:#} {}", text(&out.stderr));
+}
