@@ -87,6 +87,7 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         publish: None,
         sandboxed: false,
         sandbox_abi: None,
+        gateway: None,
     }
 }
 

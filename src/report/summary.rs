@@ -474,6 +474,7 @@ fn cost_notes(report: &RunReport) -> Vec<String> {
         .iter()
         .filter(|r| r.reason.as_ref().map(Reason::cause) == Some(Cause::BudgetSpent))
         .count();
+    notes.extend(gateway_note(&report.results));
     if not_started > 0 {
         let budget = report
             .plan
@@ -490,6 +491,45 @@ fn cost_notes(report: &RunReport) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// What the run's gateway measured per worker: cost and model calls, time waited on
+/// rate limits, connections denied, a claim that did not match (none when no worker
+/// reached it).
+fn gateway_note(results: &[WorkerResult]) -> Option<String> {
+    let parts: Vec<String> = results
+        .iter()
+        .filter_map(|r| Some((r.worker_id, r.cost, r.gateway.as_ref()?)))
+        .map(|(id, claimed, g)| {
+            let mut s = format!(
+                "#{id} ${:.4} in {} call{}, {} waiting on rate limits",
+                g.cost,
+                g.requests,
+                if g.requests == 1 { "" } else { "s" },
+                format_duration(g.rate_limit_wait)
+            );
+            if g.cost_mismatch
+                && let Some(c) = claimed
+            {
+                s.push_str(&format!(" (**the agent claimed ${c:.4}**)"));
+            }
+            if g.denied_total > 0 {
+                let targets: Vec<String> = g
+                    .denied
+                    .iter()
+                    .take(3)
+                    .map(|d| md_escape(&truncate_chars(&d.target, 60)))
+                    .collect();
+                s.push_str(&format!(
+                    ", **{} denied** ({})",
+                    g.denied_total,
+                    targets.join(", ")
+                ));
+            }
+            s
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("Gateway, measured on the wire: {}.", parts.join("; ")))
 }
 
 #[cfg(test)]
@@ -541,6 +581,7 @@ mod snapshot_tests {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 
@@ -583,6 +624,7 @@ mod snapshot_tests {
                 setup: Default::default(),
                 sandbox: Default::default(),
                 hidden: Vec::new(),
+                network: Default::default(),
                 fail_on: Default::default(),
                 settled: Vec::new(),
                 fanin: None,
@@ -615,6 +657,31 @@ mod snapshot_tests {
         - **#2** `fanout/r1/w2-fix-it` — failed: exit code 1: bad \| pipe
         - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
         ");
+    }
+
+    #[test]
+    fn summary_shows_what_the_gateway_measured() {
+        use crate::model::{DeniedTarget, GatewayRecord};
+        let mut r = report();
+        r.results[0].gateway = Some(GatewayRecord {
+            requests: 4,
+            cost: 0.02,
+            rate_limit_wait: 2.0,
+            denied_total: 2,
+            denied: vec![DeniedTarget {
+                kind: "host".into(),
+                target: "evil|x.com:443".into(),
+                count: 2,
+            }],
+            cost_mismatch: true,
+            ..GatewayRecord::default()
+        });
+        let md = render_summary(&r, None);
+        assert!(
+            md.contains("Gateway, measured on the wire: #1 $0.0200 in 4 calls, 2.0s waiting on rate limits (**the agent claimed $0.0123**), **2 denied** (evil\\|x.com:443)."),
+            "{md}"
+        );
+        assert!(!render_summary(&report(), None).contains("Gateway"));
     }
 
     #[test]

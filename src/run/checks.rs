@@ -83,6 +83,7 @@ pub async fn run(
             budget: None,
             max_steps: None,
             run_budget: None,
+            gateway: None,
             on_progress: None,
             confine,
         };

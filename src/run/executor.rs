@@ -11,7 +11,7 @@
 //! Nothing a worker runs — setup commands, agent, checks — starts before the run's
 //! tamper snapshot is complete ([`super::tamper::guard::Guard::ready`]); its worktree
 //! is made meanwhile, and its confinement while git checks that worktree out. When the
-//! snapshot cannot be taken, no worker starts ([`NOT_STARTED_SNAPSHOT`]).
+//! snapshot cannot be taken, no worker starts ([`crate::model::Cause::SnapshotFailed`]).
 //!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
 //! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
@@ -56,6 +56,16 @@ fn done_channels(workers: &[PlannedWorker]) -> Done {
         .filter(|w| awaited.contains(&w.id))
         .map(|w| (w.id, watch::channel(None).0))
         .collect()
+}
+
+/// What worker `r` spent: the larger of what its agent claimed and what the gateway
+/// measured (`None` when neither is known).
+pub fn spent_by(r: &WorkerResult) -> Option<f64> {
+    let measured = r.gateway.as_ref().map(|g| g.cost);
+    match (r.cost, measured) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Make `r` final for the workers waiting on it.
@@ -217,6 +227,9 @@ pub struct Executor {
     pub attempt: u32,
     /// The Landlock ABI workers are confined with; `None`: unconfined.
     pub sandbox: Option<u8>,
+    /// Each worker's sandbox pins it to its gateway door and its own ports
+    /// ([`crate::sandbox::Decision::network`]).
+    pub pin_network: bool,
     /// The repository's common git directory (harvest opens the repository by it).
     pub common_dir: PathBuf,
     /// The tamper check after each worker (see [`super::tamper`]).
@@ -231,6 +244,16 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
+    /// The run's gateway: each worker's one door out ([`super::gated`]).
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
+}
+
+/// A worker's door in the run's gateway, open while it runs.
+struct WorkerDoor {
+    /// What the gateway gave it.
+    cred: crate::gateway::WorkerCredential,
+    /// For its agent's model calls.
+    model: crate::agent::door::ModelDoor,
 }
 
 /// What a worker gets once its worktree is checked out (see [`Executor::reserve`]).
@@ -289,7 +312,7 @@ impl Executor {
             done: Arc::new(done_channels(&self.plan.workers)),
         };
         for r in self.kept.values() {
-            shared.spend.finish(r.worker_id, r.cost);
+            shared.spend.finish(r.worker_id, spent_by(r));
             post(&shared.done, r);
         }
         let mut set = JoinSet::new();
@@ -313,7 +336,8 @@ impl Executor {
                 continue;
             };
             if let Some(total) = self.plan.limits.budget_total {
-                let spent = shared.spend.total();
+                let on_wire = self.gateway.as_ref().map_or(0.0, |g| g.run_cost());
+                let spent = shared.spend.total().max(on_wire);
                 if spent >= total {
                     over_budget.push((w, spent, total));
                     continue;
@@ -375,7 +399,7 @@ impl Executor {
             .run_one(w, sh.events.clone(), sh.stop.clone(), Arc::clone(&sh.spend))
             .await;
         self.tamper_finished(id, &mut result);
-        sh.spend.finish(id, result.cost);
+        sh.spend.finish(id, spent_by(&result));
         drop(permit);
         sh.finished(id, result)
     }
@@ -415,7 +439,7 @@ impl Executor {
                         )
                         .await;
                     self.tamper_finished(id, &mut r);
-                    sh.spend.finish(id, r.cost);
+                    sh.spend.finish(id, spent_by(&r));
                     drop(permit);
                     r
                 }
@@ -499,6 +523,7 @@ impl Executor {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 
@@ -606,7 +631,8 @@ impl Executor {
     }
 
     /// Run `w`, from the plan's base, or (a dependent) from its dependencies' merged
-    /// branches with what they give it.
+    /// branches with what they give it, through its door in the run's gateway (opened
+    /// first, closed once it is done: what the gateway measured goes in its result).
     async fn run_one_from(
         &self,
         w: PlannedWorker,
@@ -614,6 +640,55 @@ impl Executor {
         stop: watch::Receiver<StopLevel>,
         spend: Arc<Spend>,
         from: Option<(Oid, Given)>,
+    ) -> WorkerResult {
+        let door = match self.open_door(&w) {
+            Ok(d) => d,
+            Err(why) => return self.skeleton(&w, Status::Failed, why.into()),
+        };
+        let live = (events, stop, spend);
+        let mut result = self.run_one_through(w, live, from, door.as_ref()).await;
+        if let (Some(g), Some(d)) = (&self.gateway, door)
+            && let Some(usage) = g.end_worker(d.cred.worker).await
+        {
+            result.gateway = Some(super::gated::record(&usage, result.cost));
+        }
+        result
+    }
+
+    /// Open `w`'s door in the run's gateway, with its budget and deadline (none
+    /// without a gateway). An error is why the worker cannot run.
+    fn open_door(&self, w: &PlannedWorker) -> Result<Option<WorkerDoor>, String> {
+        let Some(g) = &self.gateway else {
+            return Ok(None);
+        };
+        let limits = self.plan.limits_of(w);
+        let cred = g.register_worker(
+            w.id,
+            crate::gateway::WorkerLimits {
+                budget: limits.budget,
+                deadline: limits
+                    .timeout
+                    .map(|t| std::time::Instant::now() + Duration::from_secs_f64(t)),
+            },
+        )?;
+        let model = crate::agent::door::ModelDoor {
+            base_urls: cred.base_urls.clone(),
+            key: cred.placeholder_key.clone(),
+        };
+        Ok(Some(WorkerDoor { cred, model }))
+    }
+
+    /// [`Executor::run_one_from`] once its door is open.
+    async fn run_one_through(
+        &self,
+        w: PlannedWorker,
+        (events, stop, spend): (
+            mpsc::UnboundedSender<Event>,
+            watch::Receiver<StopLevel>,
+            Arc<Spend>,
+        ),
+        from: Option<(Oid, Given)>,
+        door: Option<&WorkerDoor>,
     ) -> WorkerResult {
         let (base_override, given) = match from {
             Some((base, given)) => (Some(base), Some(given)),
@@ -625,7 +700,9 @@ impl Executor {
         if let Some(why) = self.snapshot_failed() {
             return self.skeleton(&w, Status::Failed, why);
         }
-        let (base, path, reserved) = match self.make_worktree(&w, base_override, &stop).await {
+        let port = door.map(|d| d.cred.addr.port());
+        let made = self.make_worktree(&w, base_override, &stop, port).await;
+        let (base, path, reserved) = match made {
             Ok(made) => made,
             Err(failed) => return failed,
         };
@@ -633,7 +710,7 @@ impl Executor {
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
         let Reserved { confined, ports } = reserved;
-        let confined = match confined {
+        let mut confined = match confined {
             Ok(c) => c,
             Err(e) => {
                 result.reason = Some(format!("could not prepare the worker's sandbox: {e}").into());
@@ -651,6 +728,9 @@ impl Executor {
             result.reason = Some(why);
             return self.at_base(&w, result, base);
         }
+        if let Some(d) = door {
+            confined.add_env(super::gated::proxy_vars(&d.cred.proxy_url));
+        }
         self.processes_start();
         result.sandboxed = confined.abi().is_some();
         result.sandbox_abi = confined.abi();
@@ -658,6 +738,7 @@ impl Executor {
             events: &events,
             stop: &stop,
             spend,
+            door,
         };
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
@@ -694,10 +775,11 @@ impl Executor {
         result
     }
 
-    /// Make `w`'s confinement (its private directory, and its sandbox when the run has
-    /// one) for its worktree at `worktree`, once that is checked out, and claim its
-    /// port block.
-    fn reserve(&self, w: &PlannedWorker, worktree: &Path) -> Reserved {
+    /// Claim `w`'s port block and make its confinement (its private directory, and its
+    /// sandbox when the run has one: pinned, with [`Executor::pin_network`], to its
+    /// gateway door at port `door` and its port block) for its worktree at `worktree`,
+    /// once that is checked out.
+    fn reserve(&self, w: &PlannedWorker, worktree: &Path, door: Option<u16>) -> Reserved {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let at = Place {
             run_id: &self.plan.run_id,
@@ -707,9 +789,13 @@ impl Executor {
             common: &self.common_dir,
         };
         let agent = self.plan.agent_of(w);
+        let ports = super::setup::claim_ports(&self.plan.setup);
+        let pin = door.filter(|_| self.pin_network);
+        let network = pin.map(|door| super::confine::pinned(door, ports.as_ref().ok()));
+        let limits = (agent.writable.as_slice(), self.plan.hidden.as_slice());
         Reserved {
-            confined: Confinement::new(at, (&agent.writable, &self.plan.hidden), self.sandbox),
-            ports: super::setup::claim_ports(&self.plan.setup),
+            confined: Confinement::new(at, limits, self.sandbox, network),
+            ports,
         }
     }
 
@@ -787,6 +873,7 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
+        gateway_port: Option<u16>,
     ) -> Result<(Oid, PathBuf, Reserved), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
@@ -822,7 +909,7 @@ impl Executor {
         match made {
             Ok(Ok(())) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                Ok((base, path.clone(), self.reserve(w, &path)))
+                Ok((base, path.clone(), self.reserve(w, &path, gateway_port)))
             }
             Ok(Err(e)) => Err(self.skeleton(
                 w,
@@ -893,6 +980,7 @@ impl Executor {
             events,
             stop,
             spend,
+            door,
         } = live;
         let agent = self.plan.agent_of(w);
         let limits = self.plan.limits_of(w);
@@ -911,12 +999,7 @@ impl Executor {
             private_dir: &confined.private,
             sandboxed: confined.abi().is_some(),
         };
-        let cmd = adapter
-            .command(&ctx)
-            .map_err(|e| format!("could not build the agent's command: {e}"))?;
-        adapter
-            .prepare(&ctx)
-            .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+        let cmd = agent_command(adapter, agent, &ctx, door)?;
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
             worktree: at.worktree.clone(),
@@ -948,6 +1031,7 @@ impl Executor {
             budget: limits.budget,
             max_steps: Some(limits.max_steps),
             run_budget: spend.reached(),
+            gateway: door.map(|d| d.cred.stop.clone()),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
                     spend.live(id, c);
@@ -1148,12 +1232,34 @@ impl Executor {
     }
 }
 
+/// The command line of `agent` (read by `adapter`) for `ctx`, pointed at its door in
+/// the gateway, its configuration prepared; an error is why it cannot run.
+fn agent_command(
+    adapter: &dyn Adapter,
+    agent: &crate::agent::AgentSpec,
+    ctx: &WorkerContext<'_>,
+    door: Option<&WorkerDoor>,
+) -> Result<crate::agent::CommandLine, String> {
+    let mut cmd = adapter
+        .command(ctx)
+        .map_err(|e| format!("could not build the agent's command: {e}"))?;
+    if let Some(d) = door {
+        crate::agent::door::route_through(agent, &d.model, &mut cmd);
+    }
+    adapter
+        .prepare(ctx)
+        .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+    Ok(cmd)
+}
+
 /// How a running agent is followed: events for the reporter, the stop channel, and
 /// the run's spend (its live cost counts for the run's budget).
 struct Live<'a> {
     events: &'a mpsc::UnboundedSender<Event>,
     stop: &'a watch::Receiver<StopLevel>,
     spend: Arc<Spend>,
+    /// Its door in the run's gateway.
+    door: Option<&'a WorkerDoor>,
 }
 
 /// What a worker's agent is asked: its prompt (a dependent's with its dependencies'
@@ -1253,6 +1359,12 @@ fn quote_log(result: &mut WorkerResult) {
     }
     let reason = result.reason.as_deref().unwrap_or_default().to_owned();
     let Some(log) = &result.log_path else { return };
+    let reason = match sandbox_denial(result, log) {
+        Some(why) if reason.is_empty() => why,
+        Some(why) => format!("{reason}; {why}"),
+        None => reason,
+    };
+    result.reason = (!reason.is_empty()).then(|| reason.clone().into());
     if let Some(lines) = super::excerpt::log_excerpt(log, &reason) {
         result.reason = Some(if reason.is_empty() {
             format!("log: {lines}").into()
@@ -1260,6 +1372,23 @@ fn quote_log(result: &mut WorkerResult) {
             format!("{reason}{LOG_QUOTE}{lines}").into()
         });
     }
+}
+
+/// For a sandboxed worker whose log says "Permission denied": which path the sandbox
+/// refused (when a line names one) and what allows it.
+fn sandbox_denial(result: &WorkerResult, log: &std::path::Path) -> Option<String> {
+    if !result.sandboxed {
+        return None;
+    }
+    let path = super::excerpt::denied_path(log, result.worktree_path.as_deref())?;
+    let what = match path {
+        Some(p) => format!("the sandbox denied writing {p}"),
+        None => "a write was denied (\"Permission denied\"), perhaps by the sandbox".to_owned(),
+    };
+    Some(format!(
+        "{what}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: {}:` in fanout.yml, or run with `--sandbox off`",
+        result.agent
+    ))
 }
 
 /// A findings task: succeeding without changing a file is its normal outcome; no final
@@ -1319,6 +1448,17 @@ fn successful_dependencies<'a>(
     Ok(picked)
 }
 
+/// How fanout's stop went, when it stopped the agent.
+fn how_stopped(sup: &Supervised) -> &'static str {
+    if sup.killed {
+        "; killed after the grace period"
+    } else if sup.termed {
+        "; the agent honoured SIGTERM"
+    } else {
+        ""
+    }
+}
+
 /// The final status from what was observed and what the agent reported.
 pub fn decide(
     sup: &Supervised,
@@ -1328,14 +1468,11 @@ pub fn decide(
     timeout: Option<f64>,
     inactivity: Option<f64>,
 ) -> (Status, Option<Reason>) {
-    // How fanout's stop went, when it stopped the agent.
-    let how = if sup.killed {
-        "; killed after the grace period"
-    } else if sup.termed {
-        "; the agent honoured SIGTERM"
-    } else {
-        ""
-    };
+    let how = how_stopped(sup);
+    if let Some(why) = sup.gateway_stop {
+        let why = format!("stopped: by the gateway's measure of its model calls, {why}{how}");
+        return (Status::Partial, Some(why.into()));
+    }
     let (status, why) = match sup.ending {
         Ending::Interrupted => return (Status::Failed, Some(Reason::interrupted_with(how))),
         Ending::Exited => {
@@ -1516,6 +1653,7 @@ mod tests {
             pipes_leaked: false,
             progress: crate::agent::Progress::default(),
             progress_source: None,
+            gateway_stop: None,
         }
     }
     fn out(status: AgentStatus, cost: Option<f64>) -> AgentOutcome {

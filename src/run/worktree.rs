@@ -49,7 +49,7 @@ pub enum WorktreeError {
         source: std::io::Error,
     },
     /// git failure.
-    #[error("git: {0}")]
+    #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
     /// The checkout failed.
     #[error("checkout: {0}")]

@@ -425,6 +425,7 @@ async fn run_step(
         budget: None,
         max_steps: None,
         run_budget: None,
+        gateway: None,
         on_progress: None,
         confine: w.confine.filter(|_| step.confined),
     };
