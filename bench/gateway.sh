@@ -17,9 +17,11 @@
 #          BENCH_STREAMS  streamed calls per worker for the throughput (default 200)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [[ -n ${BENCH_RUNS:-} ]]; then
-    case $BENCH_RUNS in '' | *[!0-9]* | 0) echo "BENCH_RUNS must be a positive integer, got '$BENCH_RUNS'" >&2; exit 2 ;; esac
-fi
+for var in BENCH_RUNS BENCH_STREAMS; do
+    if [[ -n ${!var:-} ]]; then
+        case ${!var} in *[!0-9]* | 0 | 0*) echo "$var must be a positive integer, got '${!var}'" >&2; exit 2 ;; esac
+    fi
+done
 cd "$ROOT"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 exec cargo bench --locked --quiet --bench gateway

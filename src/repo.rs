@@ -23,27 +23,28 @@ pub struct Base {
 /// Errors about the user's repository.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    /// Not inside a git repository.
-    #[error("{path}: not inside a git repository ({source})")]
+    /// Not inside a git repository (or its repository cannot be opened).
+    #[error("{path}: {why}")]
     NotARepo {
         /// Where we looked.
         path: PathBuf,
-        /// libgit2's message.
-        source: git2::Error,
+        /// Why, in a sentence ([`not_a_repo`]).
+        why: String,
     },
     /// A bare repository has no checkout to start from.
     #[error("{0}: is a bare repository; run fanout inside a checkout")]
     Bare(PathBuf),
     /// The base does not resolve to a commit.
-    #[error("--base {base:?}: not a commit in this repository ({source})")]
+    #[error("--base {base:?}: {why}")]
     Base {
         /// What was asked.
         base: String,
-        /// libgit2's message.
-        source: git2::Error,
+        /// Why, in a sentence ([`not_a_base`]).
+        why: String,
     },
-    /// Any other git failure.
-    #[error("git: {0}")]
+    /// Any other git failure (libgit2's message alone: its class and code say
+    /// nothing to a user).
+    #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
 }
 
@@ -59,6 +60,33 @@ impl From<RepoError> for Failure {
     }
 }
 
+/// Why no repository was found, in a sentence.
+fn not_a_repo(e: &git2::Error) -> String {
+    match e.code() {
+        git2::ErrorCode::NotFound => "not inside a git repository; run fanout in a checkout of your project (`git init` and a first commit make one)".to_owned(),
+        _ => format!("its git repository cannot be opened: {}", e.message()),
+    }
+}
+
+/// Why `requested` is no base commit in `repo`, in a sentence.
+fn not_a_base(repo: &Repository, requested: &str, e: &git2::Error) -> String {
+    if repo
+        .head()
+        .is_err_and(|h| h.code() == git2::ErrorCode::UnbornBranch)
+    {
+        return "the repository has no commit yet; commit first (every worker starts from a commit)".to_owned();
+    }
+    match e.code() {
+        git2::ErrorCode::NotFound => format!(
+            "no branch, tag or commit of this repository is called {requested:?} (see `git branch -a`)"
+        ),
+        git2::ErrorCode::Ambiguous => {
+            format!("{requested:?} is the start of more than one commit id; give more of it")
+        }
+        _ => format!("not a commit: {}", e.message()),
+    }
+}
+
 /// The user's repository, as fanout sees it.
 #[derive(Debug, Clone)]
 pub struct UserRepo {
@@ -71,9 +99,9 @@ pub struct UserRepo {
 impl UserRepo {
     /// Find the repository containing `dir`.
     pub fn discover(dir: &Path) -> Result<UserRepo, RepoError> {
-        let repo = Repository::discover(dir).map_err(|source| RepoError::NotARepo {
+        let repo = Repository::discover(dir).map_err(|e| RepoError::NotARepo {
             path: dir.to_owned(),
-            source,
+            why: not_a_repo(&e),
         })?;
         let Some(workdir) = repo.workdir() else {
             return Err(RepoError::Bare(repo.path().to_owned()));
@@ -95,9 +123,9 @@ impl UserRepo {
         let commit = repo
             .revparse_single(requested)
             .and_then(|o| o.peel_to_commit())
-            .map_err(|source| RepoError::Base {
+            .map_err(|e| RepoError::Base {
                 base: requested.to_owned(),
-                source,
+                why: not_a_base(&repo, requested, &e),
             })?;
         let branch = if requested == "HEAD" {
             repo.head()

@@ -220,7 +220,7 @@ impl Secrets {
     /// environment is not thread-safe.
     pub fn take_from_env() -> Secrets {
         let mut vars = Vec::new();
-        // SAFETY (every call below): one thread, see above.
+        // SAFETY: one thread, see above.
         unsafe {
             scrub_environ(|name, value| {
                 if is_credential(name) {
@@ -231,19 +231,16 @@ impl Secrets {
                     false
                 }
             });
+            // Then every credential's name, with those not overwritten (not UTF-8).
+            let names: Vec<OsString> = std::env::vars_os()
+                .map(|(k, _)| k)
+                .filter(|k| is_credential(&k.to_string_lossy()))
+                .collect();
+            for name in names {
+                std::env::remove_var(name);
+            }
+            scrub_git_config_env();
         }
-        for (name, _) in &vars {
-            unsafe { std::env::remove_var(name) };
-        }
-        // Whatever could not be overwritten (names that are not UTF-8).
-        let left: Vec<OsString> = std::env::vars_os()
-            .map(|(k, _)| k)
-            .filter(|k| is_credential(&k.to_string_lossy()))
-            .collect();
-        for name in left {
-            unsafe { std::env::remove_var(&name) };
-        }
-        unsafe { scrub_git_config_env() };
         Secrets { vars }
     }
 
@@ -351,18 +348,16 @@ unsafe fn scrub_git_config_env() {
     }
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let kept = git_config_from_env(&env);
-    for (name, _) in env {
-        if name.to_str().is_some_and(is_git_config_var) {
-            // SAFETY: one thread (the caller's promise).
-            unsafe { std::env::remove_var(&name) };
-        }
-    }
-    if kept.is_empty() {
-        return;
-    }
     // SAFETY: one thread (the caller's promise).
     unsafe {
-        std::env::set_var("GIT_CONFIG_COUNT", kept.len().to_string());
+        for (name, _) in env {
+            if name.to_str().is_some_and(is_git_config_var) {
+                std::env::remove_var(&name);
+            }
+        }
+        if !kept.is_empty() {
+            std::env::set_var("GIT_CONFIG_COUNT", kept.len().to_string());
+        }
         for (i, (k, v)) in kept.iter().enumerate() {
             std::env::set_var(format!("GIT_CONFIG_KEY_{i}"), k);
             std::env::set_var(format!("GIT_CONFIG_VALUE_{i}"), v);

@@ -92,11 +92,43 @@ fn adapter_keys(def: &AgentDef, adapter: AdapterKind) -> Result<(), Problem> {
         )
         .in_value());
     }
+    if def.gateway.is_some() && adapter != AdapterKind::Command {
+        return only(
+            "gateway",
+            format!(
+                "only for the command adapter; the {program} adapter is pointed at the gateway by fanout"
+            ),
+        );
+    }
+    if let Some(g) = &def.gateway {
+        gateway_keys(g)?;
+    }
     if def.agent.is_some() && adapter != AdapterKind::Architect {
         return only(
             "agent",
             "only used by the architect adapter (architect's own agent name)".to_owned(),
         );
+    }
+    Ok(())
+}
+
+/// A `command` agent's `gateway:`: two variable names and a known provider.
+fn gateway_keys(g: &crate::config::GatewayOptIn) -> Result<(), Problem> {
+    for (k, v) in [("base_url_env", &g.base_url_env), ("key_env", &g.key_env)] {
+        if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Problem::at(
+                vec![key("gateway"), key(k)],
+                format!("{v:?} is not a variable name (letters, digits, '_')"),
+            )
+            .in_value());
+        }
+    }
+    if !matches!(g.provider.as_str(), "anthropic" | "openai") {
+        return Err(Problem::at(
+            vec![key("gateway"), key("provider")],
+            format!("{:?} is not a provider: anthropic or openai", g.provider),
+        )
+        .in_value());
     }
     Ok(())
 }

@@ -10,10 +10,10 @@
 //!
 //! Environment: an agent gets fanout's own environment less
 //! [`is_scrubbed`](crate::secret::is_scrubbed) names, plus
-//! the `FANOUT_*` variables and its definition's `env:`. Model provider keys and
-//! endpoints (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `OPENAI_API_KEY`,
-//! `OPENAI_BASE_URL`, `CODEX_HOME`, `HOME`, …) pass, so a CLI is pointed at a provider
-//! by its environment; GitHub credentials never do, unless the definition says
+//! the `FANOUT_*` variables and its definition's `env:`. Settings such as
+//! `CODEX_HOME` and `HOME` pass; the providers' keys are taken out by the run (its
+//! gateway holds them) and each CLI is pointed at the gateway instead ([`door`]);
+//! GitHub credentials never pass, unless the definition says
 //! `allow_github_token: true` (then `GITHUB_TOKEN` and `GH_TOKEN` pass; Actions runtime
 //! and OIDC tokens never).
 //!
@@ -36,6 +36,7 @@ mod claude;
 mod codex;
 mod command;
 mod dispatch;
+pub mod door;
 pub mod findings;
 pub mod json;
 pub mod preflight;
@@ -98,6 +99,9 @@ pub struct AgentSpec {
     /// Price overrides from the config (`prices:`), for cost from token usage.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// A `command` agent's opt-in to the gateway (`gateway:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<crate::config::GatewayOptIn>,
 }
 
 /// The program a built-in adapter runs by default.
@@ -195,6 +199,7 @@ impl AgentSpec {
             result: None,
             allow_github_token: false,
             prices: BTreeMap::new(),
+            gateway: None,
         };
         match name {
             "command" => Err(format!(
@@ -260,6 +265,7 @@ impl AgentSpec {
             result: def.result.clone(),
             allow_github_token: def.allow_github_token,
             prices: BTreeMap::new(),
+            gateway: def.gateway.clone(),
         })
     }
 }

@@ -74,6 +74,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
             config.display()
         );
     }
+    super::common::dry_run_needs_publish(&args.publish_args, args.publish)?;
     let flags = args.publish.then(|| args.publish_args.flags(secrets));
     let after = AggregateAfter {
         integrate: args.integrate,
@@ -84,7 +85,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
         crate::util::out::stdout_json(&report);
     } else {
         out!("{}", table(&report.results));
-        if args.publish {
+        if args.publish && !args.publish_args.dry_run {
             out!("\n{}", pr_table(&report));
         }
     }

@@ -209,6 +209,11 @@ pub struct PublishArgs {
     /// `issue`: keep one rolling digest issue comparing each run with the one before.
     #[arg(long, value_enum, value_name = "MODE")]
     pub digest: Option<crate::config::DigestMode>,
+    /// Print what publishing would do — per worker the push, and the pull request it
+    /// would open, update, leave or close — and do none of it (GitHub is only read,
+    /// and only with a token).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl PublishArgs {
@@ -248,8 +253,20 @@ impl PublishArgs {
             branch: self.branch,
             reopen: self.reopen,
             digest: self.digest,
+            dry_run: self.dry_run,
         }
     }
+}
+
+/// `--dry-run` previews publishing: with `run`, `resume` and `aggregate` it needs
+/// `--publish`.
+pub fn dry_run_needs_publish(args: &PublishArgs, publish: bool) -> Result<(), CliError> {
+    if args.dry_run && !publish {
+        return Err(CliError::Usage(
+            "--dry-run previews publishing: add --publish (`fanout publish --dry-run` previews a finished run)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// `GITHUB_TOKEN` and `GH_TOKEN` for the agents of `plan` whose definition says

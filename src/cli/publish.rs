@@ -1,12 +1,14 @@
 //! `fanout publish`: push each successful worker's branch of a finished run and open
-//! or update its pull request ([`crate::publish::report`]).
+//! or update its pull request ([`crate::publish::report`]); with `--dry-run`, say what
+//! it would do ([`crate::publish::preview`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::common::{CliError, Context, PublishArgs};
-use crate::publish::report::{check_stable_prefix, load_report, publish_report};
+use crate::publish::preview::render;
+use crate::publish::report::{check_stable_prefix, load_report, preview_report, publish_report};
 use crate::report::table::pr_table;
 use crate::run::journal::Journal;
 use crate::run::runs::newest_with_results;
@@ -20,8 +22,9 @@ Examples:
   fanout publish
   # A given run, as drafts with a label, asking for a review
   fanout publish --run 20260101-120000-3fa2c1 --draft --label fanout --reviewer octocat
-  # Also publish partial work, against another base branch
-  fanout publish --include partial --pr-base develop";
+  # Say what would be pushed and opened, updated or closed (partial work too,
+  # against another base branch), and do none of it
+  fanout publish --dry-run --include partial --pr-base develop";
 
 /// `fanout publish`.
 #[derive(Debug, Args, Clone)]
@@ -86,6 +89,16 @@ pub fn publish_command(
     }
     if record_run.is_some() {
         check_stable_prefix(&file, &args.publish.flags(secrets), &report)?;
+    }
+    if args.publish.dry_run {
+        let flags = args.publish.flags(secrets);
+        let previews = preview_report(&repo, &file, &flags, record.as_ref(), &report)?;
+        if args.json {
+            crate::util::out::stdout_json(&previews);
+        } else {
+            out!("{}", render(&previews));
+        }
+        return Ok(crate::exit::SUCCESS);
     }
     let code = publish_report(
         &repo,

@@ -115,6 +115,7 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
     };
     let mut ready = ready;
     ready.attempt.agent_tokens = agent_tokens(&ready.plan, &secrets);
+    super::common::dry_run_needs_publish(&args.publish_args, args.publish)?;
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     drop(secrets);
     let record = crate::run::journal::Journal::load(&ready.run_dir)
@@ -139,7 +140,8 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
             published: &Default::default(),
         },
     )?;
-    print_report(args.json, &report, &ready.run_dir, args.publish);
+    let prs = args.publish && !args.publish_args.dry_run;
+    print_report(args.json, &report, &ready.run_dir, prs);
     Ok(code)
 }
 

@@ -3,7 +3,9 @@
 
 use clap::Args;
 
-use super::common::{CliError, Context, PlanArgs, PublishArgs, agent_tokens};
+use super::common::{
+    CliError, Context, PlanArgs, PublishArgs, agent_tokens, dry_run_needs_publish,
+};
 use crate::config::PublishWhen;
 use crate::ops::run::{AfterRun, after_run, execute_plan, execute_plan_as_ready};
 use crate::publish::ready::AsReady;
@@ -97,6 +99,7 @@ fn tonight(
 pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliError> {
     let repo = ctx.repo()?;
     let (file, path) = ctx.load_config(&repo)?;
+    dry_run_needs_publish(&args.publish_args, args.publish)?;
     let flags = args.publish.then(|| args.publish_args.flags(&secrets));
     let night = tonight(ctx, args, (&repo, &file, &path), flags.as_ref())?;
     let settings = ctx.resolve(&file, &path, &args.plan, args.allow_empty, night)?;
@@ -124,7 +127,9 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     }
     opts.push_record = Some(record.clone());
     let style = Style::detect(args.quiet);
-    let as_ready = args.publish_when.or(file.publish.when) == Some(PublishWhen::AsReady);
+    // A dry run publishes nothing while the run goes on: it says what the end would do.
+    let as_ready = args.publish_when.or(file.publish.when) == Some(PublishWhen::AsReady)
+        && !args.publish_args.dry_run;
     let (mut report, published) = match &flags {
         Some(flags) if as_ready => {
             let ready = AsReady::new(&repo, &file, flags, Some(&record), &plan)?;
@@ -148,7 +153,7 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
         crate::util::out::stdout_json(&report);
     } else {
         out!("\n{}", table(&report.results));
-        if args.publish {
+        if args.publish && !args.publish_args.dry_run {
             out!("\n{}", pr_table(&report));
         }
         if !args.quiet {

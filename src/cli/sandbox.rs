@@ -1,18 +1,19 @@
 //! `fanout sandbox`: which sandbox this machine gives agents — Landlock's ABI, what
 //! `sandbox: auto` and `sandbox: required` do here, what the kernel can enforce of a
-//! closed network, and the root-equivalent sockets found and whether agents reach
+//! closed network and what `network.enforce: auto` and `required` do with it, and the root-equivalent sockets found and whether agents reach
 //! them — for people and for the Action's self-test.
 
 use clap::Args;
 
 use super::common::CliError;
-use crate::sandbox::{self, Mode, sockets};
+use crate::sandbox::{self, Enforce, Mode, sockets};
 use crate::util::out::outln;
 
 /// `--help`'s examples.
 const EXAMPLES: &str = "\
 Examples:
   # Landlock's ABI here, what `sandbox: auto` and `sandbox: required` would do, and
+  # whether agents can be pinned to the gateway (`network.enforce`), and
   # which daemon sockets (docker, podman, D-Bus, ssh-agent…) you and agents can reach
   fanout sandbox
   # The same as JSON, for a script or a CI step
@@ -33,6 +34,8 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
     let auto = sandbox::decide(Mode::Auto, &probe).expect("auto never refuses");
     let required = sandbox::decide(Mode::Required, &probe);
     let network = sandbox::network_support(&probe);
+    let pin = |enforce| sandbox::decide_network(enforce, false, auto.abi, network);
+    let (net_auto, net_required) = (pin(Enforce::Auto), pin(Enforce::Required));
     let found = sockets::find();
     let agents = sandbox::agents_refused(&found, auto.abi);
     if args.json {
@@ -53,6 +56,11 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
                 "tcp_ports": network.tcp_ports,
                 "socket_filter": network.socket_filter,
                 "closed_network": network.closed_network(),
+                "auto": {
+                    "pinned": net_auto.as_ref().is_ok_and(|d| d.pinned),
+                    "notice": net_auto.as_ref().ok().and_then(|d| d.notice.clone()),
+                },
+                "required": {"ok": net_required.is_ok(), "error": net_required.as_ref().err()},
             },
             "sockets": sockets,
         });
@@ -87,6 +95,17 @@ pub fn sandbox(args: &SandboxArgs) -> Result<i32, CliError> {
             "cannot"
         }
     );
+    if net_auto.is_ok_and(|d| d.pinned) {
+        outln!(
+            "network: enforce: auto     → agents pinned to the gateway (TCP to its port and their ports: only, no UDP)"
+        );
+    } else {
+        outln!("network: enforce: auto     → the gateway's proxy alone: the network is UNCONFINED");
+    }
+    match &net_required {
+        Ok(_) => outln!("network: enforce: required → agents pinned to the gateway"),
+        Err(_) => outln!("network: enforce: required → fanout refuses to run (exit 2)"),
+    }
     print_sockets(&found, &agents);
     Ok(0)
 }

@@ -122,6 +122,10 @@ pub struct ConfigFile {
     /// (refuse to run without it), `off`. Confined, a process writes only to its
     /// worktree, its own temporary directory and its agent's `writable:` paths.
     pub sandbox: Option<crate::sandbox::Mode>,
+    /// What agents reach on the network, through the run's gateway: `open` (no
+    /// filter), or `{allow: [HOST, "*.DOMAIN", PRESET, …], enforce: auto|required}`.
+    /// By default only the configured providers' API hosts, and `enforce: auto`.
+    pub network: Option<NetworkDef>,
     /// Paths confined agents, setup commands and checks may not read, besides the
     /// credentials hidden by default (ssh keys, git credential stores, `gh`/`hub`,
     /// `.netrc`, cloud CLIs, Docker and Kubernetes configuration, GnuPG, publishing
@@ -262,6 +266,63 @@ impl text::TextOrMap for SetupDef {
 }
 
 impl<'de> Deserialize<'de> for SetupDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        text::deserialize(d)
+    }
+}
+
+/// `network:`: `open`, or the allow-list and how it is enforced.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum NetworkDef {
+    /// `open`: the gateway's proxy lets every host through (the report says so).
+    Open(OpenWord),
+    /// Only the hosts listed (and the providers' API hosts).
+    Allow(NetworkSpec),
+}
+
+/// The word `open`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenWord {
+    /// No filter.
+    Open,
+}
+
+/// The object form of `network:`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Hosts agents may reach through the gateway besides the providers' API hosts:
+    /// `example.com`, `*.example.com` (its sub-domains), `host:port` (443 through
+    /// CONNECT and 80 as plain HTTP otherwise), an IP address, or a preset: `npm`,
+    /// `pypi`, `crates`, `go`, `github`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// `auto` (the default): pin agents to the gateway where the kernel can (Landlock
+    /// ABI 4, Linux 6.7), else run with the proxy alone and say the network is
+    /// unconfined; `required`: refuse to run where the kernel cannot.
+    #[serde(default)]
+    pub enforce: crate::sandbox::Enforce,
+}
+
+impl text::TextOrMap for NetworkDef {
+    const EXPECTING: &'static str =
+        "`open`, or {allow: [HOST, \"*.DOMAIN\", PRESET, …], enforce: auto|required}";
+    fn text(v: String) -> Result<Self, String> {
+        match v.trim() {
+            "open" => Ok(NetworkDef::Open(OpenWord::Open)),
+            other => Err(format!(
+                "expected `open` or {{allow: [HOST, …], enforce: auto|required}}, found {other:?}"
+            )),
+        }
+    }
+    fn map<'de, A: de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        NetworkSpec::deserialize(de::value::MapAccessDeserializer::new(map)).map(NetworkDef::Allow)
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkDef {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         text::deserialize(d)
     }
@@ -742,6 +803,28 @@ pub struct AgentDef {
     /// GitHub token unless this says so (Actions runtime tokens never pass).
     #[serde(default)]
     pub allow_github_token: bool,
+    /// `command` adapter: reach the model through the run's gateway. The agent gets
+    /// the provider's base URL in `base_url_env` and its placeholder key in `key_env`
+    /// (the gateway adds the real key; the agent never sees it).
+    pub gateway: Option<GatewayOptIn>,
+}
+
+/// How a `command` agent is handed the gateway (`agents.<name>.gateway`).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayOptIn {
+    /// The variable that gets the provider's base URL through the gateway.
+    pub base_url_env: String,
+    /// The variable that gets the worker's placeholder key.
+    pub key_env: String,
+    /// Which provider: `anthropic` (Messages API, base URL without `/v1`) or `openai`
+    /// (default; base URL ending in `/v1`).
+    #[serde(default = "default_gateway_provider")]
+    pub provider: String,
+}
+
+fn default_gateway_provider() -> String {
+    "openai".to_owned()
 }
 
 /// Author of fanout's commits.
@@ -1280,6 +1363,40 @@ mod tests {
         let s = err("sandbox: maybe\n").to_string();
         assert!(s.starts_with("fanout.yml:1:10: key `sandbox`:"), "{s}");
         assert!(s.contains("required"), "{s}");
+    }
+
+    #[test]
+    fn network_is_open_or_an_allow_list_with_its_enforcement() {
+        use crate::sandbox::Enforce;
+        let net = |text: &str| parse(text, Path::new("f.yml")).unwrap().network;
+        assert_eq!(
+            net("network: open\n"),
+            Some(NetworkDef::Open(OpenWord::Open))
+        );
+        assert_eq!(net("tasks: [a]\n"), None);
+        let Some(NetworkDef::Allow(spec)) =
+            net("network:\n  allow: [npm, \"*.example.com\"]\n  enforce: required\n")
+        else {
+            panic!("an allow-list")
+        };
+        assert_eq!(spec.allow, ["npm", "*.example.com"]);
+        assert_eq!(spec.enforce, Enforce::Required);
+        let Some(NetworkDef::Allow(spec)) = net("network: {}\n") else {
+            panic!("an allow-list")
+        };
+        assert_eq!((spec.allow.len(), spec.enforce), (0, Enforce::Auto));
+        let s = err("network: closed\n").to_string();
+        assert!(
+            s.starts_with("fanout.yml:1:10: key `network`: expected `open`"),
+            "{s}"
+        );
+        let s = err("network:\n  enforce: always\n").to_string();
+        assert!(
+            s.starts_with("fanout.yml:2:12: key `network.enforce`:") && s.contains("required"),
+            "{s}"
+        );
+        let s = err("network:\n  alow: [npm]\n").to_string();
+        assert!(s.contains("unknown field `alow`"), "{s}");
     }
 
     #[test]

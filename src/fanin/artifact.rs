@@ -73,7 +73,7 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         task: w.task.prompt.clone(),
         task_id: w.task.id.clone(),
         agent: w.agent.clone(),
-        reason: Some(reason),
+        reason: Some(reason.into()),
         findings: None,
         commit: None,
         base_commit: None,
@@ -87,6 +87,7 @@ pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
         publish: None,
         sandboxed: false,
         sandbox_abi: None,
+        gateway: None,
     }
 }
 
@@ -198,10 +199,13 @@ fn import(
     match files {
         Ok(files) => {
             if result.commit.as_deref() != Some(tip.as_str()) {
-                result.reason = Some(format!(
-                    "the bundle's commit {} differs from the reported one; the bundle wins",
-                    crate::util::head(&tip, 12)
-                ));
+                result.reason = Some(
+                    format!(
+                        "the bundle's commit {} differs from the reported one; the bundle wins",
+                        crate::util::head(&tip, 12)
+                    )
+                    .into(),
+                );
             }
             result.commit = Some(tip);
             result.files_modified = files;

@@ -106,7 +106,7 @@ pub enum IntegrateError {
     #[error("branch {0} already exists and is not this run's integration branch; not moved")]
     BranchTaken(String),
     /// git failure.
-    #[error("git: {0}")]
+    #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
 }
 
@@ -303,7 +303,7 @@ pub fn integration_result(
         ),
         task_id: None,
         agent: report.plan.agent.name.clone(),
-        reason: (!left.is_empty()).then(|| left.join("; ")),
+        reason: (!left.is_empty()).then(|| left.join("; ").into()),
         findings: None,
         commit: Some(it.commit.clone()),
         base_commit: None,
@@ -317,6 +317,7 @@ pub fn integration_result(
         publish: it.publish.clone(),
         sandboxed: false,
         sandbox_abi: None,
+        gateway: None,
     })
 }
 

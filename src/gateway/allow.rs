@@ -87,15 +87,7 @@ impl AllowList {
         };
         let mut rules = Vec::new();
         for entry in always.iter().chain(entries) {
-            let entry = entry.trim();
-            match PRESETS.iter().find(|(name, _)| *name == entry) {
-                Some((_, hosts)) => {
-                    for h in *hosts {
-                        rules.push(rule(h)?);
-                    }
-                }
-                None => rules.push(rule(entry)?),
-            }
+            rules.extend(entry_rules(entry)?);
         }
         Ok(AllowList { open: false, rules })
     }
@@ -124,6 +116,34 @@ impl AllowList {
             name && r.port.unwrap_or(default_port) == port
         })
     }
+}
+
+/// Check one allow-list entry (`network.allow` in `fanout.yml`): a preset, or a host
+/// pattern. The error says what is wrong with it.
+pub fn check_allow_entry(entry: &str) -> Result<(), String> {
+    entry_rules(entry).map(drop)
+}
+
+/// The rules of one entry: a preset's hosts, or the host pattern it is. A single word
+/// with no port that is no preset is taken for a mistyped preset (a single-label host
+/// is written with a trailing dot, `intranet.`; `localhost` is one as it is).
+fn entry_rules(entry: &str) -> Result<Vec<Rule>, String> {
+    let entry = entry.trim();
+    if let Some((_, hosts)) = PRESETS.iter().find(|(name, _)| *name == entry) {
+        return hosts.iter().map(|h| rule(h)).collect();
+    }
+    let word = !entry.is_empty()
+        && entry
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if word && entry != "localhost" && !entry.bytes().all(|b| b.is_ascii_digit()) {
+        let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+        return Err(format!(
+            "network allow-list entry {entry:?}: no such preset (the presets: {}); a host name has a dot (write \"{entry}.\" for a single-label host)",
+            names.join(", ")
+        ));
+    }
+    Ok(vec![rule(entry)?])
 }
 
 /// `host` lower-case, without brackets nor a trailing dot.
@@ -232,6 +252,11 @@ mod tests {
         assert!(!l.permits("local", 80, Via::Plain));
         assert!(l.permits("[::1]", 7, Via::Tunnel));
         assert!(l.permits("::1", 7, Via::Tunnel));
+        // single-label hosts: with a trailing dot, or `localhost`
+        let l = list(&["intranet.", "localhost"]);
+        assert!(l.permits("intranet", 443, Via::Tunnel));
+        assert!(l.permits("localhost", 443, Via::Tunnel));
+        assert!(check_allow_entry("pypi").is_ok() && check_allow_entry(" crates ").is_ok());
     }
 
     #[test]
@@ -255,6 +280,11 @@ mod tests {
             ("[::1", "an unclosed '['"),
             ("a..b", "not a host name"),
             ("*", "not a host name"),
+            (
+                "npmm",
+                "no such preset (the presets: npm, pypi, crates, go, github)",
+            ),
+            ("intranet", "write \"intranet.\" for a single-label host"),
         ] {
             let e = AllowList::new(&Network::Allow(vec![entry.into()]), &[]).unwrap_err();
             assert!(

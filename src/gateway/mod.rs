@@ -74,7 +74,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 pub use crate::agent::prices::Price;
-pub use allow::{Network, PRESETS};
+pub use allow::{Network, PRESETS, check_allow_entry};
 pub use setup::{GatewayConfig, Provider};
 pub use usage::{Denial, Denied, Stop, Tokens, Usage, WorkerLimits};
 pub use wire::Wire;
@@ -209,6 +209,12 @@ impl Drop for Gateway {
             w.cancel.cancel();
         }
     }
+}
+
+/// Whether the gateway takes `upstream` as provider `name`'s API: `https://…`, or
+/// `http://` to a loopback address.
+pub fn check_upstream(name: &str, upstream: &str) -> Result<(), String> {
+    serve::check_upstream(name, upstream).map(drop)
 }
 
 /// A placeholder key for worker `id`: random, recognisably fanout's.

@@ -106,7 +106,7 @@ impl Shared {
 
 /// Provider `name`'s upstream: its base URL, its `host:port` for the allow-list,
 /// whether it is https.
-fn check_upstream(name: &str, upstream: &str) -> Result<(String, String, bool), String> {
+pub(super) fn check_upstream(name: &str, upstream: &str) -> Result<(String, String, bool), String> {
     let bad = |why: String| format!("gateway: provider {name:?}, upstream {upstream:?}: {why}");
     if name.is_empty()
         || !name

@@ -23,6 +23,9 @@
 //!   did not succeed; the reason names the dependency. No worktree, no branch.
 
 pub mod fanin;
+mod reason;
+
+pub use reason::{Cause, Reason};
 
 use std::path::PathBuf;
 
@@ -165,7 +168,7 @@ pub struct WorkerResult {
     /// The agent definition's name.
     pub agent: String,
     /// Why the status is not `success`, or a note.
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     /// The agent's final message, for a task with `output: findings` (capped in
     /// size, credentials masked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +208,83 @@ pub struct WorkerResult {
     /// The Landlock ABI they were confined with, when they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_abi: Option<u8>,
+    /// What the run's gateway measured of the worker's traffic (absent when the worker
+    /// never reached the gateway: it did not start, or ran before the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayRecord>,
+}
+
+/// What the run's gateway measured of one worker's traffic: its model calls, tokens
+/// and cost as read from the responses, the time it waited on rate limits, and what
+/// it was denied. `cost` beside it in the worker's result is what the agent claimed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GatewayRecord {
+    /// Model calls sent upstream (a retry is the same call).
+    pub requests: u64,
+    /// Of their sendings, those repeated after a rate-limit refusal.
+    #[serde(default)]
+    pub retries: u64,
+    /// Input tokens no cache touched.
+    pub input_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Input tokens read from a cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to a cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Their cost, USD, by the price table.
+    pub cost: f64,
+    /// Successful model calls whose usage could not be read.
+    #[serde(default)]
+    pub unmetered: u64,
+    /// Responses of a model without a price (counted at no cost).
+    #[serde(default)]
+    pub unpriced: u64,
+    /// Model calls refused because a budget was reached.
+    #[serde(default)]
+    pub refused: u64,
+    /// Seconds its requests waited for a provider's rate limits.
+    pub rate_limit_wait: f64,
+    /// Attempts denied (a host not allowed, a model call without its key, an
+    /// endpoint the gateway does not pass), in all.
+    pub denied_total: u64,
+    /// The first distinct targets denied, with their counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied: Vec<DeniedTarget>,
+    /// The agent's claimed `cost` and this `cost` differ by more than
+    /// [`COST_TOLERANCE`] of the larger (and a hundredth of a cent).
+    #[serde(default)]
+    pub cost_mismatch: bool,
+}
+
+/// How far the agent's claimed cost may be from the gateway's before the result says
+/// `cost_mismatch`: 5% of the larger of the two (price tables round differently).
+pub const COST_TOLERANCE: f64 = 0.05;
+
+impl GatewayRecord {
+    /// Whether `claimed` (the agent's cost) differs from the gateway's measure by more
+    /// than [`COST_TOLERANCE`] of the larger and $0.0001. An unknown claim is no
+    /// mismatch.
+    pub fn mismatched(&self, claimed: Option<f64>) -> bool {
+        claimed.is_some_and(|c| {
+            let diff = (c - self.cost).abs();
+            diff > 0.0001 && diff > COST_TOLERANCE * c.max(self.cost)
+        })
+    }
+}
+
+/// A target the gateway denied a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedTarget {
+    /// Why: `host` (not in the allow-list), `credential` (a model call without the
+    /// worker's key) or `endpoint` (a path the gateway does not pass).
+    pub kind: String,
+    /// `host:port`, or `METHOD /path`.
+    pub target: String,
+    /// Attempts.
+    pub count: u64,
 }
 
 impl WorkerResult {

@@ -51,18 +51,21 @@ agents:\n  fake:\n    command: [{exe}, fake-agent, --sleep, \"1.5\", \"{{task}}\
     for (name, body) in &files {
         std::fs::write(dir.join(name), body).map_err(|e| e.to_string())?;
     }
-    let repo = Repository::init(dir).map_err(|e| e.to_string())?;
-    let mut index = repo.index().map_err(|e| e.to_string())?;
+    let repo = Repository::init(dir).map_err(|e| e.message().to_owned())?;
+    let mut index = repo.index().map_err(|e| e.message().to_owned())?;
     for (name, _) in &files {
-        index.add_path(Path::new(name)).map_err(|e| e.to_string())?;
+        index
+            .add_path(Path::new(name))
+            .map_err(|e| e.message().to_owned())?;
     }
-    index.write().map_err(|e| e.to_string())?;
+    index.write().map_err(|e| e.message().to_owned())?;
     let tree = repo
-        .find_tree(index.write_tree().map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
-    let sig = Signature::now("fanout demo", "demo@fanout.invalid").map_err(|e| e.to_string())?;
+        .find_tree(index.write_tree().map_err(|e| e.message().to_owned())?)
+        .map_err(|e| e.message().to_owned())?;
+    let sig =
+        Signature::now("fanout demo", "demo@fanout.invalid").map_err(|e| e.message().to_owned())?;
     repo.commit(Some("HEAD"), &sig, &sig, "demo: initial commit", &tree, &[])
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.message().to_owned())?;
     Ok(())
 }
 

@@ -112,7 +112,9 @@ fn planned_worker(plan: &Plan, id: u32) -> Result<PlannedWorker, Failure> {
 
 /// The plan's base commit must be in this checkout.
 fn check_base(repo: &UserRepo, plan: &Plan) -> Result<(), Failure> {
-    let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
+    let git = repo
+        .open()
+        .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
     let base_ok = plan
         .base
         .commit
@@ -219,7 +221,9 @@ pub fn aggregate(
     after: AggregateAfter<'_>,
 ) -> Result<(RunReport, ReportPaths, i32), Failure> {
     let started = SystemTime::now();
-    let git = repo.open().map_err(|e| Failure::Fatal(e.to_string()))?;
+    let git = repo
+        .open()
+        .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
     // (No agent ran in this checkout: its remotes are the user's.)
     let record = PushRecord::read(&git, file.publish.remote.clone());
     if let Some(flags) = after.publish {

@@ -16,7 +16,7 @@ use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::publish::ready::AsReady;
-use crate::publish::report::{PublishFlags, publish_report_after, record_early};
+use crate::publish::report::{PublishFlags, preview_report, publish_report_after, record_early};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
 use crate::report::summary::{ReportPaths, render_summary};
@@ -272,6 +272,15 @@ pub fn after_run(
             "fanout: publish failed: {why}; not tried again at the end of the run: what was done is in results.json; run `fanout publish` again to continue"
         );
         return Ok(exit::FATAL);
+    }
+    if let Some((file, flags)) = after.publish
+        && flags.dry_run
+    {
+        if !report.interrupted {
+            let previews = preview_report(repo, file, flags, after.push_record, report)?;
+            errln!("{}", crate::publish::preview::render(&previews).trim_end());
+        }
+        return Ok(code);
     }
     if let Some((file, flags)) = after.publish
         && !report.interrupted

@@ -88,6 +88,7 @@ pub fn build(settings: &Settings, base: Base, run_id: &str) -> Plan {
         select: settings.select,
         sandbox: settings.sandbox,
         hidden: settings.hidden.clone(),
+        network: settings.network.clone(),
         fail_on: settings.fail_on,
         settled: settings.settled.clone(),
         fanin: None,

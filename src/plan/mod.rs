@@ -7,13 +7,14 @@
 //! with the checks later stages own: agent definitions, `copy:` globs), orders tasks
 //! by their dependencies ([`deps`]; findings passed between tasks and posted:
 //! [`findings`]), assigns tasks and models to workers
-//! ([`assign::build`]), resolves worktree setup ([`setup`]) and, for matrix mode, cuts
+//! ([`assign::build`]), resolves worktree setup ([`setup`]) and the network ([`network`]) and, for matrix mode, cuts
 //! the plan into matrix chunks ([`matrix`]). It hands a [`Plan`] to the run stage.
 
 pub mod assign;
 pub mod deps;
 pub mod findings;
 pub mod matrix;
+pub mod network;
 pub mod night;
 pub mod settings;
 pub mod setup;
@@ -32,8 +33,8 @@ use setup::SetupPlan;
 /// would ignore them refuses it instead; any other plan as version 1. Both are read.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
 /// Version of a plan with per-task overrides (`agent`, `timeout`, `budget`, `checks`),
-/// findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`), or
-/// `hidden:` paths.
+/// findings posted or passed on (`findings`, `review_of`, `{findings.<id>}`),
+/// `hidden:` paths, or a `network:` other than the default.
 pub const PLAN_OVERRIDES_VERSION: u32 = 2;
 
 /// A validated plan.
@@ -75,6 +76,10 @@ pub struct Plan {
     /// (`hidden:`, as written: absolute or `~/…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<String>,
+    /// What agents reach through the run's gateway, and how the sandbox enforces it
+    /// (`network:`).
+    #[serde(default, skip_serializing_if = "network::NetworkPlan::is_default")]
+    pub network: network::NetworkPlan,
     /// When the run exits non-zero (`fail_on`); the aggregate of a matrix run follows
     /// it too.
     #[serde(default, skip_serializing_if = "crate::config::FailOn::is_default")]
@@ -495,6 +500,7 @@ impl Plan {
         if self.workers.iter().any(|w| newer(&w.task))
             || !self.agents.is_empty()
             || !self.hidden.is_empty()
+            || !self.network.is_default()
         {
             PLAN_OVERRIDES_VERSION
         } else {

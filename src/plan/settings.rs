@@ -48,6 +48,7 @@ pub fn check_file(file: &ConfigFile) -> Result<(), Problem> {
         crate::sandbox::hidden::check_entry(h)
             .map_err(|e| Problem::at(vec![key("hidden"), KeySeg::Index(i)], e).in_value())?;
     }
+    super::network::check_file(file)?;
     check_text_inputs(file)?;
     super::findings::check_file(file)?;
     crate::agent::check::definitions(file)?;
@@ -293,6 +294,8 @@ pub struct Settings {
     pub settled: Vec<super::night::Settled>,
     /// Paths confined processes may not read besides the default ones (`hidden:`).
     pub hidden: Vec<String>,
+    /// What agents reach through the gateway, and how it is enforced (`network:`).
+    pub network: super::network::NetworkPlan,
 }
 
 /// Why flags and file could not be combined.
@@ -460,6 +463,7 @@ impl Settings {
                 .map(|n| n.settled.clone())
                 .unwrap_or_default(),
             hidden: file.hidden.clone(),
+            network: super::network::NetworkPlan::of(file),
         })
     }
 }
@@ -1292,5 +1296,26 @@ mod tests {
     fn excludes_always_hold_the_agents_state_dirs() {
         let s = resolve("exclude: [secrets.txt]\n", &flags(&["t"])).unwrap();
         assert_eq!(s.exclude, vec![".architect/", ".fanout/", "secrets.txt"]);
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_at_its_line() {
+        let parse = |text: &str| {
+            parse_config(text, Path::new("fanout.yml"))
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        let e = parse("tasks: [a]\nnetwork:\n  allow: [npm, npmm]\n").unwrap_err();
+        assert!(
+            e.starts_with("fanout.yml:3:16: key `network.allow[1]`: network allow-list entry \"npmm\": no such preset"),
+            "{e}"
+        );
+        let e = parse("network:\n  allow:\n    - pypi\n    - \"bad host.com\"\n").unwrap_err();
+        assert!(
+            e.starts_with("fanout.yml:4:7: key `network.allow[1]`:")
+                && e.contains("not a host name"),
+            "{e}"
+        );
+        assert!(parse("network: {allow: [npm, \"*.corp.example\", \"10.0.0.2:8080\"]}\n").is_ok());
     }
 }

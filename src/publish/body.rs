@@ -116,6 +116,7 @@ impl Templates {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         };
         t.render(&sample, "run", None)?;
         Ok(t)
@@ -278,6 +279,7 @@ mod tests {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 

@@ -24,8 +24,9 @@ use git2::Oid;
 
 use super::body::Templates;
 use super::github::{GitHub, PullRequest};
+use super::preview::Preview;
 use super::pulls::{self, PublishOptions, outcome};
-use super::push::{Lease, PushResult};
+use super::push::{Lease, PushResult, WouldPush};
 use super::stable::{self, LABEL, Marker};
 use super::stack::{self, Member};
 use crate::model::{Operation, PublishOutcome, WorkerResult};
@@ -191,9 +192,7 @@ pub async fn publish(
     opts: &PublishOptions,
 ) -> BTreeMap<u32, PublishOutcome> {
     let mut out = BTreeMap::new();
-    let base = pulls::base_of(report, opts)
-        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned());
-    let tasks = match base.and_then(|b| Ok((b, tasks(report, repo_dir, opts, &mut out)?))) {
+    let tasks = match based_tasks(report, repo_dir, opts, &mut out) {
         Ok(t) => t,
         Err(why) => {
             for r in &report.results {
@@ -213,18 +212,11 @@ pub async fn publish(
         opts,
         bodies: Default::default(),
     };
-    let survey = ctx.survey().await;
-    let mut steps = Vec::new();
-    for t in tasks {
-        match ctx.look_up(t).await {
-            Ok(step) => steps.push(step),
-            Err((id, o)) => {
-                out.insert(id, o);
-            }
-        }
-    }
-    queue(&mut steps, &survey, opts.max_open);
-    let bases = Bases::of(&steps, &survey, &ctx.base);
+    let Planned {
+        steps,
+        survey,
+        bases,
+    } = ctx.plan(tasks, &mut out).await;
     ctx.retarget(&survey, &steps, &bases).await;
     let mut done: Vec<(Step<'_>, PublishOutcome)> = Vec::new();
     for step in steps {
@@ -238,6 +230,108 @@ pub async fn publish(
         out.insert(step.t.r.worker_id, o);
     }
     out
+}
+
+/// What [`publish`] would do, without writing anything ([`super::preview`]): the same
+/// tasks, looked up and decided in the same phases, each step's action said instead
+/// of done. Without `github` (no token), what GitHub's state decides is undecided.
+pub async fn dry_run(
+    report: &RunReport,
+    repo_dir: &std::path::Path,
+    github: Option<&GitHub>,
+    push_token: Option<&str>,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> Vec<Preview> {
+    let mut out = BTreeMap::new();
+    let nothing = |r: &WorkerResult, why: &str| {
+        Preview::nothing(r.worker_id, &r.branch, r.commit.as_deref(), why)
+    };
+    let (base, tasks) = match based_tasks(report, repo_dir, opts, &mut out) {
+        Ok(t) => t,
+        Err(why) => return report.results.iter().map(|r| nothing(r, &why)).collect(),
+    };
+    let mut previews = Vec::new();
+    match github {
+        None => {
+            for t in &tasks {
+                previews.push(undecided(t, repo_dir, push_token, opts).await);
+            }
+        }
+        Some(github) => {
+            let ctx = Ctx {
+                base,
+                report,
+                repo_dir,
+                github,
+                push_token,
+                templates,
+                opts,
+                bodies: Default::default(),
+            };
+            let planned = ctx.plan(tasks, &mut out).await;
+            for step in &planned.steps {
+                previews.push(ctx.preview(step, &planned.bases).await);
+            }
+        }
+    }
+    for (id, o) in out {
+        if let Some(r) = report.results.iter().find(|r| r.worker_id == id) {
+            previews.push(nothing(r, o.reason.as_deref().unwrap_or_default()));
+        }
+    }
+    previews.sort_by_key(|p| p.worker_id);
+    previews
+}
+
+/// The base branch and tonight's tasks ([`tasks`]), or why there are none.
+fn based_tasks<'a>(
+    report: &'a RunReport,
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    out: &mut BTreeMap<u32, PublishOutcome>,
+) -> Result<(String, Vec<Task<'a>>), String> {
+    let base = pulls::base_of(report, opts)
+        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned())?;
+    Ok((base, tasks(report, repo_dir, opts, out)?))
+}
+
+/// A task's preview without a token: its push decided, its pull request not.
+async fn undecided(
+    t: &Task<'_>,
+    repo_dir: &std::path::Path,
+    push_token: Option<&str>,
+    opts: &PublishOptions,
+) -> Preview {
+    match &t.tonight {
+        Tonight::Nothing(why) => Preview::nothing(t.r.worker_id, &t.branch, None, why),
+        Tonight::Unchanged => Preview {
+            pull_request: super::preview::NO_TOKEN.into(),
+            ..Preview::nothing(t.r.worker_id, &t.branch, None, "no change against the base")
+        },
+        Tonight::Changed { lease, .. } => {
+            let would = look_one(repo_dir, opts, push_token, lease.clone()).await;
+            Preview {
+                push: super::preview::push_line(Some(&would)),
+                commit: Some(lease.local.to_string()),
+                pull_request: super::preview::NO_TOKEN.into(),
+                ..Preview::nothing(t.r.worker_id, &t.branch, None, "")
+            }
+        }
+    }
+}
+
+/// What pushing one lease would do.
+async fn look_one(
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    push_token: Option<&str>,
+    lease: Lease,
+) -> Result<WouldPush, String> {
+    let branch = lease.branch.clone();
+    let mut m = pulls::look_all(repo_dir, opts, push_token, &[(0, lease)]).await?;
+    m.remove(&branch)
+        .ok_or_else(|| "the remote's branches were not read".to_owned())
 }
 
 /// The worker speaking for each stable branch, in the plan's order; every other
@@ -440,6 +534,14 @@ impl Bases {
     }
 }
 
+/// Tonight's tasks looked up and decided: everything publishing knows before its
+/// first write.
+struct Planned<'a> {
+    steps: Vec<Step<'a>>,
+    survey: Survey,
+    bases: Bases,
+}
+
 /// What every task's publishing shares.
 struct Ctx<'a> {
     base: String,
@@ -468,6 +570,111 @@ impl Ctx<'_> {
                 Some((p, m))
             })
             .collect())
+    }
+
+    /// Survey fanout's open pull requests, look up and decide each task, queue what
+    /// `max_open` holds back and choose each pull request's base; the outcome of each
+    /// task whose pull requests cannot be listed goes into `out`.
+    async fn plan<'t>(
+        &self,
+        tasks: Vec<Task<'t>>,
+        out: &mut BTreeMap<u32, PublishOutcome>,
+    ) -> Planned<'t> {
+        let survey = self.survey().await;
+        let mut steps = Vec::new();
+        for t in tasks {
+            match self.look_up(t).await {
+                Ok(step) => steps.push(step),
+                Err((id, o)) => {
+                    out.insert(id, o);
+                }
+            }
+        }
+        queue(&mut steps, &survey, self.opts.max_open);
+        let bases = Bases::of(&steps, &survey, &self.base);
+        Planned {
+            steps,
+            survey,
+            bases,
+        }
+    }
+
+    /// What [`Ctx::act`] would do with a step, said instead of done.
+    async fn preview(&self, step: &Step<'_>, bases: &Bases) -> Preview {
+        let (t, known) = (&step.t, &step.known);
+        let base = Preview::nothing(t.r.worker_id, &t.branch, None, "");
+        let (pull_request, lease) = match (&step.action, &t.tonight) {
+            (Action::Skip(why), _) => (format!("none: {why}"), None),
+            (Action::Queue(why), _) => (format!("none: {why}"), None),
+            (Action::Leave(n), _) => (format!("leave #{n}: it already holds this change"), None),
+            (Action::Close(n, m), _) => {
+                let owner = super::push::Owner {
+                    run_id: m.run.clone(),
+                    worker: Some(t.r.worker_id),
+                };
+                let gone = Lease::deletion(&t.branch, known.claimed(), owner);
+                (
+                    format!("close #{n} and delete its branch: nothing to change tonight"),
+                    Some(gone),
+                )
+            }
+            (Action::Create, Tonight::Changed { lease, .. }) => (
+                format!("open into {}", bases.base_for(&t.key, &self.base)),
+                Some(lease.clone()),
+            ),
+            (Action::Update(n, _), Tonight::Changed { lease, .. }) => {
+                (format!("update #{n}"), Some(lease.clone()))
+            }
+            _ => ("none: nothing to publish".to_owned(), None),
+        };
+        let Some(lease) = lease else {
+            return Preview {
+                push: "no push".into(),
+                pull_request,
+                ..base
+            };
+        };
+        let claimed = Lease {
+            claimed: known.claimed(),
+            ..lease
+        };
+        let would = look_one(self.repo_dir, self.opts, self.push_token, claimed.clone()).await;
+        let p = Preview {
+            push: super::preview::push_line(Some(&would)),
+            commit: (!claimed.delete).then(|| claimed.local.to_string()),
+            pull_request,
+            ..base
+        };
+        self.preview_text(step, p)
+    }
+
+    /// A preview with the labels, title and body of a pull request opened or updated.
+    fn preview_text(&self, step: &Step<'_>, p: Preview) -> Preview {
+        let t = &step.t;
+        let prompt = stable::prompt_hash(&t.r.task);
+        let (prev, section) = match &step.action {
+            Action::Update(n, m) => {
+                let open = step.known.pulls.iter().find(|(p, _)| p.number == *n);
+                let section = open.and_then(|(p, _)| p.body.as_deref().and_then(stack::section_of));
+                (Some(m.head.clone()), section)
+            }
+            Action::Create => (None, None),
+            _ => return p,
+        };
+        let Tonight::Changed { lease, tree } = &t.tonight else {
+            return p;
+        };
+        match self.render(t, (lease, *tree), &prompt, prev, section) {
+            Ok((title, body, _)) => Preview {
+                labels: self.labelled().labels,
+                ..p
+            }
+            .with_text(&title, &body),
+            Err(e) => Preview {
+                pull_request: format!("none: {e}"),
+                ..p
+            },
+        }
     }
 
     /// Look up the task's pull requests and decide; an outcome when they cannot be

@@ -23,6 +23,7 @@ pub mod digest;
 pub mod findings;
 pub mod github;
 pub mod lifecycle;
+pub mod preview;
 pub mod pulls;
 pub mod push;
 pub mod ready;
@@ -96,6 +97,109 @@ pub async fn publish(
         out.insert(*id, result);
     }
     out
+}
+
+/// What [`publish`] would do, without writing anything: the same eligibility and
+/// checks, the push decided from the remote's branches as they are now, the pull
+/// request from the open one GitHub lists (with `github`, a client holding a token;
+/// without it, undecided). See [`preview`] for the record.
+pub async fn dry_run(
+    report: &RunReport,
+    repo_dir: &std::path::Path,
+    github: Option<&GitHub>,
+    push_token: Option<&str>,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> Vec<preview::Preview> {
+    let integration = report.results.iter().any(|r| r.worker_id == 0);
+    if opts.branch == stable::BranchMode::Stable && !integration {
+        return lifecycle::dry_run(report, repo_dir, github, push_token, templates, opts).await;
+    }
+    let mut skipped = BTreeMap::new();
+    let base = pulls::base_of(report, opts);
+    let repo = git2::Repository::open(repo_dir).ok();
+    let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut skipped);
+    drop(repo);
+    let looked = pulls::look_all(repo_dir, opts, push_token, &leases).await;
+    let mut out = Vec::new();
+    for r in &report.results {
+        let lease = leases.iter().find(|(id, _)| *id == r.worker_id);
+        let (Some((_, lease)), Some(base)) = (lease, base.as_deref()) else {
+            let why = skipped
+                .get(&r.worker_id)
+                .and_then(|o| o.reason.clone())
+                .unwrap_or_default();
+            out.push(preview::Preview::nothing(
+                r.worker_id,
+                &r.branch,
+                r.commit.as_deref(),
+                &why,
+            ));
+            continue;
+        };
+        let would = looked
+            .as_ref()
+            .map(|m| m.get(&lease.branch).cloned().map(Ok));
+        let would = match would {
+            Ok(w) => w,
+            Err(e) => Some(Err(e.clone())),
+        };
+        let p = preview::Preview {
+            push: preview::push_line(would.as_ref()),
+            commit: Some(lease.local.to_string()),
+            ..preview::Preview::nothing(r.worker_id, &lease.branch, None, "")
+        };
+        out.push(if preview::pushable(would.as_ref()) {
+            pull_preview(p, (report, r), base, github, templates, opts).await
+        } else {
+            preview::Preview {
+                pull_request: "none: the branch would not be pushed".into(),
+                ..p
+            }
+        });
+    }
+    out
+}
+
+/// The pull request part of a per-run branch's preview.
+async fn pull_preview(
+    p: preview::Preview,
+    (report, r): (&RunReport, &WorkerResult),
+    base: &str,
+    github: Option<&GitHub>,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> preview::Preview {
+    let (title, body) =
+        match templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref()) {
+            Ok(tb) => tb,
+            Err(e) => {
+                return preview::Preview {
+                    pull_request: format!("none: {e}"),
+                    ..p
+                };
+            }
+        };
+    let p = preview::Preview {
+        labels: opts.labels.clone(),
+        ..p
+    }
+    .with_text(&title, &body);
+    let Some(github) = github else {
+        return preview::Preview {
+            pull_request: preview::NO_TOKEN.into(),
+            ..p
+        };
+    };
+    let pull_request = match github.find_open_pull(&r.branch, base).await {
+        Ok(open) => match pulls::pull_action(open.as_ref(), &title, &body, &opts.labels) {
+            pulls::PullAction::Open => format!("open into {base}"),
+            pulls::PullAction::Update(n) => format!("update #{n}"),
+            pulls::PullAction::Leave(n) => format!("leave #{n}: it already says this"),
+        },
+        Err(e) => format!("undecided: the open pull requests cannot be read: {e}"),
+    };
+    preview::Preview { pull_request, ..p }
 }
 
 /// The push lease of each worker to publish (its branch and commit, checked against

@@ -222,6 +222,29 @@ pub(super) async fn push_all(
     }
 }
 
+/// What pushing each lease would do ([`push::look`]), by branch; an error says why
+/// the remote's branches cannot be read.
+pub(super) async fn look_all(
+    repo_dir: &std::path::Path,
+    opts: &PublishOptions,
+    push_token: Option<&str>,
+    leases: &[(u32, Lease)],
+) -> Result<BTreeMap<String, push::WouldPush>, String> {
+    if leases.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let repo_dir = repo_dir.to_owned();
+    let to = opts.push.clone();
+    let token = push_token.map(str::to_owned);
+    let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
+    tokio::task::spawn_blocking(move || {
+        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
+        push::look(&repo, &to, token.as_deref(), &batch)
+    })
+    .await
+    .unwrap_or_else(|_| Err("the look at the remote failed".into()))
+}
+
 pub(super) fn compare_url(
     opts: &PublishOptions,
     github: &GitHub,
@@ -270,11 +293,13 @@ pub(super) async fn open_or_update(
         title,
         body,
     };
-    let made = match existing {
-        Some(pr) => update_if_needed(github, pr, title, body)
+    let action = pull_action(existing.as_ref(), title, body, &opts.labels);
+    let made = match (action, existing) {
+        (PullAction::Leave(_), Some(pr)) => Ok((Operation::Unchanged, pr)),
+        (_, Some(pr)) => update_if_needed(github, pr, title, body)
             .await
             .map_err(|e| failed(&e)),
-        None => create(github, &pull, opts.draft, &failed, &mut notes).await,
+        (_, None) => create(github, &pull, opts.draft, &failed, &mut notes).await,
     };
     let (op, pr) = match made {
         Ok(x) => x,
@@ -375,12 +400,7 @@ pub(super) async fn extras(
     opts: &PublishOptions,
     notes: &mut Vec<String>,
 ) -> Operation {
-    let missing: Vec<String> = opts
-        .labels
-        .iter()
-        .filter(|l| !pr.labels.iter().any(|have| &have.name == *l))
-        .cloned()
-        .collect();
+    let missing = missing_labels(pr, &opts.labels);
     let mut op = op;
     if !missing.is_empty() {
         match github.add_labels(pr.number, &missing).await {
@@ -409,12 +429,53 @@ async fn update_if_needed(
     title: &str,
     body: &str,
 ) -> Result<(Operation, PullRequest), ApiError> {
-    let same_body = pr.body.as_deref().map(str::trim_end) == Some(body.trim_end());
-    if pr.title == title && same_body {
+    if same_text(&pr, title, body) {
         return Ok((Operation::Unchanged, pr));
     }
     let updated = github.update_pull(pr.number, title, body).await?;
     Ok((Operation::Updated, updated))
+}
+
+/// Whether open pull request `pr` already says `title` and `body`.
+fn same_text(pr: &PullRequest, title: &str, body: &str) -> bool {
+    pr.title == title && pr.body.as_deref().map(str::trim_end) == Some(body.trim_end())
+}
+
+/// The labels of `labels` that `pr` lacks.
+fn missing_labels(pr: &PullRequest, labels: &[String]) -> Vec<String> {
+    labels
+        .iter()
+        .filter(|l| !pr.labels.iter().any(|have| &have.name == *l))
+        .cloned()
+        .collect()
+}
+
+/// What [`open_or_update`] does with the pull request of a pushed branch, given the
+/// open one (`existing`) and what it should say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullAction {
+    /// Open one.
+    Open,
+    /// Update the open one (its title, body or labels differ), by number.
+    Update(u64),
+    /// The open one already says it all, by number.
+    Leave(u64),
+}
+
+/// The [`PullAction`] for `existing`, the title, body and labels wanted.
+pub fn pull_action(
+    existing: Option<&PullRequest>,
+    title: &str,
+    body: &str,
+    labels: &[String],
+) -> PullAction {
+    match existing {
+        None => PullAction::Open,
+        Some(pr) if same_text(pr, title, body) && missing_labels(pr, labels).is_empty() => {
+            PullAction::Leave(pr.number)
+        }
+        Some(pr) => PullAction::Update(pr.number),
+    }
 }
 
 /// Attach outcomes to the report's results.

@@ -107,6 +107,60 @@ pub fn push(
     }
 }
 
+/// What a push would do to one branch: decided as [`push`] decides, from what the
+/// remote has now, without pushing (`publish --dry-run`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WouldPush {
+    /// Write the branch (delete it, for a deletion), replacing the remote's tip
+    /// `from` (`None`: the remote has no such branch).
+    Write {
+        /// The remote's tip now.
+        from: Option<Oid>,
+    },
+    /// No push: the remote already has it ([`PushResult::UpToDate`]), or it would be
+    /// refused ([`PushResult::Refused`]), and why.
+    Not(PushResult),
+}
+
+/// What pushing `leases` to `to` would do, by branch: the remote's branches are read
+/// (a listing, never a write) and each lease decided as [`push`] decides.
+pub fn look(
+    repo: &Repository,
+    to: &PushTo,
+    token: Option<&str>,
+    leases: &[Lease],
+) -> Result<BTreeMap<String, WouldPush>, String> {
+    let current = match to {
+        PushTo::Https(url) => {
+            super::smart_http::register()?;
+            super::smart_http::with_token(url, token, || {
+                list_libgit2(&mut remote_at(repo, url)?, url)
+            })?
+        }
+        PushTo::Local(path) => {
+            let url = path.to_string_lossy();
+            list_libgit2(&mut remote_at(repo, &url)?, &url)?
+        }
+        PushTo::Ssh(url) => {
+            let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_owned();
+            refuse_rewrites(&dir, url)?;
+            list_git(&dir, url)?
+        }
+    };
+    let (results, to_push) = decide(repo, leases, &current);
+    let mut out: BTreeMap<String, WouldPush> = results
+        .into_iter()
+        .map(|(b, r)| (b, WouldPush::Not(r)))
+        .collect();
+    for (name, (_, seen)) in to_push {
+        out.insert(branch_of(&name), WouldPush::Write { from: seen });
+    }
+    Ok(out)
+}
+
+/// A remote's branches: ref name → tip.
+type Heads = BTreeMap<String, Oid>;
+
 /// Branches to push: ref name → (the commit, the remote's tip seen before).
 type ToPush = BTreeMap<String, (Oid, Option<Oid>)>;
 
@@ -114,7 +168,7 @@ type ToPush = BTreeMap<String, (Oid, Option<Oid>)>;
 fn decide(
     repo: &Repository,
     leases: &[Lease],
-    current: &BTreeMap<String, Oid>,
+    current: &Heads,
 ) -> (BTreeMap<String, PushResult>, ToPush) {
     let mut results = BTreeMap::new();
     let mut to_push = ToPush::new();
@@ -201,19 +255,8 @@ fn with_libgit2(
     leases: &[Lease],
 ) -> Result<BTreeMap<String, PushResult>, String> {
     let mut remote = remote_at(repo, url)?;
-    let failed = |e: git2::Error| format!("push to {url} failed: {}", e.message());
     // Look: what does the remote have now?
-    let current: BTreeMap<String, Oid> = {
-        let conn = remote
-            .connect_auth(Direction::Push, None, None)
-            .map_err(failed)?;
-        conn.list()
-            .map_err(failed)?
-            .iter()
-            .filter(|h| h.name().starts_with("refs/heads/"))
-            .map(|h| (h.name().to_owned(), h.oid()))
-            .collect()
-    };
+    let current = list_libgit2(&mut remote, url)?;
     let (mut results, to_push) = decide(repo, leases, &current);
     if to_push.is_empty() {
         return Ok(results);
@@ -271,6 +314,22 @@ fn with_libgit2(
     Ok(results)
 }
 
+/// The remote's branches, as a push sees them (`GET info/refs` of `git-receive-pack`
+/// over http(s): a read).
+fn list_libgit2(remote: &mut git2::Remote<'_>, url: &str) -> Result<Heads, String> {
+    let failed = |e: git2::Error| format!("push to {url} failed: {}", e.message());
+    let conn = remote
+        .connect_auth(Direction::Push, None, None)
+        .map_err(failed)?;
+    Ok(conn
+        .list()
+        .map_err(failed)?
+        .iter()
+        .filter(|h| h.name().starts_with("refs/heads/"))
+        .map(|h| (h.name().to_owned(), h.oid()))
+        .collect())
+}
+
 /// `+<commit>:<ref>`, or `:<ref>` to delete it.
 fn refspec((name, (oid, _)): (&String, &(Oid, Option<Oid>))) -> String {
     if oid.is_zero() {
@@ -294,17 +353,7 @@ fn with_git(
     let dir = repo.workdir().unwrap_or_else(|| repo.path()).to_owned();
     refuse_rewrites(&dir, url)?;
     let git = || crate::git::Git::new(&dir);
-    let listed = git()
-        .args(["ls-remote", "--heads", url])
-        .output()
-        .map_err(|e| format!("push to {url} failed: {e}"))?;
-    let current: BTreeMap<String, Oid> = listed
-        .lines()
-        .filter_map(|l| {
-            let (oid, name) = l.split_once('\t')?;
-            Some((name.trim().to_owned(), oid.trim().parse().ok()?))
-        })
-        .collect();
+    let current = list_git(&dir, url)?;
     let (mut results, to_push) = decide(repo, leases, &current);
     if to_push.is_empty() {
         return Ok(results);
@@ -330,6 +379,21 @@ fn with_git(
         results.insert(branch_of(name), porcelain_result(&porcelain, name, &stderr));
     }
     Ok(results)
+}
+
+/// The remote's branches, with the hardened git CLI's `ls-remote` (in `dir`).
+fn list_git(dir: &std::path::Path, url: &str) -> Result<Heads, String> {
+    let listed = crate::git::Git::new(dir)
+        .args(["ls-remote", "--heads", url])
+        .output()
+        .map_err(|e| format!("push to {url} failed: {e}"))?;
+    Ok(listed
+        .lines()
+        .filter_map(|l| {
+            let (oid, name) = l.split_once('\t')?;
+            Some((name.trim().to_owned(), oid.trim().parse().ok()?))
+        })
+        .collect())
 }
 
 /// What `git push --porcelain` said of `refname`: `<flag>\t<from>:<to>\t<summary>`.

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use secrecy::ExposeSecret;
 
-use super::report::{Prepared, PublishFlags};
+use super::report::{PublishContext, PublishFlags};
 use super::stable::BranchMode;
 use super::{ineligible, publish};
 use crate::config::{ConfigFile, SelectMode};
@@ -34,7 +34,7 @@ use crate::util::out::errln;
 
 /// Publishing a run's workers as they finish.
 pub struct AsReady {
-    prepared: Prepared,
+    prepared: PublishContext,
     repo: UserRepo,
     plan: Plan,
     runtime: tokio::runtime::Runtime,
@@ -66,7 +66,7 @@ impl AsReady {
         record: Option<&PushRecord>,
         plan: &Plan,
     ) -> Result<AsReady, Failure> {
-        let prepared = Prepared::new(repo, file, args, record)?;
+        let prepared = PublishContext::new(repo, file, args, record)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

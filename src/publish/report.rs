@@ -15,8 +15,9 @@ use secrecy::{ExposeSecret, SecretString};
 use super::body::Templates;
 use super::github::auth::{Credentials, connect};
 use super::github::{ApiError, GitHub, RepoSlug, RetryPolicy};
+use super::preview::Preview;
 use super::target::{self, PushInputs, PushTo};
-use super::{PublishOptions, counts, publish, record as record_outcomes};
+use super::{PublishOptions, counts, dry_run, publish, record as record_outcomes};
 use crate::config::{BranchMode, ConfigFile, DigestMode, IncludeStatus};
 use crate::exit::{self, Failure};
 use crate::model::{Operation, PublishOutcome};
@@ -76,6 +77,8 @@ pub struct PublishFlags {
     pub reopen: bool,
     /// Keep the morning digest issue.
     pub digest: Option<DigestMode>,
+    /// Only say what publishing would do ([`preview_report`]).
+    pub dry_run: bool,
 }
 
 /// Read a `results.json`, refusing one fanout did not sign (exit 4: a file fanout
@@ -123,7 +126,7 @@ pub fn publish_report_after(
     results_path: &Path,
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
-    let prepared = Prepared::new(repo, file, args, record)?;
+    let prepared = PublishContext::new(repo, file, args, record)?;
     secure_worktrees(repo, &report.run_id);
     let gh = prepared.api(super::github::auth::Scope {
         issues: writes_issues(report, &prepared.opts),
@@ -173,6 +176,53 @@ fn secure_worktrees(repo: &UserRepo, run_id: &str) {
     }
 }
 
+/// What publishing `report` would do (`--dry-run`), worker by worker, the integration
+/// branch's last ([`super::dry_run`]): nothing is pushed nor written on GitHub, and
+/// `results.json` is left as it is. GitHub is read with a token only (a GitHub App's
+/// token is not asked for: that request is a write).
+pub fn preview_report(
+    repo: &UserRepo,
+    file: &ConfigFile,
+    args: &PublishFlags,
+    record: Option<&PushRecord>,
+    report: &RunReport,
+) -> Result<Vec<Preview>, Failure> {
+    let prepared = PublishContext::new(repo, file, args, record)?;
+    let api = prepared.api(super::github::auth::Scope::default());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+    let previews = runtime.block_on(async {
+        let gh = match &prepared.target.credentials {
+            Some(Credentials::Token(_)) => Some(api.connect().await?),
+            Some(Credentials::App { .. }) => {
+                errln!(
+                    "fanout: dry run: a GitHub App's installation token is not asked for (that request is a write); what GitHub's state decides is undecided"
+                );
+                None
+            }
+            None => None,
+        };
+        let token = gh.as_ref().map(|(_, t)| t.expose_secret());
+        let github = gh.as_ref().map(|(g, _)| g);
+        let (templates, opts) = (&prepared.templates, &prepared.opts);
+        let mut all = dry_run(report, &repo.workdir, github, token, templates, opts).await;
+        if let Some(r) = crate::fanin::conflicts::integration_result(report) {
+            let it = RunReport {
+                results: vec![r],
+                ..report.clone()
+            };
+            all.extend(dry_run(&it, &repo.workdir, github, token, templates, opts).await);
+        }
+        Ok::<_, Failure>(all)
+    })?;
+    if writes_issues(report, &prepared.opts) {
+        errln!("fanout: dry run: findings posts and the digest issue are not previewed");
+    }
+    Ok(previews)
+}
+
 /// Record in `report` the outcomes of the workers published while the run went on,
 /// when nothing else is published (the run was stopped, or publishing failed before
 /// it began), and rewrite `results.json` and `summary.md` with them.
@@ -187,7 +237,7 @@ pub fn record_early(
 
 /// Everything publishing needs before it talks to GitHub: where (checked), how (the
 /// flags and the config's `publish:` block merged), the templates and the pacing.
-pub(super) struct Prepared {
+pub(super) struct PublishContext {
     target: Target,
     policy: RetryPolicy,
     pace: Duration,
@@ -196,23 +246,23 @@ pub(super) struct Prepared {
     in_actions: bool,
 }
 
-impl Prepared {
+impl PublishContext {
     /// Resolve and check it all (the credentials masked in Actions).
     pub(super) fn new(
         repo: &UserRepo,
         file: &ConfigFile,
         args: &PublishFlags,
         record: Option<&PushRecord>,
-    ) -> Result<Prepared, Failure> {
+    ) -> Result<PublishContext, Failure> {
         let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
         let target = Target::resolve(args, record, in_actions)?;
-        if in_actions {
-            mask(&target.credentials);
+        if in_actions && let Some(c) = &target.credentials {
+            mask(c);
         }
         let (policy, pace) = pacing(file, args);
         let templates = templates(repo, file)?;
         let opts = options(file, args, &target);
-        Ok(Prepared {
+        Ok(PublishContext {
             target,
             policy,
             pace,
@@ -264,7 +314,8 @@ pub fn check_publishing(args: &PublishFlags, record: Option<&PushRecord>) -> Res
 struct Target {
     push: PushTo,
     slug: RepoSlug,
-    credentials: Credentials,
+    /// None only in a dry run.
+    credentials: Option<Credentials>,
     api: String,
     server_url: String,
     run_url: Option<String>,
@@ -278,7 +329,11 @@ impl Target {
         record: Option<&PushRecord>,
         in_actions: bool,
     ) -> Result<Target, Failure> {
-        let credentials = credentials(args)?;
+        let credentials = match credentials(args) {
+            // A dry run reads GitHub only with a token, and needs none.
+            Err(_) if args.dry_run => None,
+            c => Some(c?),
+        };
         let api = target::api_url(args.api_url.as_deref(), env("GITHUB_API_URL").as_deref())
             .map_err(Failure::Usage)?;
         let server_url = target::server_url(env("GITHUB_SERVER_URL").as_deref(), &api)
@@ -467,16 +522,19 @@ impl Api<'_> {
     /// with (masked in Actions).
     pub(super) async fn connect(&self) -> Result<(GitHub, SecretString), Failure> {
         let t = self.target;
+        let credentials = t.credentials.as_ref().ok_or_else(|| {
+            Failure::Usage("publishing needs a token ($GITHUB_TOKEN or $GH_TOKEN) or a GitHub App (--app-id and a private key)".into())
+        })?;
         let connected = tokio::time::timeout(
             self.policy.total,
-            connect(&t.api, &t.slug, &t.credentials, self.scope),
+            connect(&t.api, &t.slug, credentials, self.scope),
         );
         let (crab, push_token) = connected
             .await
             .map_err(|_| Failure::Fatal("GitHub: no installation token within the publish deadline (--publish-timeout, publish.timeout)".into()))?
             .map_err(|e| Failure::Fatal(format!("GitHub: {e}")))?;
         // A personal token was masked when it was read; an App's installation token is new.
-        if self.in_actions && matches!(t.credentials, Credentials::App { .. }) {
+        if self.in_actions && matches!(credentials, Credentials::App { .. }) {
             command!("::add-mask::{}", push_token.expose_secret());
         }
         let gh = GitHub::new(crab, t.slug.clone(), self.policy.clone(), self.pace);

@@ -41,7 +41,7 @@ pub fn gather_night(
 ) -> Result<NightInputs, crate::exit::Failure> {
     use crate::exit::Failure;
     use secrecy::ExposeSecret;
-    let prepared = super::report::Prepared::new(repo, file, flags, record)?;
+    let prepared = super::report::PublishContext::new(repo, file, flags, record)?;
     let branch = prepared
         .opts
         .base

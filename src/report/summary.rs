@@ -10,8 +10,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
 use super::table::{format_duration, format_worker_cost};
-use crate::model::{CostSource, SetupRecord, Status, WorkerResult};
-use crate::run::executor::NOT_STARTED_BUDGET;
+use crate::model::{Cause, CostSource, Reason, SetupRecord, Status, WorkerResult};
 use crate::run::results::RunReport;
 use crate::util::{short, write_atomic};
 
@@ -74,7 +73,7 @@ struct Row {
 }
 
 #[derive(Serialize)]
-struct Failure {
+struct FailedRow {
     id: u32,
     branch: String,
     status: &'static str,
@@ -199,11 +198,11 @@ fn rows(results: &[WorkerResult]) -> Vec<Row> {
 }
 
 /// The workers that did not succeed, and why.
-fn failures(results: &[WorkerResult]) -> Vec<Failure> {
+fn failures(results: &[WorkerResult]) -> Vec<FailedRow> {
     results
         .iter()
         .filter(|r| !r.status.is_good())
-        .map(|r| Failure {
+        .map(|r| FailedRow {
             id: r.worker_id,
             branch: md_escape(&r.branch),
             status: r.status.as_str(),
@@ -473,12 +472,9 @@ fn cost_notes(report: &RunReport) -> Vec<String> {
     let not_started = report
         .results
         .iter()
-        .filter(|r| {
-            r.reason
-                .as_deref()
-                .is_some_and(|x| x.starts_with(NOT_STARTED_BUDGET))
-        })
+        .filter(|r| r.reason.as_ref().map(Reason::cause) == Some(Cause::BudgetSpent))
         .count();
+    notes.extend(gateway_note(&report.results));
     if not_started > 0 {
         let budget = report
             .plan
@@ -495,6 +491,45 @@ fn cost_notes(report: &RunReport) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// What the run's gateway measured per worker: cost and model calls, time waited on
+/// rate limits, connections denied, a claim that did not match (none when no worker
+/// reached it).
+fn gateway_note(results: &[WorkerResult]) -> Option<String> {
+    let parts: Vec<String> = results
+        .iter()
+        .filter_map(|r| Some((r.worker_id, r.cost, r.gateway.as_ref()?)))
+        .map(|(id, claimed, g)| {
+            let mut s = format!(
+                "#{id} ${:.4} in {} call{}, {} waiting on rate limits",
+                g.cost,
+                g.requests,
+                if g.requests == 1 { "" } else { "s" },
+                format_duration(g.rate_limit_wait)
+            );
+            if g.cost_mismatch
+                && let Some(c) = claimed
+            {
+                s.push_str(&format!(" (**the agent claimed ${c:.4}**)"));
+            }
+            if g.denied_total > 0 {
+                let targets: Vec<String> = g
+                    .denied
+                    .iter()
+                    .take(3)
+                    .map(|d| md_escape(&truncate_chars(&d.target, 60)))
+                    .collect();
+                s.push_str(&format!(
+                    ", **{} denied** ({})",
+                    g.denied_total,
+                    targets.join(", ")
+                ));
+            }
+            s
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("Gateway, measured on the wire: {}.", parts.join("; ")))
 }
 
 #[cfg(test)]
@@ -532,7 +567,7 @@ mod snapshot_tests {
             task: "fix it".into(),
             task_id: None,
             agent: "build".into(),
-            reason: reason.map(str::to_owned),
+            reason: reason.map(Reason::from),
             findings: None,
             commit: None,
             base_commit: None,
@@ -546,6 +581,7 @@ mod snapshot_tests {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 
@@ -588,6 +624,7 @@ mod snapshot_tests {
                 setup: Default::default(),
                 sandbox: Default::default(),
                 hidden: Vec::new(),
+                network: Default::default(),
                 fail_on: Default::default(),
                 settled: Vec::new(),
                 fanin: None,
@@ -620,6 +657,31 @@ mod snapshot_tests {
         - **#2** `fanout/r1/w2-fix-it` — failed: exit code 1: bad \| pipe
         - **#3** `fanout/r1/w3-fix-it` — timeout: timed out after 300s
         ");
+    }
+
+    #[test]
+    fn summary_shows_what_the_gateway_measured() {
+        use crate::model::{DeniedTarget, GatewayRecord};
+        let mut r = report();
+        r.results[0].gateway = Some(GatewayRecord {
+            requests: 4,
+            cost: 0.02,
+            rate_limit_wait: 2.0,
+            denied_total: 2,
+            denied: vec![DeniedTarget {
+                kind: "host".into(),
+                target: "evil|x.com:443".into(),
+                count: 2,
+            }],
+            cost_mismatch: true,
+            ..GatewayRecord::default()
+        });
+        let md = render_summary(&r, None);
+        assert!(
+            md.contains("Gateway, measured on the wire: #1 $0.0200 in 4 calls, 2.0s waiting on rate limits (**the agent claimed $0.0123**), **2 denied** (evil\\|x.com:443)."),
+            "{md}"
+        );
+        assert!(!render_summary(&report(), None).contains("Gateway"));
     }
 
     #[test]
@@ -696,9 +758,7 @@ mod snapshot_tests {
         let mut r = report();
         r.plan.limits.budget_total = Some(0.5);
         r.results[0].cost_source = Some(CostSource::PriceTable);
-        r.results[1].reason = Some(format!(
-            "{NOT_STARTED_BUDGET} of $0.5000 was spent ($0.5123)"
-        ));
+        r.results[1].reason = Some(Reason::budget_spent(0.5, 0.5123));
         r.results[2].cost_source = Some(CostSource::Agent);
         insta::assert_snapshot!(render_summary(&r, None), @r"
         ## fanout run `r1`

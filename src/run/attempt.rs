@@ -67,14 +67,31 @@ impl ExecOptions {
     }
 }
 
-/// How the plan's `sandbox:` mode works out on this machine ([`crate::sandbox::decide`]):
-/// the ABI the run confines its workers with, or the refusal (`required` without
-/// Landlock: exit 2, nothing made yet). A notice (`auto` without Landlock) is printed
-/// once, here, and kept for the summary.
-pub fn sandbox_decision(mode: crate::sandbox::Mode) -> Result<crate::sandbox::Decision, Failure> {
+/// How the plan's `sandbox:` mode and `network:` work out on this machine
+/// ([`crate::sandbox::decide`], [`crate::sandbox::decide_network`]): the ABI the run
+/// confines its workers with and whether they are pinned to the gateway, or the
+/// refusal (`sandbox: required` without Landlock, `network.enforce: required` without
+/// Landlock's network rules: exit 2, nothing made yet). A notice (`auto` without
+/// them) is printed once, here, and kept for the summary ([`Decision::notices`]).
+///
+/// [`Decision::notices`]: crate::sandbox::Decision::notices
+pub fn sandbox_decision(
+    mode: crate::sandbox::Mode,
+    network: &crate::plan::network::NetworkPlan,
+) -> Result<crate::sandbox::Decision, Failure> {
     let probe = crate::sandbox::probe();
-    let decision = crate::sandbox::decide(mode, &probe).map_err(Failure::Usage)?;
-    if let Some(n) = &decision.notice {
+    let mut decision = crate::sandbox::decide(mode, &probe).map_err(Failure::Usage)?;
+    decision.network = crate::sandbox::decide_network(
+        network.enforce,
+        network.open,
+        decision.abi,
+        crate::sandbox::network_support(&probe),
+    )
+    .map_err(Failure::Usage)?;
+    for n in [&decision.notice, &decision.network.notice]
+        .into_iter()
+        .flatten()
+    {
         errln!("fanout: {n}");
     }
     Ok(decision)
@@ -104,6 +121,9 @@ pub struct Attempt {
     pub listed: Option<crate::git::Listed>,
     /// The runtime the executor runs on ([`runtime`]).
     pub runtime: tokio::runtime::Runtime,
+    /// What the run's gateway is started with ([`super::gated::for_plan`]), checked
+    /// before anything is made.
+    pub gateway: crate::gateway::GatewayConfig,
 }
 
 /// The executor's runtime.
@@ -150,7 +170,8 @@ pub fn start(
     let started_at = SystemTime::now();
     let runtime = runtime()?;
     let config = read_config(repo)?;
-    let sandbox = sandbox_decision(plan.sandbox)?;
+    let sandbox = sandbox_decision(plan.sandbox, &plan.network)?;
+    let gateway = gateway_config(plan)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
     if run_dir.exists() {
         return Err(Failure::Usage(format!(
@@ -190,7 +211,15 @@ pub fn start(
         trusted: trusted_filters(config.iter()),
         listed: crate::git::Listed::shareable(&config),
         runtime,
+        gateway,
     })
+}
+
+/// What `plan`'s gateway is started with, from fanout's environment
+/// ([`super::gated::for_plan`]); a provider's upstream it refuses is a usage error.
+pub fn gateway_config(plan: &Plan) -> Result<crate::gateway::GatewayConfig, Failure> {
+    let env: Vec<_> = std::env::vars_os().collect();
+    super::gated::for_plan(&env, plan).map_err(|e| Failure::Usage(format!("the gateway: {e}")))
 }
 
 /// The remotes of `repo` now ([`PushRecord::read`]); none when it cannot be opened.
@@ -353,12 +382,20 @@ pub fn execute(
         trusted,
         listed,
         runtime,
+        gateway,
     } = attempt;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
     let common_dir = repo.common_dir.clone();
     let plan = Arc::new(plan);
     let (tamper, snapshot) =
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
+    let mut gateway = gateway;
+    // What earlier attempts spent counts against `budget_total`.
+    let kept_spent: f64 = kept.values().filter_map(super::executor::spent_by).sum();
+    gateway.budget_total = gateway.budget_total.map(|t| (t - kept_spent).max(0.0));
+    let gateway = crate::gateway::Gateway::start(gateway, runtime.handle().clone())
+        .map_err(Failure::Fatal)?;
+    let gateway = Arc::new(gateway);
     let pid_file = PidFile::create(&run_dir);
     super::reaper::adopt_orphans();
     let executor = Arc::new(Executor {
@@ -368,17 +405,20 @@ pub fn execute(
         worktree_root,
         journal: Arc::new(journal),
         identity: identity.clone(),
-        base_env: std::env::vars_os().collect(),
+        // The providers' keys stay with the gateway: no process of a worker gets them.
+        base_env: super::gated::without_keys(std::env::vars_os().collect()),
         agent_tokens,
         kept: kept.clone(),
         attempt: number,
         sandbox: sandbox.abi,
+        pin_network: sandbox.network.pinned,
         common_dir,
         tamper: Some(Arc::clone(&tamper)),
         trusted,
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
+        gateway: Some(Arc::clone(&gateway)),
     });
 
     let (results, interrupted) = runtime
@@ -390,6 +430,12 @@ pub fn execute(
             number,
         ))
         .map_err(|e| fatal("signal handlers", e))?;
+    // Every door closed: the gateway ends with the last worker.
+    runtime.block_on(async {
+        if let Ok(g) = Arc::try_unwrap(gateway) {
+            g.shutdown().await;
+        }
+    });
     // Dropped, the runtime waits for its blocking work (checkouts, harvests, private
     // directories' removal): nothing a worker started runs when the last check looks.
     drop(runtime);
@@ -408,7 +454,7 @@ pub fn execute(
         clock,
         run_dir,
         pid_file,
-        sandbox_notice: sandbox.notice,
+        sandbox_notice: sandbox.notices(),
     })
 }
 

@@ -44,7 +44,7 @@ pub struct CheckSite<'a> {
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
     /// The worker's sandbox, when it has one.
-    pub confine: Option<&'a crate::sandbox::Prepared>,
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
 }
 
 /// Run `checks` in order at `site`; stops at the first failure (the rest are not run).
@@ -83,6 +83,7 @@ pub async fn run(
             budget: None,
             max_steps: None,
             run_budget: None,
+            gateway: None,
             on_progress: None,
             confine,
         };

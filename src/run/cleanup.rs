@@ -235,7 +235,7 @@ fn save_or_keep(
 /// Say what differs from the run's tamper snapshot (reported only: the user may have
 /// changed things since the run).
 fn warn_changes(id: &str, snap: &super::tamper::Snapshot) {
-    if let Ok(changes) = snap.check(super::tamper::Mode::Report) {
+    if let Ok(changes) = snap.check(super::tamper::CheckAt::Report) {
         let changes: Vec<_> = changes.iter().filter(|c| !c.benign).collect();
         if !changes.is_empty() {
             crate::util::out::errln!(

@@ -15,7 +15,9 @@
 //! directory or the home directory, lies in the git directory, or holds or lies in a
 //! hidden path is refused here too (the settings refuse it first, at its line), before
 //! anything is made for it. It makes no Unix, raw or netlink socket (the socket
-//! filter); its network is open ([`crate::sandbox::Policy::network`] is `None`).
+//! filter). Its network is open ([`crate::sandbox::Policy::network`] is `None`)
+//! unless the run pins it to the gateway ([`pinned`]: TCP only to its gateway door and
+//! its own port block, no UDP).
 //! Unconfined (on Linux), its processes still drop the capabilities of a root fanout
 //! between fork and exec, and nothing more.
 
@@ -23,7 +25,16 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::sandbox::hidden::{self, Guarded};
-use crate::sandbox::{Policy, Prepared};
+use crate::sandbox::{NetPolicy, Policy, Restrictions};
+
+use super::setup::ports::PortLease;
+
+/// The network of a worker pinned to the gateway: TCP `connect` only to its door
+/// (`door`, the gateway's port for it) and its port block (`ports:`, so that a server
+/// it starts stays reachable to it), `bind` only its port block, no UDP.
+pub fn pinned(door: u16, ports: Option<&PortLease>) -> NetPolicy {
+    NetPolicy::pinned(door, ports.map(|l| l.first..=l.last).into_iter().flatten())
+}
 
 /// One worker's confinement (see the module docs).
 #[derive(Debug)]
@@ -38,7 +49,7 @@ pub struct Confinement {
     pub policy: Option<Policy>,
     /// The policy made ready once ([`crate::sandbox::prepare`]: the Landlock ruleset
     /// with every rule), which every process of the worker applies.
-    pub prepared: Option<Prepared>,
+    pub prepared: Option<Restrictions>,
     /// Variables every process of the worker gets.
     env: Vec<(OsString, OsString)>,
 }
@@ -61,14 +72,16 @@ pub struct Place<'a> {
 impl Confinement {
     /// Make the private directory; with `abi`, the policy (making the agent's missing
     /// `writable` paths as directories, once all are checked; `~/` is the home
-    /// directory) hiding the credentials and `hidden`.
+    /// directory) hiding the credentials and `hidden`, and limited to `network` (see
+    /// [`pinned`]) when given.
     pub fn new(
         at: Place<'_>,
         (writable, hidden): (&[String], &[String]),
         abi: Option<u8>,
+        network: Option<NetPolicy>,
     ) -> std::io::Result<Self> {
         let private = private_dir(at.run_id, at.worker_id)?;
-        let made = Self::fill(at, &private, (writable, hidden), abi);
+        let made = Self::fill(at, &private, (writable, hidden), (abi, network));
         if made.is_err() {
             let _ = std::fs::remove_dir_all(&private);
         }
@@ -79,7 +92,7 @@ impl Confinement {
         at: Place<'_>,
         private: &Path,
         grants: (&[String], &[String]),
-        abi: Option<u8>,
+        (abi, network): (Option<u8>, Option<NetPolicy>),
     ) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         let (tmp, run) = (private.join("tmp"), private.join("run"));
@@ -114,7 +127,7 @@ impl Confinement {
                     write,
                     write_files: vec!["/dev/null".into()],
                     hide,
-                    network: None,
+                    network,
                 })
             }
         };
@@ -132,6 +145,12 @@ impl Confinement {
             prepared,
             env,
         })
+    }
+
+    /// Give every process of the worker `vars` too (over a variable of the same name).
+    pub fn add_env(&mut self, vars: Vec<(OsString, OsString)>) {
+        self.env.retain(|(k, _)| !vars.iter().any(|(n, _)| n == k));
+        self.env.extend(vars);
     }
 
     /// The variables every process of the worker gets (on top of its environment).
@@ -248,7 +267,7 @@ mod tests {
             (d.path().to_owned(), "git directory"),
         ] {
             let writable = [made.display().to_string(), bad.display().to_string()];
-            let err = Confinement::new(at, (&writable, &hidden), Some(5))
+            let err = Confinement::new(at, (&writable, &hidden), Some(5), None)
                 .unwrap_err()
                 .to_string();
             assert!(
@@ -259,7 +278,13 @@ mod tests {
             assert!(!made.exists(), "nothing is made when one path is refused");
         }
         let beside = d.path().join("state/other");
-        let c = Confinement::new(at, (&[beside.display().to_string()], &hidden), Some(5)).unwrap();
+        let c = Confinement::new(
+            at,
+            (&[beside.display().to_string()], &hidden),
+            Some(5),
+            None,
+        )
+        .unwrap();
         let p = c.policy.as_ref().unwrap();
         assert!(p.write.contains(&beside) && beside.is_dir());
         assert!(p.hide.contains(&secret), "{:?}", p.hide);
@@ -278,7 +303,7 @@ mod tests {
             admin: &admin,
             common: &common,
         };
-        let c = Confinement::new(at, (&[cache.display().to_string()], &[]), Some(5)).unwrap();
+        let c = Confinement::new(at, (&[cache.display().to_string()], &[]), Some(5), None).unwrap();
         assert!(cache.is_dir(), "a missing writable path is made");
         let p = c.policy.as_ref().unwrap();
         assert_eq!(
@@ -299,13 +324,36 @@ mod tests {
         assert_eq!(env[&OsString::from("TMPDIR")], c.private.join("tmp"));
         c.remove();
         assert!(!c.private.exists());
-        let open = Confinement::new(at, (&[], &[]), None).unwrap();
+        let open = Confinement::new(at, (&[], &[]), None, None).unwrap();
         assert_eq!(open.abi(), None);
         assert_eq!(
             open.policy.as_ref().map(|p| (p.abi, p.write.len())),
             Some((0, 0))
         );
-        assert!(Confinement::new(at, (&["/proc/nope/x".into()], &[]), Some(5)).is_err());
+        assert!(Confinement::new(at, (&["/proc/nope/x".into()], &[]), Some(5), None).is_err());
         open.remove();
+    }
+
+    #[test]
+    fn a_pinned_worker_reaches_its_door_and_its_port_block() {
+        let d = tempfile::tempdir().unwrap();
+        let (wt, admin, common) = place_in(d.path());
+        let at = Place {
+            run_id: "r1",
+            worker_id: 3,
+            worktree: &wt,
+            admin: &admin,
+            common: &common,
+        };
+        let lease = crate::run::setup::ports::PortAllocator::new(d.path().join("ports"), 30000, 3)
+            .claim()
+            .unwrap();
+        let net = pinned(41000, Some(&lease));
+        assert_eq!(net.connect_ports, [41000, 30000, 30001, 30002]);
+        assert_eq!(net.bind_ports, [30000, 30001, 30002]);
+        assert_eq!(pinned(41000, None).connect_ports, [41000]);
+        let c = Confinement::new(at, (&[], &[]), Some(5), Some(net.clone())).unwrap();
+        assert_eq!(c.policy.as_ref().unwrap().network, Some(net));
+        c.remove();
     }
 }

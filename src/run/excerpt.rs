@@ -1,7 +1,9 @@
 //! The last meaningful lines of a worker's log, quoted in the reason of a worker that
 //! did not succeed, so a human can act on it ("exit code 1" says little; the agent's
 //! "unknown model" or API error says what to do). Bounded and masked: the log is the
-//! agent's output, and may hold anything.
+//! agent's output, and may hold anything. For a sandboxed worker, the path a
+//! "Permission denied" line names ([`denied_path`]), so its reason can say which
+//! write the sandbox stopped and what allows it.
 
 use std::path::Path;
 
@@ -34,6 +36,42 @@ pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
     picked.dedup();
     let picked = &picked[picked.len().saturating_sub(LINES)..];
     (!picked.is_empty()).then(|| picked.join(" ⏎ "))
+}
+
+/// What the log at `path` says was denied: on the first line saying `Permission
+/// denied` (what a write the sandbox refuses fails with, `EACCES`) that names an
+/// absolute path outside `worktree`, the path nearest those words — the first after
+/// them (`Permission denied: '/x'`), else the last before (`cannot create /x:
+/// Permission denied`); `Some(None)` when such lines name no path; `None` when no
+/// line says it.
+pub fn denied_path(path: &Path, worktree: Option<&Path>) -> Option<Option<String>> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let bytes = crate::util::tail_of(&mut f, READ_BYTES).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let denied: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("Permission denied"))
+        .map(clean)
+        .collect();
+    if denied.is_empty() {
+        return None;
+    }
+    let outside = |p: &str| worktree.is_none_or(|w| !Path::new(p).starts_with(w));
+    let paths = |text: &str| -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ',' | '(' | ')'))
+            .map(|w| w.trim_end_matches([':', '.']))
+            .filter(|w| w.starts_with('/') && w.len() > 1 && outside(w))
+            .map(str::to_owned)
+            .collect()
+    };
+    Some(denied.iter().find_map(|l| {
+        let (before, after) = l.split_once("Permission denied")?;
+        let mut after = paths(after);
+        match after.is_empty() {
+            false => Some(after.swap_remove(0)),
+            true => paths(before).pop(),
+        }
+    }))
 }
 
 /// One line without escape sequences or control characters, trimmed, cut, masked.
@@ -70,6 +108,32 @@ fn clean(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_path_denied_is_the_one_nearest_the_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let denied = |log: &str| {
+            let p = dir.path().join("log");
+            std::fs::write(&p, log).unwrap();
+            denied_path(&p, Some(Path::new("/w/t"))).map(|p| p.unwrap_or_default())
+        };
+        let d = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            denied("/a/agent.sh: 2: cannot create /x/out.txt: Permission denied\n"),
+            d("/x/out.txt")
+        );
+        assert_eq!(
+            denied("touch: cannot touch '/x/y': Permission denied\n"),
+            d("/x/y")
+        );
+        assert_eq!(
+            denied("PermissionError: [Errno 13] Permission denied: '/x/z.txt'\n"),
+            d("/x/z.txt")
+        );
+        // In the worktree it is no sandbox's doing; no line says it: nothing.
+        assert_eq!(denied("cannot create /w/t/a: Permission denied\n"), d(""));
+        assert_eq!(denied("all good\n"), None);
+    }
 
     #[test]
     fn the_last_meaningful_lines_bounded_and_masked() {

@@ -11,7 +11,7 @@
 //! Nothing a worker runs — setup commands, agent, checks — starts before the run's
 //! tamper snapshot is complete ([`super::tamper::guard::Guard::ready`]); its worktree
 //! is made meanwhile, and its confinement while git checks that worktree out. When the
-//! snapshot cannot be taken, no worker starts ([`NOT_STARTED_SNAPSHOT`]).
+//! snapshot cannot be taken, no worker starts ([`crate::model::Cause::SnapshotFailed`]).
 //!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
 //! Stopping is driven by a [`StopLevel`] watch channel that the signal dispatcher
@@ -37,15 +37,8 @@ use super::worktree;
 use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::config::TaskOutput;
 use crate::git::TrustedConfig;
-use crate::model::{Status, WorkerResult};
+use crate::model::{Cause, Reason, Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
-
-/// The reason of workers `budget_total` kept from starting (the report counts them).
-pub const NOT_STARTED_BUDGET: &str = "not started: the run's budget";
-
-/// The reason of workers that did not start because the run's tamper snapshot could
-/// not be taken (the run fails; resume runs them).
-pub const NOT_STARTED_SNAPSHOT: &str = "not started: the tamper snapshot could not be taken";
 
 /// Workers' final results, by id, for the workers that depend on them.
 type Done = BTreeMap<u32, watch::Sender<Option<WorkerResult>>>;
@@ -63,6 +56,16 @@ fn done_channels(workers: &[PlannedWorker]) -> Done {
         .filter(|w| awaited.contains(&w.id))
         .map(|w| (w.id, watch::channel(None).0))
         .collect()
+}
+
+/// What worker `r` spent: the larger of what its agent claimed and what the gateway
+/// measured (`None` when neither is known).
+pub fn spent_by(r: &WorkerResult) -> Option<f64> {
+    let measured = r.gateway.as_ref().map(|g| g.cost);
+    match (r.cost, measured) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Make `r` final for the workers waiting on it.
@@ -224,6 +227,9 @@ pub struct Executor {
     pub attempt: u32,
     /// The Landlock ABI workers are confined with; `None`: unconfined.
     pub sandbox: Option<u8>,
+    /// Each worker's sandbox pins it to its gateway door and its own ports
+    /// ([`crate::sandbox::Decision::network`]).
+    pub pin_network: bool,
     /// The repository's common git directory (harvest opens the repository by it).
     pub common_dir: PathBuf,
     /// The tamper check after each worker (see [`super::tamper`]).
@@ -238,9 +244,19 @@ pub struct Executor {
     pub checkouts: Arc<Semaphore>,
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
+    /// The run's gateway: each worker's one door out ([`super::gated`]).
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
 }
 
-/// What a worker's checkout makes beside it (see [`Executor::reserve`]).
+/// A worker's door in the run's gateway, open while it runs.
+struct WorkerDoor {
+    /// What the gateway gave it.
+    cred: crate::gateway::WorkerCredential,
+    /// For its agent's model calls.
+    model: crate::agent::door::ModelDoor,
+}
+
+/// What a worker gets once its worktree is checked out (see [`Executor::reserve`]).
 struct Reserved {
     /// Its confinement.
     confined: std::io::Result<Confinement>,
@@ -296,7 +312,7 @@ impl Executor {
             done: Arc::new(done_channels(&self.plan.workers)),
         };
         for r in self.kept.values() {
-            shared.spend.finish(r.worker_id, r.cost);
+            shared.spend.finish(r.worker_id, spent_by(r));
             post(&shared.done, r);
         }
         let mut set = JoinSet::new();
@@ -320,7 +336,8 @@ impl Executor {
                 continue;
             };
             if let Some(total) = self.plan.limits.budget_total {
-                let spent = shared.spend.total();
+                let on_wire = self.gateway.as_ref().map_or(0.0, |g| g.run_cost());
+                let spent = shared.spend.total().max(on_wire);
                 if spent >= total {
                     over_budget.push((w, spent, total));
                     continue;
@@ -348,19 +365,16 @@ impl Executor {
     }
 
     /// Why no worker may start any more: the tamper snapshot could not be taken.
-    fn snapshot_failed(&self) -> Option<String> {
+    fn snapshot_failed(&self) -> Option<Reason> {
         let why = self.tamper.as_ref()?.failed()?;
-        Some(format!("{NOT_STARTED_SNAPSHOT}: {why}"))
+        Some(Reason::snapshot_failed(&why))
     }
 
     /// Wait until the tamper snapshot is taken; an error is the reason of a worker
     /// that may not start.
-    async fn snapshot_taken(&self) -> Result<(), String> {
+    async fn snapshot_taken(&self) -> Result<(), Reason> {
         match &self.tamper {
-            Some(g) => g
-                .ready()
-                .await
-                .map_err(|why| format!("{NOT_STARTED_SNAPSHOT}: {why}")),
+            Some(g) => g.ready().await.map_err(|why| Reason::snapshot_failed(&why)),
             None => Ok(()),
         }
     }
@@ -385,7 +399,7 @@ impl Executor {
             .run_one(w, sh.events.clone(), sh.stop.clone(), Arc::clone(&sh.spend))
             .await;
         self.tamper_finished(id, &mut result);
-        sh.spend.finish(id, result.cost);
+        sh.spend.finish(id, spent_by(&result));
         drop(permit);
         sh.finished(id, result)
     }
@@ -410,9 +424,9 @@ impl Executor {
             None => self.dependency_base(&w, &finished),
         };
         let result = match based {
-            Err((status, reason)) => self.skeleton(&w, status, &reason),
+            Err((status, reason)) => self.skeleton(&w, status, reason),
             Ok(from) => match slot(&sh.permits, &mut sh.stop.clone()).await {
-                None => self.skeleton(&w, Status::Failed, "interrupted"),
+                None => self.skeleton(&w, Status::Failed, Reason::interrupted()),
                 Some(permit) => {
                     self.tamper_started(id);
                     let mut r = self
@@ -425,7 +439,7 @@ impl Executor {
                         )
                         .await;
                     self.tamper_finished(id, &mut r);
-                    sh.spend.finish(id, r.cost);
+                    sh.spend.finish(id, spent_by(&r));
                     drop(permit);
                     r
                 }
@@ -444,18 +458,11 @@ impl Executor {
         not_started: Vec<PlannedWorker>,
     ) {
         for (w, spent, total) in over_budget {
-            let r = self.skeleton(
-                &w,
-                Status::Failed,
-                &format!(
-                    "{} of ${total:.4} was spent (${spent:.4})",
-                    NOT_STARTED_BUDGET
-                ),
-            );
+            let r = self.skeleton(&w, Status::Failed, Reason::budget_spent(total, spent));
             set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
         for w in not_started {
-            let r = self.skeleton(&w, Status::Failed, "interrupted");
+            let r = self.skeleton(&w, Status::Failed, Reason::interrupted());
             set.spawn(std::future::ready(sh.finished(w.id, r)));
         }
     }
@@ -475,11 +482,8 @@ impl Executor {
         }
         for w in &self.plan.workers {
             if !results.iter().any(|r| r.worker_id == w.id) {
-                let r = self.skeleton(
-                    &w.clone(),
-                    Status::Failed,
-                    "internal error: worker task panicked",
-                );
+                let reason = Reason::internal_error("worker task panicked");
+                let r = self.skeleton(&w.clone(), Status::Failed, reason);
                 let _ = events.send(Event::WorkerFinished(Box::new(r.clone())));
                 results.push(r);
             }
@@ -489,7 +493,7 @@ impl Executor {
     }
 
     /// A result for a worker that did not get to run its agent.
-    fn skeleton(&self, w: &PlannedWorker, status: Status, reason: &str) -> WorkerResult {
+    fn skeleton(&self, w: &PlannedWorker, status: Status, reason: Reason) -> WorkerResult {
         WorkerResult {
             worker_id: w.id,
             attempt: self.attempt,
@@ -505,7 +509,7 @@ impl Executor {
             task: w.task.prompt.clone(),
             task_id: w.task.id.clone(),
             agent: w.agent.clone(),
-            reason: Some(reason.to_owned()),
+            reason: Some(reason),
             findings: None,
             commit: None,
             base_commit: None,
@@ -519,6 +523,7 @@ impl Executor {
             publish: None,
             sandboxed: false,
             sandbox_abi: None,
+            gateway: None,
         }
     }
 
@@ -540,12 +545,13 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         finished: &[WorkerResult],
-    ) -> Result<(Oid, Given), (Status, String)> {
+    ) -> Result<(Oid, Given), (Status, Reason)> {
+        let interrupted = |r: &WorkerResult| r.reason.as_ref().map(Reason::cause);
         if finished
             .iter()
-            .any(|r| r.reason.as_deref() == Some("interrupted"))
+            .any(|r| interrupted(r) == Some(Cause::Interrupted))
         {
-            return Err((Status::Failed, "interrupted".into()));
+            return Err((Status::Failed, Reason::interrupted()));
         }
         let picked = successful_dependencies(w, finished)?;
         let commits: Vec<Oid> = picked
@@ -554,12 +560,14 @@ impl Executor {
             .collect();
         let (first, rest) = commits
             .split_first()
-            .ok_or((Status::Failed, "dependencies left no commit".to_owned()))?;
+            .ok_or((Status::Failed, "dependencies left no commit".into()))?;
         let repo = git2::Repository::open(&self.repo_dir)
-            .map_err(|e| (Status::Failed, format!("git: {}", e.message())))?;
+            .map_err(|e| (Status::Failed, format!("git: {}", e.message()).into()))?;
         let mut acc = *first;
         for (k, next) in rest.iter().enumerate() {
-            acc = self.merge_dependency(&repo, w, acc, *next, (&picked, k + 1))?;
+            acc = self
+                .merge_dependency(&repo, w, acc, *next, (&picked, k + 1))
+                .map_err(|(status, why)| (status, why.into()))?;
         }
         Ok((acc, Given::from_dependencies(&self.plan, w, &picked)))
     }
@@ -623,7 +631,8 @@ impl Executor {
     }
 
     /// Run `w`, from the plan's base, or (a dependent) from its dependencies' merged
-    /// branches with what they give it.
+    /// branches with what they give it, through its door in the run's gateway (opened
+    /// first, closed once it is done: what the gateway measured goes in its result).
     async fn run_one_from(
         &self,
         w: PlannedWorker,
@@ -632,41 +641,95 @@ impl Executor {
         spend: Arc<Spend>,
         from: Option<(Oid, Given)>,
     ) -> WorkerResult {
+        let door = match self.open_door(&w) {
+            Ok(d) => d,
+            Err(why) => return self.skeleton(&w, Status::Failed, why.into()),
+        };
+        let live = (events, stop, spend);
+        let mut result = self.run_one_through(w, live, from, door.as_ref()).await;
+        if let (Some(g), Some(d)) = (&self.gateway, door)
+            && let Some(usage) = g.end_worker(d.cred.worker).await
+        {
+            result.gateway = Some(super::gated::record(&usage, result.cost));
+        }
+        result
+    }
+
+    /// Open `w`'s door in the run's gateway, with its budget and deadline (none
+    /// without a gateway). An error is why the worker cannot run.
+    fn open_door(&self, w: &PlannedWorker) -> Result<Option<WorkerDoor>, String> {
+        let Some(g) = &self.gateway else {
+            return Ok(None);
+        };
+        let limits = self.plan.limits_of(w);
+        let cred = g.register_worker(
+            w.id,
+            crate::gateway::WorkerLimits {
+                budget: limits.budget,
+                deadline: limits
+                    .timeout
+                    .map(|t| std::time::Instant::now() + Duration::from_secs_f64(t)),
+            },
+        )?;
+        let model = crate::agent::door::ModelDoor {
+            base_urls: cred.base_urls.clone(),
+            key: cred.placeholder_key.clone(),
+        };
+        Ok(Some(WorkerDoor { cred, model }))
+    }
+
+    /// [`Executor::run_one_from`] once its door is open.
+    async fn run_one_through(
+        &self,
+        w: PlannedWorker,
+        (events, stop, spend): (
+            mpsc::UnboundedSender<Event>,
+            watch::Receiver<StopLevel>,
+            Arc<Spend>,
+        ),
+        from: Option<(Oid, Given)>,
+        door: Option<&WorkerDoor>,
+    ) -> WorkerResult {
         let (base_override, given) = match from {
             Some((base, given)) => (Some(base), Some(given)),
             None => (None, None),
         };
         if *stop.borrow() != StopLevel::Run {
-            return self.skeleton(&w, Status::Failed, "interrupted");
+            return self.skeleton(&w, Status::Failed, Reason::interrupted());
         }
         if let Some(why) = self.snapshot_failed() {
-            return self.skeleton(&w, Status::Failed, &why);
+            return self.skeleton(&w, Status::Failed, why);
         }
-        let (base, path, reserved) = match self.make_worktree(&w, base_override, &stop).await {
+        let port = door.map(|d| d.cred.addr.port());
+        let made = self.make_worktree(&w, base_override, &stop, port).await;
+        let (base, path, reserved) = match made {
             Ok(made) => made,
             Err(failed) => return failed,
         };
-        let mut result = self.skeleton(&w, Status::Failed, "interrupted");
+        let mut result = self.skeleton(&w, Status::Failed, Reason::interrupted());
         result.worktree_path = Some(path.clone());
         result.base_commit = base_override.map(|b| b.to_string());
         let Reserved { confined, ports } = reserved;
-        let confined = match confined {
+        let mut confined = match confined {
             Ok(c) => c,
             Err(e) => {
-                result.reason = Some(format!("could not prepare the worker's sandbox: {e}"));
+                result.reason = Some(format!("could not prepare the worker's sandbox: {e}").into());
                 return self.at_base(&w, result, base);
             }
         };
         // Its worktree and confinement are made; what it runs waits for the snapshot.
         let waited = match self.snapshot_taken().await {
             Err(why) => Some(why),
-            Ok(()) if *stop.borrow() != StopLevel::Run => Some("interrupted".into()),
+            Ok(()) if *stop.borrow() != StopLevel::Run => Some(Reason::interrupted()),
             Ok(()) => None,
         };
         if let Some(why) = waited {
             confined.remove();
             result.reason = Some(why);
             return self.at_base(&w, result, base);
+        }
+        if let Some(d) = door {
+            confined.add_env(super::gated::proxy_vars(&d.cred.proxy_url));
         }
         self.processes_start();
         result.sandboxed = confined.abi().is_some();
@@ -675,12 +738,12 @@ impl Executor {
             events: &events,
             stop: &stop,
             spend,
+            door,
         };
         let result = self
             .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
             .await;
-        // Off the worker's way: the runtime, dropped, waits for it.
-        tokio::task::spawn_blocking(move || confined.remove());
+        confined.remove();
         result
     }
 
@@ -712,34 +775,27 @@ impl Executor {
         result
     }
 
-    /// What makes `w`'s confinement (its private directory, and its sandbox when the
-    /// run has one) for its worktree at `worktree`, once that directory exists, and
-    /// claims its port block: done while git checks the worktree out.
-    fn reserve(
-        &self,
-        w: &PlannedWorker,
-        worktree: &Path,
-    ) -> impl FnOnce() -> Reserved + Send + 'static {
+    /// Claim `w`'s port block and make its confinement (its private directory, and its
+    /// sandbox when the run has one: pinned, with [`Executor::pin_network`], to its
+    /// gateway door at port `door` and its port block) for its worktree at `worktree`,
+    /// once that is checked out.
+    fn reserve(&self, w: &PlannedWorker, worktree: &Path, door: Option<u16>) -> Reserved {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
-        let admin = self.common_dir.join("worktrees").join(name);
-        let (run_id, id, worktree) = (self.plan.run_id.clone(), w.id, worktree.to_owned());
-        let common = self.common_dir.clone();
-        let writable = self.plan.agent_of(w).writable.clone();
-        let hidden = self.plan.hidden.clone();
-        let sandbox = self.sandbox;
-        let setup = self.plan.setup.clone();
-        move || {
-            let at = Place {
-                run_id: &run_id,
-                worker_id: id,
-                worktree: &worktree,
-                admin: &admin,
-                common: &common,
-            };
-            Reserved {
-                confined: Confinement::new(at, (&writable, &hidden), sandbox),
-                ports: super::setup::claim_ports(&setup),
-            }
+        let at = Place {
+            run_id: &self.plan.run_id,
+            worker_id: w.id,
+            worktree,
+            admin: &self.common_dir.join("worktrees").join(name),
+            common: &self.common_dir,
+        };
+        let agent = self.plan.agent_of(w);
+        let ports = super::setup::claim_ports(&self.plan.setup);
+        let pin = door.filter(|_| self.pin_network);
+        let network = pin.map(|door| super::confine::pinned(door, ports.as_ref().ok()));
+        let limits = (agent.writable.as_slice(), self.plan.hidden.as_slice());
+        Reserved {
+            confined: Confinement::new(at, limits, self.sandbox, network),
+            ports,
         }
     }
 
@@ -763,7 +819,7 @@ impl Executor {
         };
         result.log_path = Some(at.log.clone());
 
-        // Prepare the worktree: the port block (claimed beside the checkout, held until
+        // Prepare the worktree: the port block (claimed after the checkout, held until
         // this worker is done), copied files, submodules, setup commands. A failure
         // there fails the worker, and the agent never starts.
         let prepared = self
@@ -781,10 +837,11 @@ impl Executor {
             result.reason = Some(why);
             return self.at_base(w, result, base);
         }
-        let asked = match Asked::of(w, given, confined, prepared.env) {
+        let asked = match Briefing::of(w, given, confined, prepared.env) {
             Ok(a) => a,
             Err(e) => {
-                result.reason = Some(format!("could not write the dependencies' findings: {e}"));
+                result.reason =
+                    Some(format!("could not write the dependencies' findings: {e}").into());
                 return self.at_base(w, result, base);
             }
         };
@@ -796,7 +853,7 @@ impl Executor {
             .await;
         match ran {
             Err(why) => {
-                result.reason = Some(why);
+                result.reason = Some(why.into());
                 self.finish_harvest(result, w, base, None, stop, confined)
                     .await
             }
@@ -816,17 +873,19 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
+        gateway_port: Option<u16>,
     ) -> Result<(Oid, PathBuf, Reserved), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => {
-                return Err(self.skeleton(w, Status::Failed, "plan has an invalid base commit"));
+                let why = "plan has an invalid base commit".into();
+                return Err(self.skeleton(w, Status::Failed, why));
             }
         };
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let path = worktree::worktree_path(&self.worktree_root, &self.plan.run_id, w.id);
         let Some(permit) = slot(&self.checkouts, &mut stop.clone()).await else {
-            return Err(self.skeleton(w, Status::Failed, "interrupted"));
+            return Err(self.skeleton(w, Status::Failed, Reason::interrupted()));
         };
         let made = {
             let (repo_dir, name, path, branch) = (
@@ -837,42 +896,29 @@ impl Executor {
             );
             let trusted = self.trusted.clone();
             let listed = self.listed.lock().map(|l| l.clone()).unwrap_or(None);
-            let reserve = self.reserve(w, &path);
             tokio::task::spawn_blocking(move || {
                 let config = worktree::CheckoutConfig {
                     trusted: &trusted,
                     listed: listed.as_ref(),
                 };
-                worktree::create(&repo_dir, &name, &path, &branch, base, config, reserve)
+                worktree::create(&repo_dir, &name, &path, &branch, base, config)
             })
             .await
         };
         drop(permit);
         match made {
-            Ok((Ok(()), reserved)) => {
+            Ok(Ok(())) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                let never = || std::io::Error::other("it was never made");
-                let reserved = reserved.unwrap_or_else(|| Reserved {
-                    confined: Err(never()),
-                    ports: Err(never()),
-                });
-                Ok((base, path, reserved))
+                Ok((base, path.clone(), self.reserve(w, &path, gateway_port)))
             }
-            Ok((Err(e), reserved)) => {
-                if let Some(Reserved {
-                    confined: Ok(c), ..
-                }) = reserved
-                {
-                    c.remove();
-                }
-                Err(self.skeleton(
-                    w,
-                    Status::Failed,
-                    &format!("could not create worktree: {e}"),
-                ))
-            }
+            Ok(Err(e)) => Err(self.skeleton(
+                w,
+                Status::Failed,
+                format!("could not create worktree: {e}").into(),
+            )),
             Err(_) => {
-                Err(self.skeleton(w, Status::Failed, "could not create worktree: task failed"))
+                let why = "could not create worktree: task failed".into();
+                Err(self.skeleton(w, Status::Failed, why))
             }
         }
     }
@@ -888,7 +934,7 @@ impl Executor {
         ),
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
-    ) -> super::setup::Prepared {
+    ) -> super::setup::SetupOutcome {
         let setup_events = events.clone();
         let id = w.id;
         super::setup::prepare(
@@ -927,13 +973,14 @@ impl Executor {
         adapter: &dyn Adapter,
         at: &Paths,
         confined: &Confinement,
-        asked: Asked,
+        asked: Briefing,
         live: Live<'_>,
     ) -> Result<Supervised, String> {
         let Live {
             events,
             stop,
             spend,
+            door,
         } = live;
         let agent = self.plan.agent_of(w);
         let limits = self.plan.limits_of(w);
@@ -952,12 +999,7 @@ impl Executor {
             private_dir: &confined.private,
             sandboxed: confined.abi().is_some(),
         };
-        let cmd = adapter
-            .command(&ctx)
-            .map_err(|e| format!("could not build the agent's command: {e}"))?;
-        adapter
-            .prepare(&ctx)
-            .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+        let cmd = agent_command(adapter, agent, &ctx, door)?;
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
             worktree: at.worktree.clone(),
@@ -989,6 +1031,7 @@ impl Executor {
             budget: limits.budget,
             max_steps: Some(limits.max_steps),
             run_budget: spend.reached(),
+            gateway: door.map(|d| d.cred.stop.clone()),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
                     spend.live(id, c);
@@ -1027,7 +1070,7 @@ impl Executor {
             Ok(h) => h,
             Err(why) => {
                 result.status = Status::Failed;
-                result.reason = Some(why);
+                result.reason = Some(why.into());
                 return result;
             }
         };
@@ -1036,7 +1079,7 @@ impl Executor {
         result.files_modified = harvested.files_modified;
         if let Some(why) = tampered {
             result.status = Status::Failed;
-            result.reason = Some(why);
+            result.reason = Some(why.into());
             return result;
         }
         let Some((sup, outcome)) = ran else {
@@ -1054,7 +1097,7 @@ impl Executor {
             self.plan.limits.inactivity_timeout,
         );
         result.status = status;
-        let mut notes: Vec<String> = reason.into_iter().collect();
+        let mut notes: Vec<Reason> = reason.into_iter().collect();
         if w.task.output == TaskOutput::Findings {
             findings_outcome(&mut result, &mut notes);
         }
@@ -1065,7 +1108,7 @@ impl Executor {
             self.check(&mut result, w, stop, confined, &mut notes).await;
         }
         if let Some(n) = harvested.note {
-            notes.push(n);
+            notes.push(n.into());
         }
         if sup.stragglers {
             notes.push("agent left processes running; fanout stopped them before harvest".into());
@@ -1080,7 +1123,7 @@ impl Executor {
         if sup.pipes_leaked {
             notes.push("a process outside the agent's group kept its output open".into());
         }
-        result.reason = (!notes.is_empty()).then(|| notes.join("; "));
+        result.reason = Reason::join(notes);
         result
     }
 
@@ -1152,7 +1195,7 @@ impl Executor {
         w: &PlannedWorker,
         stop: &watch::Receiver<StopLevel>,
         confined: &Confinement,
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Reason>,
     ) {
         let Some(dir) = result.worktree_path.clone() else {
             return;
@@ -1181,12 +1224,32 @@ impl Executor {
         result.checks = super::checks::run(checks, site, stop.clone()).await;
         if let Some(why) = super::checks::failure(&result.checks, checks.len()) {
             result.status = Status::Failed;
-            notes.insert(0, why);
+            notes.insert(0, why.into());
         } else if result.checks.len() < checks.len() {
             result.status = Status::Failed;
-            notes.insert(0, "interrupted during checks".to_owned());
+            notes.insert(0, Reason::interrupted_with(" during checks"));
         }
     }
+}
+
+/// The command line of `agent` (read by `adapter`) for `ctx`, pointed at its door in
+/// the gateway, its configuration prepared; an error is why it cannot run.
+fn agent_command(
+    adapter: &dyn Adapter,
+    agent: &crate::agent::AgentSpec,
+    ctx: &WorkerContext<'_>,
+    door: Option<&WorkerDoor>,
+) -> Result<crate::agent::CommandLine, String> {
+    let mut cmd = adapter
+        .command(ctx)
+        .map_err(|e| format!("could not build the agent's command: {e}"))?;
+    if let Some(d) = door {
+        crate::agent::door::route_through(agent, &d.model, &mut cmd);
+    }
+    adapter
+        .prepare(ctx)
+        .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
+    Ok(cmd)
 }
 
 /// How a running agent is followed: events for the reporter, the stop channel, and
@@ -1195,16 +1258,18 @@ struct Live<'a> {
     events: &'a mpsc::UnboundedSender<Event>,
     stop: &'a watch::Receiver<StopLevel>,
     spend: Arc<Spend>,
+    /// Its door in the run's gateway.
+    door: Option<&'a WorkerDoor>,
 }
 
 /// What a worker's agent is asked: its prompt (a dependent's with its dependencies'
 /// findings put in), and the variables setup and its dependencies add.
-struct Asked {
+struct Briefing {
     prompt: String,
     env: Vec<(String, String)>,
 }
 
-impl Asked {
+impl Briefing {
     /// `w`'s prompt and `setup_env`, with what its dependencies gave it (their findings
     /// written into its private directory, `$FANOUT_FINDINGS_DIR` naming them).
     fn of(
@@ -1212,15 +1277,15 @@ impl Asked {
         given: Option<&Given>,
         confined: &Confinement,
         mut env: Vec<(String, String)>,
-    ) -> std::io::Result<Asked> {
+    ) -> std::io::Result<Briefing> {
         let Some(given) = given else {
-            return Ok(Asked {
+            return Ok(Briefing {
                 prompt: w.task.agent_prompt(),
                 env,
             });
         };
         env.extend(given.write_files(&confined.private)?);
-        Ok(Asked {
+        Ok(Briefing {
             prompt: given.prompt.clone(),
             env,
         })
@@ -1284,30 +1349,51 @@ pub const LOG_QUOTE: &str = " — log: ";
 /// whose agent never started (setup failed: its reason quotes the setup's output; or
 /// not started: fanout's own reason, which resume and dependents read).
 fn quote_log(result: &mut WorkerResult) {
-    let reason = result.reason.clone().unwrap_or_default();
     let agent_ran = result.exit_code.is_some() || result.signal.is_some();
     if !agent_ran
         || result.status.is_good()
         || result.status == Status::Skipped
-        || ["interrupted", "not started", "internal error"]
-            .iter()
-            .any(|p| reason.starts_with(p))
+        || result.reason.as_ref().is_some_and(|r| !r.is_final())
     {
         return;
     }
+    let reason = result.reason.as_deref().unwrap_or_default().to_owned();
     let Some(log) = &result.log_path else { return };
+    let reason = match sandbox_denial(result, log) {
+        Some(why) if reason.is_empty() => why,
+        Some(why) => format!("{reason}; {why}"),
+        None => reason,
+    };
+    result.reason = (!reason.is_empty()).then(|| reason.clone().into());
     if let Some(lines) = super::excerpt::log_excerpt(log, &reason) {
         result.reason = Some(if reason.is_empty() {
-            format!("log: {lines}")
+            format!("log: {lines}").into()
         } else {
-            format!("{reason}{LOG_QUOTE}{lines}")
+            format!("{reason}{LOG_QUOTE}{lines}").into()
         });
     }
 }
 
+/// For a sandboxed worker whose log says "Permission denied": which path the sandbox
+/// refused (when a line names one) and what allows it.
+fn sandbox_denial(result: &WorkerResult, log: &std::path::Path) -> Option<String> {
+    if !result.sandboxed {
+        return None;
+    }
+    let path = super::excerpt::denied_path(log, result.worktree_path.as_deref())?;
+    let what = match path {
+        Some(p) => format!("the sandbox denied writing {p}"),
+        None => "a write was denied (\"Permission denied\"), perhaps by the sandbox".to_owned(),
+    };
+    Some(format!(
+        "{what}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: {}:` in fanout.yml, or run with `--sandbox off`",
+        result.agent
+    ))
+}
+
 /// A findings task: succeeding without changing a file is its normal outcome; no final
 /// message is worth a note.
-fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<String>) {
+fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<Reason>) {
     if result.status == Status::Unchanged {
         result.status = Status::Success;
     }
@@ -1321,7 +1407,7 @@ fn findings_outcome(result: &mut WorkerResult, notes: &mut Vec<String>) {
 fn successful_dependencies<'a>(
     w: &PlannedWorker,
     finished: &'a [WorkerResult],
-) -> Result<Vec<&'a WorkerResult>, (Status, String)> {
+) -> Result<Vec<&'a WorkerResult>, (Status, Reason)> {
     let mut picked: Vec<&WorkerResult> = Vec::new();
     for task in &w.task.depends_on {
         let mut of_task: Vec<&WorkerResult> = finished
@@ -1354,12 +1440,23 @@ fn successful_dependencies<'a>(
                     .unwrap_or_default();
                 return Err((
                     Status::Skipped,
-                    format!("dependency {task} did not succeed{why}"),
+                    format!("dependency {task} did not succeed{why}").into(),
                 ));
             }
         }
     }
     Ok(picked)
+}
+
+/// How fanout's stop went, when it stopped the agent.
+fn how_stopped(sup: &Supervised) -> &'static str {
+    if sup.killed {
+        "; killed after the grace period"
+    } else if sup.termed {
+        "; the agent honoured SIGTERM"
+    } else {
+        ""
+    }
 }
 
 /// The final status from what was observed and what the agent reported.
@@ -1370,35 +1467,34 @@ pub fn decide(
     budget: Option<f64>,
     timeout: Option<f64>,
     inactivity: Option<f64>,
-) -> (Status, Option<String>) {
-    // How fanout's stop went, when it stopped the agent.
-    let how = if sup.killed {
-        "; killed after the grace period"
-    } else if sup.termed {
-        "; the agent honoured SIGTERM"
-    } else {
-        ""
-    };
-    match sup.ending {
-        Ending::Interrupted => return (Status::Failed, Some(format!("interrupted{how}"))),
-        Ending::TimedOut => {
-            return (
-                Status::Timeout,
-                Some(format!(
-                    "timed out after {}s{how}",
-                    format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
-                )),
-            );
+) -> (Status, Option<Reason>) {
+    let how = how_stopped(sup);
+    if let Some(why) = sup.gateway_stop {
+        let why = format!("stopped: by the gateway's measure of its model calls, {why}{how}");
+        return (Status::Partial, Some(why.into()));
+    }
+    let (status, why) = match sup.ending {
+        Ending::Interrupted => return (Status::Failed, Some(Reason::interrupted_with(how))),
+        Ending::Exited => {
+            let (status, why) = agent_verdict(outcome, no_changes, budget);
+            return (status, why.map(Reason::from));
         }
+        Ending::TimedOut => (
+            Status::Timeout,
+            format!(
+                "timed out after {}s{how}",
+                format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+            ),
+        ),
         Ending::OverBudget => {
             let spent = sup.progress.cost.or(outcome.cost).unwrap_or(0.0);
-            return (
+            (
                 Status::Partial,
-                Some(format!(
+                format!(
                     "budget exceeded (${spent:.4} of ${:.4}); stopped",
                     budget.unwrap_or(0.0)
-                )),
-            );
+                ),
+            )
         }
         Ending::RunBudget => {
             // A cost the agent never reported is unknown, never $0.
@@ -1406,33 +1502,36 @@ pub fn decide(
                 Some(c) => format!("this worker had spent ${c:.4}"),
                 None => "this worker's cost is unknown".to_owned(),
             };
-            return (
+            (
                 Status::Partial,
-                Some(format!(
-                    "the run's budget_total was reached; stopped ({spent})"
-                )),
-            );
+                format!("the run's budget_total was reached; stopped ({spent})"),
+            )
         }
-        Ending::MaxSteps => {
-            return (
-                Status::Partial,
-                Some(format!(
-                    "max steps reached ({} steps); stopped",
-                    sup.progress.steps.unwrap_or(0)
-                )),
-            );
-        }
-        Ending::Inactive => {
-            return (
-                Status::Timeout,
-                Some(format!(
-                    "no output for {}s (inactivity timeout); stopped",
-                    format_secs(inactivity.unwrap_or(0.0))
-                )),
-            );
-        }
-        Ending::Exited => {}
-    }
+        Ending::MaxSteps => (
+            Status::Partial,
+            format!(
+                "max steps reached ({} steps); stopped",
+                sup.progress.steps.unwrap_or(0)
+            ),
+        ),
+        Ending::Inactive => (
+            Status::Timeout,
+            format!(
+                "no output for {}s (inactivity timeout); stopped",
+                format_secs(inactivity.unwrap_or(0.0))
+            ),
+        ),
+    };
+    (status, Some(why.into()))
+}
+
+/// The status of an agent that exited on its own, from what it reported (and its
+/// cost against `budget`), with the words why.
+fn agent_verdict(
+    outcome: &AgentOutcome,
+    no_changes: bool,
+    budget: Option<f64>,
+) -> (Status, Option<String>) {
     let over_budget = match (budget, outcome.cost) {
         (Some(b), Some(c)) if c > b => Some(format!("budget exceeded: ${c:.4} of ${b:.4}")),
         _ => None,
@@ -1554,6 +1653,7 @@ mod tests {
             pipes_leaked: false,
             progress: crate::agent::Progress::default(),
             progress_source: None,
+            gateway_stop: None,
         }
     }
     fn out(status: AgentStatus, cost: Option<f64>) -> AgentOutcome {
@@ -1698,10 +1798,7 @@ mod tests {
     );
 
     fn assert_decides((seen, said, empty, [budget, timeout, idle], status, reason): Case<'_>) {
-        assert_eq!(
-            decide(seen, said, empty, budget, timeout, idle),
-            (status, Some(reason.to_owned())),
-            "{reason}"
-        );
+        let (got, why) = decide(seen, said, empty, budget, timeout, idle);
+        assert_eq!((got, why.as_deref()), (status, Some(reason)), "{reason}");
     }
 }

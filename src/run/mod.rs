@@ -26,6 +26,7 @@ pub mod confine;
 pub mod event;
 pub mod excerpt;
 pub mod executor;
+pub mod gated;
 pub mod groups;
 pub mod harvest;
 pub mod inputs;

@@ -11,7 +11,7 @@
 //!
 //! A confined process ([`ProcessSpec::confine`]) restricts itself between fork and
 //! exec, after `setsid`, with the ruleset fanout built for it (see
-//! [`crate::sandbox::Prepared`]): the program starts already confined.
+//! [`crate::sandbox::Restrictions`]): the program starts already confined.
 //!
 //! While a group runs, its id is recorded next to its log ([`group_record_path`]), so
 //! that after a crash of fanout itself (which cannot stop its agents) `fanout resume`
@@ -70,12 +70,15 @@ pub struct ProcessSpec<'a> {
     /// Stop the agent once this turns true: the run's `budget_total` was reached (by
     /// any worker's spend).
     pub run_budget: Option<watch::Receiver<bool>>,
+    /// Stop the agent once the run's gateway says so: it measured the worker's budget,
+    /// or the run's `budget_total`, reached on the wire.
+    pub gateway: Option<watch::Receiver<Option<crate::gateway::Stop>>>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
     /// Run it confined: the worker's prepared sandbox ([`Confinement::prepared`]).
     ///
     /// [`Confinement::prepared`]: super::confine::Confinement::prepared
-    pub confine: Option<&'a crate::sandbox::Prepared>,
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
 }
 
 /// Why the process ended.
@@ -125,6 +128,8 @@ pub struct Supervised {
     pub progress: Progress,
     /// Where the live cost came from.
     pub progress_source: Option<CostSource>,
+    /// Why the gateway had the agent stopped, when it did.
+    pub gateway_stop: Option<crate::gateway::Stop>,
 }
 
 /// The limits the drain checks on each stdout line.
@@ -181,8 +186,10 @@ pub async fn supervise(
         started,
         reached: limit_rx,
         run_budget: spec.run_budget.take(),
+        gateway: spec.gateway.take(),
+        gateway_stop: None,
     };
-    let report = wait_for_exit(ended, &mut st, limits, &mut stop).await;
+    let (report, gateway_stop) = wait_for_exit(ended, &mut st, limits, &mut stop).await;
     let duration = started.elapsed();
     let stragglers = stop_stragglers(&mut st, &stop, &mut child).await;
     // The tree is gone: nothing left for a later `fanout resume` to worry about.
@@ -207,6 +214,7 @@ pub async fn supervise(
         pipes_leaked,
         progress,
         progress_source,
+        gateway_stop,
     })
 }
 
@@ -228,7 +236,7 @@ fn command(spec: &mut ProcessSpec<'_>, report: RawFd) -> std::io::Result<tokio::
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    // SAFETY: setsid(2), dup2(2), fcntl(2) and `Prepared::apply` (prctl, capset,
+    // SAFETY: setsid(2), dup2(2), fcntl(2) and `Restrictions::apply` (prctl, capset,
     // landlock_restrict_self) are system calls only, async-signal-safe; nothing else
     // runs between fork and exec.
     unsafe {
@@ -339,17 +347,38 @@ struct Limits {
     started: Instant,
     reached: tokio::sync::mpsc::UnboundedReceiver<Ending>,
     run_budget: Option<watch::Receiver<bool>>,
+    gateway: Option<watch::Receiver<Option<crate::gateway::Stop>>>,
+    /// What the gateway said, once it did.
+    gateway_stop: Option<crate::gateway::Stop>,
+}
+
+impl Limits {
+    /// Stop the group for what the gateway said (`why`), unless it is already
+    /// stopping.
+    fn gateway_said(&mut self, st: &mut Stopping, why: Option<crate::gateway::Stop>) {
+        use crate::gateway::Stop;
+        let Some(why) = why else { return };
+        if !st.running() {
+            return;
+        }
+        self.gateway_stop = Some(why);
+        st.term(match why {
+            Stop::Budget { .. } => Ending::OverBudget,
+            Stop::RunBudget { .. } => Ending::RunBudget,
+        });
+    }
 }
 
 /// Wait for the supervisor's report that its program ended, stopping the group at a
 /// limit or when fanout is asked to stop (a stop requested before it started counts
-/// too). `None`: the supervisor ended without one.
+/// too). `None`: the supervisor ended without one. With it, why the gateway had it
+/// stopped, when it did.
 async fn wait_for_exit(
     mut ended: tokio::sync::oneshot::Receiver<Option<Report>>,
     st: &mut Stopping,
     mut limits: Limits,
     stop: &mut watch::Receiver<StopLevel>,
-) -> Option<Report> {
+) -> (Option<Report>, Option<crate::gateway::Stop>) {
     let mut idle_check = limits.inactivity.map(|limit| {
         let every = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         tokio::time::interval(every)
@@ -360,13 +389,18 @@ async fn wait_for_exit(
     if run_budget.as_mut().is_some_and(|r| *r.borrow_and_update()) {
         st.term(Ending::RunBudget);
     }
+    let mut gateway = limits.gateway.take();
+    if let Some(g) = gateway.as_mut() {
+        let now = *g.borrow_and_update();
+        limits.gateway_said(st, now);
+    }
     let mut pending = Some(*stop.borrow());
     loop {
         if let Some(level) = pending.take() {
             st.requested(level);
         }
         tokio::select! {
-            report = &mut ended => return report.ok().flatten(),
+            report = &mut ended => return (report.ok().flatten(), limits.gateway_stop),
             _ = sleep_until(limits.deadline), if limits.deadline.is_some() && st.running() => {
                 st.term(Ending::TimedOut);
             }
@@ -390,6 +424,12 @@ async fn wait_for_exit(
                     None => run_budget = None,
                 }
             }
+            said = gateway_changed(&mut gateway), if gateway.is_some() && st.running() => {
+                match said {
+                    Some(why) => limits.gateway_said(st, why),
+                    None => gateway = None,
+                }
+            }
             _ = sleep_until(st.kill_at), if st.kill_at.is_some() => st.kill(),
             changed = stop.changed(), if stop_open => {
                 match changed {
@@ -403,6 +443,15 @@ async fn wait_for_exit(
 
 /// The next value of `rx` (`None` once its sender is gone).
 async fn changed(rx: &mut Option<watch::Receiver<bool>>) -> Option<bool> {
+    let rx = rx.as_mut()?;
+    rx.changed().await.ok()?;
+    Some(*rx.borrow_and_update())
+}
+
+/// The gateway's next word (`None` once it is gone).
+async fn gateway_changed(
+    rx: &mut Option<watch::Receiver<Option<crate::gateway::Stop>>>,
+) -> Option<Option<crate::gateway::Stop>> {
     let rx = rx.as_mut()?;
     rx.changed().await.ok()?;
     Some(*rx.borrow_and_update())

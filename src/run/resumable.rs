@@ -70,7 +70,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         )));
     }
     let plan = load_plan(&id, &run_dir)?;
-    let sandbox = super::attempt::sandbox_decision(plan.sandbox)?;
+    let sandbox = super::attempt::sandbox_decision(plan.sandbox, &plan.network)?;
     let mut journal = Journal::load(&run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
     let kept = resume::load_finished(&run_dir, &plan);
@@ -91,6 +91,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
     }
     let runtime = super::attempt::runtime()?;
     let config = super::attempt::read_config(repo)?;
+    let gateway = super::attempt::gateway_config(&plan)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, (&plan, &journal), stop_survivors)?;
@@ -126,6 +127,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         // stopped after the listing): each checkout lists the configuration again.
         listed: None,
         runtime,
+        gateway,
         // `fanout resume` executes fanout's binary for each harvest.
     };
     Ok(Found::Ready(Box::new(Resumable {
@@ -235,7 +237,7 @@ fn confirmed(id: &str, unproven: &[String]) -> bool {
 
 /// Compare with the run's tamper snapshot (its earlier attempt was cut short, so no
 /// check ran after its last workers): say what changed; restore config, hooks and
-/// `info/`, never a ref ([`super::tamper::Mode::Resume`]); then let the attempt take
+/// `info/`, never a ref ([`super::tamper::CheckAt::Resume`]); then let the attempt take
 /// a snapshot of its own.
 fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     if !run_dir.join(super::tamper::SNAPSHOT_FILE).exists() {
@@ -244,7 +246,7 @@ fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     let snap = super::tamper::Snapshot::load(run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let changes = snap
-        .check(super::tamper::Mode::Resume)
+        .check(super::tamper::CheckAt::Resume)
         .map_err(|e| Failure::Fatal(format!("run {id}: tamper check: {e}")))?;
     for c in changes.iter().filter(|c| !c.benign) {
         errln!("fanout: run {id}: since its earlier attempt started, {c}");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::model::WorkerResult;
+use crate::model::{Reason, WorkerResult};
 use crate::plan::Plan;
 use crate::util::{read_capped, write_atomic};
 
@@ -44,10 +44,7 @@ pub fn record(run_dir: &Path, result: &WorkerResult) -> std::io::Result<()> {
 
 /// Whether `result` is final: see the module docs.
 pub fn finished(result: &WorkerResult) -> bool {
-    let reason = result.reason.as_deref().unwrap_or_default();
-    !["interrupted", "not started", "internal error"]
-        .iter()
-        .any(|p| reason.starts_with(p))
+    result.reason.as_ref().is_none_or(Reason::is_final)
 }
 
 /// A worker's record from its bytes.

@@ -49,7 +49,7 @@ pub enum WorktreeError {
         source: std::io::Error,
     },
     /// git failure.
-    #[error("git: {0}")]
+    #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
     /// The checkout failed.
     #[error("checkout: {0}")]
@@ -99,33 +99,20 @@ pub struct CheckoutConfig<'a> {
 /// the run started, so the user's Git LFS runs and a filter an agent configured since
 /// does not). git checks out faster than libgit2 and in less memory, and runs the user's
 /// filters, which libgit2 cannot.
-///
-/// `beside` runs on a thread of its own while git checks out, once the worktree's
-/// directory and its administrative directory exist; what it returned comes back
-/// whether or not the worktree was made (`None` when it never ran), for the caller to
-/// keep or undo.
-pub fn create<T: Send>(
+pub fn create(
     repo_dir: &Path,
     name: &str,
     path: &Path,
     branch: &str,
     base: Oid,
     config: CheckoutConfig<'_>,
-    beside: impl FnOnce() -> T + Send,
-) -> (Result<(), WorktreeError>, Option<T>) {
-    let admin = match claimable(repo_dir, name, path, branch, base) {
-        Ok(admin) => admin,
-        Err(e) => return (Err(e), None),
-    };
-    match add_worktree(&admin, path, base, config, beside) {
-        (Ok(()), made) => (Ok(()), made),
-        (Err(e), made) => {
-            // Undo: no half-made worktree.
-            let _ = std::fs::remove_dir_all(&admin);
-            let _ = std::fs::remove_dir_all(path);
-            (Err(e), made)
-        }
-    }
+) -> Result<(), WorktreeError> {
+    let admin = claimable(repo_dir, name, path, branch, base)?;
+    add_worktree(&admin, path, base, config).inspect_err(|_| {
+        // Undo: no half-made worktree.
+        let _ = std::fs::remove_dir_all(&admin);
+        let _ = std::fs::remove_dir_all(path);
+    })
 }
 
 /// The administrative directory a worktree `name` at `path` would get, when neither
@@ -152,29 +139,18 @@ fn claimable(
     Ok(admin)
 }
 
-fn add_worktree<T: Send>(
+fn add_worktree(
     admin: &Path,
     path: &Path,
     base: Oid,
     config: CheckoutConfig<'_>,
-    beside: impl FnOnce() -> T + Send,
-) -> (Result<(), WorktreeError>, Option<T>) {
-    let admin_abs = match write_admin(admin, path, base) {
-        Ok(a) => a,
-        Err(e) => return (Err(e), None),
-    };
-    let (checked, made) = std::thread::scope(|s| {
-        let made = s.spawn(beside);
-        let checked = checkout(&admin_abs.0, &admin_abs.1, config);
-        (checked, made.join().ok())
-    });
-    let done = checked.and_then(|()| {
-        std::fs::remove_file(admin.join("locked")).map_err(|source| WorktreeError::Io {
-            path: admin.to_owned(),
-            source,
-        })
-    });
-    (done, made)
+) -> Result<(), WorktreeError> {
+    let admin_abs = write_admin(admin, path, base)?;
+    checkout(&admin_abs.0, &admin_abs.1, config)?;
+    std::fs::remove_file(admin.join("locked")).map_err(|source| WorktreeError::Io {
+        path: admin.to_owned(),
+        source,
+    })
 }
 
 /// Write the administrative files of a worktree at `path` (HEAD detached at `base`),
@@ -436,9 +412,7 @@ mod tests {
                 trusted: &TrustedConfig::new(),
                 listed: None,
             },
-            || (),
         )
-        .0
         .unwrap();
         assert_eq!(
             std::fs::read(path.join("a.txt")).unwrap(),
@@ -458,9 +432,7 @@ mod tests {
                 trusted: &TrustedConfig::new(),
                 listed: None,
             },
-            || (),
         )
-        .0
         .unwrap();
         assert_eq!(std::fs::read(path.join("a.txt")).unwrap(), b"one\ntwo\n");
         // The new worktree is clean: the index matches what was written.

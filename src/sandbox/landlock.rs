@@ -2,7 +2,7 @@
 //! crate, every right required: a ruleset the kernel cannot enforce in full is an
 //! error, never a weaker sandbox) and its socket filter ([`super::seccomp`]), both
 //! built in fanout's process, and what the child does with them between fork and exec
-//! ([`Prepared::apply`]: dropping capabilities, `no_new_privs`,
+//! ([`Restrictions::apply`]: dropping capabilities, `no_new_privs`,
 //! `landlock_restrict_self`, the filter; system calls only).
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -45,10 +45,10 @@ pub(super) fn kernel_abi() -> Result<u8, String> {
 }
 
 /// A confinement made ready in fanout's own process, applied in the child between
-/// fork and exec ([`Prepared::apply`]): the Landlock ruleset with all its rules, the
+/// fork and exec ([`Restrictions::apply`]): the Landlock ruleset with all its rules, the
 /// socket filter, and whether the child must give up capabilities.
 #[derive(Debug, Clone)]
-pub struct Prepared {
+pub struct Restrictions {
     /// The ruleset (close-on-exec: it never reaches the program); `None` for ABI 0.
     /// Shared: every process of a worker restricts itself with the same one.
     ruleset: Option<Arc<OwnedFd>>,
@@ -60,7 +60,7 @@ pub struct Prepared {
 
 /// Build `policy`'s ruleset (every rule added, every right required) and socket
 /// filter, and find out whether capabilities must go.
-pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
+pub(super) fn prepare(policy: &Policy) -> Result<Restrictions, String> {
     if policy.network.is_some() && policy.abi < NET_ABI {
         return Err(format!(
             "a closed network needs Landlock ABI {} (Linux 6.7) or later; fanout uses ABI {} here",
@@ -77,14 +77,14 @@ pub(super) fn prepare(policy: &Policy) -> Result<Prepared, String> {
     } else {
         (None, None)
     };
-    Ok(Prepared {
+    Ok(Restrictions {
         ruleset,
         filter,
         drop_caps: holds_capabilities(),
     })
 }
 
-impl Prepared {
+impl Restrictions {
     /// Confine the calling process: drop every capability when fanout had any, set
     /// `no_new_privs`, restrict with the ruleset, install the socket filter. Only
     /// system calls, no allocation: safe between fork and exec.

@@ -8,11 +8,14 @@
 //!   knob that can only downgrade); [`decide`] turns a mode and the probe into the ABI
 //!   a run confines its processes with, or a refusal (`required` where the kernel has
 //!   less than [`REQUIRED_ABI`]), or a notice (`auto` without Landlock);
-//!   [`network_support`]: what the kernel can enforce of a closed network.
+//!   [`network_support`]: what the kernel can enforce of a closed network;
+//!   [`decide_network`]: with `network.enforce:` ([`Enforce`]), whether a run's
+//!   workers are pinned to the gateway ([`NetPolicy::pinned`]), or a refusal, or a
+//!   notice that the network is unconfined.
 //! - [`Policy`]: what one confined process may write, what it may not read
 //!   ([`hidden`]: the user's credentials by default), and, with a [`NetPolicy`], which
 //!   network it reaches.
-//! - [`prepare`] and [`Prepared::apply`]: fanout builds the policy's Landlock ruleset
+//! - [`prepare`] and [`Restrictions::apply`]: fanout builds the policy's Landlock ruleset
 //!   (handling every file-system right of the ABI; from ABI 6, scoping signals and
 //!   abstract unix sockets to the sandbox; with a [`NetPolicy`], TCP `bind` and
 //!   `connect` by port) and its socket filter (`seccomp.rs`: no Unix, raw, netlink or
@@ -29,8 +32,9 @@
 //!
 //! **The network API** (for the per-run gateway, issue #31): set
 //! [`Policy::network`] to `Some(NetPolicy { connect_ports, bind_ports, deny_udp })` —
-//! the gateway's port and the worker's `ports:` in `connect_ports`, the worker's
-//! `ports:` in `bind_ports`, `deny_udp: true` — and a confined process connects over
+//! [`NetPolicy::pinned`]: the gateway's port and the worker's `ports:` in
+//! `connect_ports`, the worker's `ports:` in `bind_ports`, `deny_udp: true` — and a
+//! confined process connects over
 //! TCP only to those ports (`EACCES` otherwise), binds only those, and makes no UDP
 //! socket (`EPERM`). `None` is the open network. [`prepare`] refuses a `NetPolicy`
 //! below [`NET_ABI`]; [`network_support`] says up front whether this kernel can
@@ -51,11 +55,13 @@
 pub mod hidden;
 #[cfg(target_os = "linux")]
 mod landlock;
+mod network;
 mod policy;
 #[cfg(target_os = "linux")]
 mod seccomp;
 pub mod sockets;
 
+pub use network::{Enforce, NetDecision, NetworkSupport, decide_network};
 pub use policy::{NET_ABI, NetPolicy, Policy};
 
 use serde::{Deserialize, Serialize};
@@ -188,6 +194,19 @@ pub struct Decision {
     pub abi: Option<u8>,
     /// Said once: why agents run unconfined under `auto`, or what a low ABI leaves open.
     pub notice: Option<String>,
+    /// Whether workers are pinned to the gateway (`network:`); set by the run with
+    /// [`decide_network`] once the sandbox is decided.
+    pub network: NetDecision,
+}
+
+impl Decision {
+    /// The sandbox's notice and the network's, as one text (for the summary).
+    pub fn notices(&self) -> Option<String> {
+        match (&self.notice, &self.network.notice) {
+            (Some(s), Some(n)) => Some(format!("{s}. {n}")),
+            (s, n) => s.clone().or_else(|| n.clone()),
+        }
+    }
 }
 
 /// Decide for `mode` with what the kernel offers; an error (for `required`) says why
@@ -208,6 +227,7 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
         (Mode::Required, Some(a)) if a >= REQUIRED_ABI => Ok(Decision {
             abi: Some(a),
             notice: None,
+            ..Decision::default()
         }),
         (Mode::Required, _) => Err(format!(
             "sandbox: required, but {}; fanout needs Landlock ABI {REQUIRED_ABI} (Linux 6.2) or later to confine agents. Run with `sandbox: auto` (or --sandbox auto) to go on without it",
@@ -216,12 +236,14 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
         (Mode::Auto, Some(a)) if a >= REQUIRED_ABI => Ok(Decision {
             abi: Some(a),
             notice: None,
+            ..Decision::default()
         }),
         (Mode::Auto, Some(a)) if a >= MIN_ABI => Ok(Decision {
             abi: Some(a),
             notice: Some(format!(
                 "sandbox: Landlock ABI {a}: agents are confined, but may still truncate files outside their worktree (that needs ABI {REQUIRED_ABI}, Linux 6.2)"
             )),
+            ..Decision::default()
         }),
         (Mode::Auto, _) => Ok(Decision {
             abi: None,
@@ -229,25 +251,8 @@ pub fn decide(mode: Mode, probe: &Probe) -> Result<Decision, String> {
                 "sandbox: {}; agents run WITHOUT a sandbox (fanout needs Landlock ABI {MIN_ABI}, Linux 5.19, or later). Set `sandbox: off` to silence this, or `sandbox: required` to refuse to run",
                 why()
             )),
+            ..Decision::default()
         }),
-    }
-}
-
-/// What this kernel can enforce of a closed network ([`NetPolicy`]), for `fanout
-/// sandbox` and for the run that is asked to close it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct NetworkSupport {
-    /// TCP `connect` and `bind` by port: Landlock ABI [`NET_ABI`] or later.
-    pub tcp_ports: bool,
-    /// The socket filter (seccomp): no Unix, raw or netlink socket, no UDP when the
-    /// network is closed.
-    pub socket_filter: bool,
-}
-
-impl NetworkSupport {
-    /// Both: a closed network can be enforced.
-    pub fn closed_network(&self) -> bool {
-        self.tcp_ports && self.socket_filter
     }
 }
 
@@ -270,17 +275,17 @@ fn socket_filter_available() -> bool {
 }
 
 /// A confinement made ready in fanout's own process (the Landlock ruleset with every
-/// rule), to apply in a child between fork and exec with [`Prepared::apply`].
+/// rule), to apply in a child between fork and exec with [`Restrictions::apply`].
 #[cfg(target_os = "linux")]
-pub use landlock::Prepared;
+pub use landlock::Restrictions;
 
 /// Off Linux there is nothing to apply.
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug, Clone)]
-pub struct Prepared;
+pub struct Restrictions;
 
 #[cfg(not(target_os = "linux"))]
-impl Prepared {
+impl Restrictions {
     /// Nothing to do.
     pub fn apply(&self) -> std::io::Result<()> {
         Ok(())
@@ -293,9 +298,9 @@ impl Prepared {
     }
 }
 
-/// Make `policy` ready for a child to apply (see [`Prepared`]); the error says what
+/// Make `policy` ready for a child to apply (see [`Restrictions`]); the error says what
 /// could not be set up.
-pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
+pub fn prepare(policy: &Policy) -> Result<Restrictions, String> {
     #[cfg(target_os = "linux")]
     {
         landlock::prepare(policy).map_err(|e| format!("Landlock: {e}"))
@@ -303,7 +308,7 @@ pub fn prepare(policy: &Policy) -> Result<Prepared, String> {
     #[cfg(not(target_os = "linux"))]
     {
         match policy.abi {
-            0 => Ok(Prepared),
+            0 => Ok(Restrictions),
             _ => Err("Landlock is a Linux feature".into()),
         }
     }

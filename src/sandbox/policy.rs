@@ -51,3 +51,41 @@ pub struct NetPolicy {
     /// `EPERM`), so that no datagram — DNS included — carries data out.
     pub deny_udp: bool,
 }
+
+impl NetPolicy {
+    /// A worker pinned to its door: TCP `connect` only to the gateway's port
+    /// (`gateway`) and to the worker's own `ports`, `bind` only its own `ports`, no UDP.
+    /// Everything else it reaches, it reaches through the gateway.
+    pub fn pinned(gateway: u16, ports: impl IntoIterator<Item = u16>) -> NetPolicy {
+        let mut bind_ports: Vec<u16> = ports.into_iter().collect();
+        bind_ports.sort_unstable();
+        bind_ports.dedup();
+        let mut connect_ports = bind_ports.clone();
+        if !connect_ports.contains(&gateway) {
+            connect_ports.insert(0, gateway);
+        }
+        NetPolicy {
+            connect_ports,
+            bind_ports,
+            deny_udp: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_worker_connects_to_its_door_and_its_ports_and_binds_only_its_ports() {
+        let p = NetPolicy::pinned(41000, [20012, 20010, 20011, 20010]);
+        assert_eq!(p.connect_ports, [41000, 20010, 20011, 20012]);
+        assert_eq!(p.bind_ports, [20010, 20011, 20012]);
+        assert!(p.deny_udp);
+        let alone = NetPolicy::pinned(41000, []);
+        assert_eq!(
+            (alone.connect_ports, alone.bind_ports),
+            (vec![41000], vec![])
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! Linux: the socket filter every confined process gets beside Landlock — a seccomp
 //! program (the `seccompiler` crate) compiled in fanout's process and installed by
-//! the child between fork and exec ([`super::Prepared::apply`]).
+//! the child between fork and exec ([`super::Restrictions::apply`]).
 //!
 //! It answers `EPERM` (the process goes on) to:
 //! - `socket()` of any family but IPv4 and IPv6: no Unix socket (Landlock does not

@@ -373,6 +373,17 @@ impl FakeGitHub {
         )
     }
 
+    /// Retitles a pull request as a person would in the web interface.
+    pub fn set_pull_title(&self, number: u64, title: &str) {
+        let mut state = self.lock();
+        let pr = state
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
+        pr.title = title.into();
+    }
+
     /// Closes a pull request as a human would (without merging).
     pub fn close_pull(&self, number: u64) {
         let mut state = self.lock();

@@ -10,6 +10,10 @@
 //! be had these tests fail with the script's message, unless
 //! `FANOUT_SKIP_REAL_AGENTS=1` is set.
 //!
+//! Every run goes through fanout's gateway: the fake is the upstream of the user's own
+//! base-URL variable, the key a distinctive string that only the fake may see; each
+//! worker's result holds the gateway's cost, which must match what the fake charged.
+//!
 //! Each CLI is pointed at the fake by environment and by files in the scratch HOME
 //! (never by extra flags), so the tests hold whatever command line the adapter builds.
 //! Every fake response reports 1000 input and 100 output tokens; the expected cost of
@@ -28,6 +32,8 @@ use serde_json::{Value, json};
 
 const FAKE_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/fake_model.py");
 const API_ERROR: &str = "fake-model: scripted API error";
+/// The user's key, as each CLI's setup exports it to fanout.
+const REAL_KEY: &str = "sk-real-key-7f3a9c1e-agents-real";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Cli {
@@ -87,12 +93,14 @@ impl Cli {
     fn setup(self) -> &'static str {
         match self {
             Cli::Claude => {
-                r#"export ANTHROPIC_BASE_URL="http://127.0.0.1:$FAKE_PORT" ANTHROPIC_API_KEY=dummy
+                r#"export ANTHROPIC_BASE_URL="http://127.0.0.1:$FAKE_PORT" ANTHROPIC_API_KEY=sk-real-key-7f3a9c1e-agents-real
 export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 DISABLE_AUTOUPDATER=1
 "#
             }
-            // codex ignores OPENAI_BASE_URL: a custom provider in its config. Analytics
-            // off, or it waits 5 s at exit trying to export metrics.
+            // codex ignores OPENAI_BASE_URL: fanout gives it a provider of its own on
+            // the command line, pointed at the gateway, whose upstream is the user's
+            // OPENAI_BASE_URL. (The config's provider is what codex would use without
+            // fanout.) Analytics off, or it waits 5 s at exit trying to export metrics.
             Cli::Codex => {
                 r#"mkdir -p "$HOME/.codex"
 cat >"$HOME/.codex/config.toml" <<EOF
@@ -105,17 +113,17 @@ wire_api = "responses"
 [analytics]
 enabled = false
 EOF
-export FAKE_KEY=x
+export FAKE_KEY=x OPENAI_BASE_URL="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_API_KEY=sk-real-key-7f3a9c1e-agents-real
 "#
             }
             Cli::Aider => {
-                r#"export OPENAI_API_BASE="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_API_KEY=x LITELLM_LOCAL_MODEL_COST_MAP=True
+                r#"export OPENAI_API_BASE="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_API_KEY=sk-real-key-7f3a9c1e-agents-real LITELLM_LOCAL_MODEL_COST_MAP=True
 # not streaming, aider takes the server's token usage instead of counting tokens itself
 export AIDER_STREAM=false
 "#
             }
             Cli::Architect => {
-                r#"export ARCHITECT_API_BASE="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_API_KEY=x
+                r#"export ARCHITECT_API_BASE="http://127.0.0.1:$FAKE_PORT/v1" OPENAI_API_KEY=sk-real-key-7f3a9c1e-agents-real
 export LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True
 "#
             }
@@ -322,8 +330,9 @@ fn run(t: &TestEnv, cli: Cli, bin: &Path, scenario: &str, args: &[&str]) -> Outc
     let log = root.join("model-requests.jsonl");
     let _ = std::fs::remove_file(&log);
     // `required`: these runs never pass unconfined
+    // (the prices of aider's fake models, for the gateway: those of its metadata file)
     let cfg = t.config(&format!(
-        "worktree_dir: '{}'\nsandbox: required\n",
+        "worktree_dir: '{}'\nsandbox: required\nprices:\n  fake-a: {{input: 1.0, output: 2.0}}\n  fake-b: {{input: 2.0, output: 4.0}}\n",
         t.worktrees.display()
     ));
     let stdout = root.join("fanout.stdout");
@@ -457,6 +466,14 @@ fn two_workers_write_and_commit(cli: Cli) {
         }
         let charged = reqs.iter().filter(|q| !q["usage"].is_null()).count();
         assert_cost(r, charged as f64 * cli.price_per_response(model), &what);
+        // Through the gateway: it measured the same cost from the wire, and the fake
+        // got the real key, which the worker never had.
+        let g = &r["gateway"];
+        assert_cost(g, charged as f64 * cli.price_per_response(model), &what);
+        assert_eq!(g["cost_mismatch"], false, "{what}: {r}");
+        for q in &reqs {
+            assert_eq!(q["key"], REAL_KEY, "{what}: {q}");
+        }
         let main = reqs.iter().filter(|q| q["kind"] == "main").count();
         assert_eq!(r["steps"], expected_steps(cli, main), "{what}: {r}");
     }
@@ -479,6 +496,16 @@ fn two_workers_write_and_commit(cli: Cli) {
     for id in [1, 2] {
         assert_eq!(o.result(id)["sandboxed"], true, "{}", o.result(id));
     }
+    // The real key is in no file a worker could write or fanout recorded: worktrees,
+    // the repository and the run's records, HOME.
+    for dir in [&t.worktrees, &t.repo, &t.home] {
+        let holding = files_holding(dir, REAL_KEY);
+        assert!(
+            holding.is_empty(),
+            "{}: the real key is in {holding:?}",
+            cli.name()
+        );
+    }
     // The user's repository config is untouched (aider would write an identity there).
     assert_eq!(
         String::from_utf8_lossy(&std::fs::read(t.repo.join(".git/config")).unwrap()),
@@ -489,6 +516,15 @@ fn two_workers_write_and_commit(cli: Cli) {
 }
 
 /// Every file under `dir` (relative path → bytes).
+/// Files under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
+    files_under(dir)
+        .into_iter()
+        .filter(|(_, b)| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        .map(|(p, _)| p)
+        .collect()
+}
+
 fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];

@@ -587,3 +587,44 @@ fn a_placeholder_without_a_value_for_a_worker_is_refused_when_planning() {
         "--config", cfg, "plan", "-w", "1", "-t", "x", "--models", "m1",
     ]);
 }
+
+/// libgit2's internals (`class=…; code=…`, `(-3)`) never reach the user: outside a
+/// repository, in one without a commit, and with a base that names nothing, the
+/// message says what is wrong in a sentence naming the flag.
+#[test]
+fn git_errors_are_sentences_without_libgit2_codes() {
+    let t = TestEnv::new();
+    let outside = t.root().join("not-a-repo");
+    std::fs::create_dir_all(&outside).unwrap();
+    let out = t
+        .command(FANOUT, &outside)
+        .args(["run", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "fanout: error: {}: not inside a git repository; run fanout in a checkout of your project (`git init` and a first commit make one)\n",
+            outside.display()
+        )
+    );
+    let empty = t.root().join("empty");
+    t.git_in(t.root(), &["init", "-q", empty.to_str().unwrap()]);
+    let out = t
+        .command(FANOUT, &empty)
+        .args(["run", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "fanout: error: --base \"HEAD\": the repository has no commit yet; commit first (every worker starts from a commit)\n"
+    );
+    let out = t.fanout(&["run", "--base", "nope", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "fanout: error: --base \"nope\": no branch, tag or commit of this repository is called \"nope\" (see `git branch -a`)\n"
+    );
+}

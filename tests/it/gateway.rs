@@ -396,21 +396,7 @@ fn connect(door: SocketAddr, target: &str) -> (String, TcpStream) {
 
 /// A loopback server echoing what it reads; its address.
 fn echo_server() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 256];
-                while let Ok(n @ 1..) = c.read(&mut buf) {
-                    if c.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    echo_server_on("127.0.0.1")
 }
 
 #[test]
@@ -488,3 +474,198 @@ fn an_ended_worker_s_door_is_closed_and_its_usage_kept() {
     assert!(TcpStream::connect(w.addr).is_err());
     assert!(s.gateway.usage(1).is_none());
 }
+
+/// The second address of the network namespace (on its loopback interface): a
+/// "host elsewhere" a pinned worker may reach only through the gateway.
+const ELSEWHERE: &str = "10.200.0.2";
+/// Set in the namespace's copy of this test binary.
+const IN_NETNS: &str = "FANOUT_TEST_IN_NETNS";
+
+/// One door out, in a network namespace of its own (`unshare -rn`: loopback up and
+/// [`ELSEWHERE`] added to it): a process confined as a pinned worker
+/// (`NetPolicy::pinned`: TCP only to its gateway door, no UDP) cannot connect to a
+/// TCP listener on the second address, nor send it a datagram (its listener receives
+/// nothing); through the gateway, a CONNECT to a host not allowed gets 403 and is
+/// counted in the worker's `denied`, one to the allowed host carries its bytes. The
+/// same script unconfined reaches both listeners directly (the address is real).
+#[test]
+fn a_pinned_worker_reaches_another_address_only_through_the_gateway() {
+    if std::env::var_os(IN_NETNS).is_some() {
+        return pinned_worker_in_this_namespace();
+    }
+    let me = std::env::current_exe().unwrap();
+    let setup = format!(
+        "ip link set lo up && ip addr add {ELSEWHERE}/32 dev lo || exit 97; exec \"$0\" \"$@\""
+    );
+    let test = "gateway::a_pinned_worker_reaches_another_address_only_through_the_gateway";
+    let out = std::process::Command::new("unshare")
+        .args(["-rn", "sh", "-c", &setup])
+        .arg(&me)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(IN_NETNS, "1")
+        .output()
+        .expect("unshare (util-linux) runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let refused = [
+        "Operation not permitted",
+        "Permission denied",
+        "No space left",
+    ];
+    if !out.status.success() && refused.iter().any(|r| stderr.contains(r)) && !stdout.contains(test)
+    {
+        println!("skipped: the kernel gives no user and network namespace here: {stderr}");
+        return;
+    }
+    println!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "in the namespace ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+}
+
+/// The test, inside the namespace.
+fn pinned_worker_in_this_namespace() {
+    use fanout::sandbox::{NetPolicy, Policy};
+    let abi = fanout::sandbox::probe().abi.unwrap_or(0);
+    assert!(
+        abi >= 4,
+        "this test needs Landlock ABI 4 (network rules), has {abi}"
+    );
+    let allowed = echo_server_on(ELSEWHERE);
+    let other = echo_server_on(ELSEWHERE);
+    let udp = std::net::UdpSocket::bind((ELSEWHERE, 0)).unwrap();
+    let s = setup(None, Network::Allow(vec![allowed.to_string()]), None);
+    let w = s.worker(1, None);
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("door.py");
+    std::fs::write(&script, DOOR_PY).unwrap();
+    let run = |network: Option<NetPolicy>| {
+        let policy = Policy {
+            abi,
+            write_files: vec!["/dev/null".into()],
+            network,
+            ..Default::default()
+        };
+        let prepared = fanout::sandbox::prepare(&policy).unwrap();
+        let mut c = std::process::Command::new("python3");
+        c.arg(&script)
+            .args(
+                [
+                    w.addr.port(),
+                    allowed.port(),
+                    other.port(),
+                    udp.local_addr().unwrap().port(),
+                ]
+                .map(|p| p.to_string()),
+            )
+            .arg(ELSEWHERE);
+        // SAFETY: `apply` makes system calls only (as fanout does between fork and exec).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, move || prepared.apply());
+        }
+        let out = c.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        said
+    };
+
+    let pinned = run(Some(NetPolicy::pinned(w.addr.port(), [])));
+    for line in [
+        "direct tcp: PermissionError",
+        "udp: PermissionError",
+        "connect other: HTTP/1.1 403",
+        "connect allowed: HTTP/1.1 200",
+        "tunnel: ping",
+    ] {
+        assert!(pinned.contains(line), "{line:?} in:\n{pinned}");
+    }
+    udp.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    let got = udp.recv_from(&mut buf);
+    assert!(
+        matches!(&got, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the listener received a datagram from the pinned worker: {got:?}"
+    );
+    let u = s.usage(1);
+    let denied: Vec<(Denied, &str, u64)> = (u.denied.iter())
+        .map(|d| (d.kind, d.target.as_str(), d.count))
+        .collect();
+    assert_eq!(denied, [(Denied::Host, other.to_string().as_str(), 1)]);
+    assert_eq!(u.denied_total, 1);
+
+    // Unconfined, the same script reaches the second address directly.
+    let open = run(None);
+    for line in ["direct tcp: ok", "udp: ok", "connect allowed: HTTP/1.1 200"] {
+        assert!(open.contains(line), "{line:?} in:\n{open}");
+    }
+    udp.set_nonblocking(false).unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let (n, _) = udp.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"data");
+}
+
+/// A server at `ip` echoing what it reads; its address.
+fn echo_server_on(ip: &str) -> SocketAddr {
+    let l = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 256];
+                while let Ok(n @ 1..) = c.read(&mut buf) {
+                    if c.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `door.py DOOR ALLOWED OTHER UDP HOST`: what a worker tries, and how each ended.
+const DOOR_PY: &str = r#"import socket, sys
+door, allowed, other, udp = map(int, sys.argv[1:5])
+host = sys.argv[5]
+def attempt(what, f):
+    try:
+        print(what + ": " + (f() or "ok"), flush=True)
+    except OSError as e:
+        print(what + ": " + type(e).__name__ + " " + str(e), flush=True)
+def direct():
+    s = socket.create_connection((host, allowed), timeout=30)
+    s.close()
+def datagram():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"data", (host, udp))
+def through_door(port):
+    s = socket.create_connection(("127.0.0.1", door), timeout=30)
+    target = "%s:%d" % (host, port)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        b = s.recv(1)
+        if not b:
+            break
+        head += b
+    return s, head.decode().split("\r\n")[0]
+def connect(port):
+    s, status = through_door(port)
+    if status.startswith("HTTP/1.1 200"):
+        s.sendall(b"ping\n")
+        print("tunnel: " + s.recv(5).decode().strip(), flush=True)
+    s.close()
+    return status
+attempt("direct tcp", direct)
+attempt("udp", datagram)
+attempt("connect other", lambda: connect(other))
+attempt("connect allowed", lambda: connect(allowed))
+"#;

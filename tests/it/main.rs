@@ -34,6 +34,7 @@ mod first_contact;
 mod forged_records;
 mod fuzz_corpus;
 mod gateway;
+mod gateway_run;
 #[macro_use] // both_modes!, for hostile_ci too
 mod hostile;
 mod hostile_ci;

@@ -195,6 +195,13 @@ impl Nights {
     /// One night: run the three tasks with these outputs, then publish. Returns the
     /// publish report and stderr.
     fn night(&mut self, outputs: [&str; 3], extra: &[&str]) -> (Value, String) {
+        let (dir, cfg, run_id) = self.run_night(outputs);
+        self.publish(&dir, &cfg, &run_id, extra)
+    }
+
+    /// One night's run of the three tasks with these outputs, not published: its
+    /// clone, its config and its run id.
+    fn run_night(&mut self, outputs: [&str; 3]) -> (PathBuf, PathBuf, String) {
         let (dir, cfg) = self.clone();
         let run = self
             .t
@@ -212,7 +219,7 @@ impl Nights {
             )
         });
         let run_id = report["run_id"].as_str().unwrap().to_owned();
-        self.publish(&dir, &cfg, &run_id, extra)
+        (dir, cfg, run_id)
     }
 
     fn publish(&self, dir: &Path, cfg: &Path, run_id: &str, extra: &[&str]) -> (Value, String) {
@@ -1318,4 +1325,69 @@ fn tasks_come_from_a_file_or_standard_input() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(hint), "{task}: {err}");
     }
+}
+
+/// `publish --dry-run` on a night's stable branches says what the lifecycle decides
+/// — update, leave, close — as publishing then does, and writes nothing: only GETs
+/// reach GitHub, the remote's branches stay, no comment, no pull request changed.
+#[test]
+fn a_dry_run_of_a_night_names_update_leave_and_close_and_writes_nothing() {
+    let mut n = Nights::new();
+    n.night(["alpha 1", "beta 1", "gamma 1"], &[]);
+    let (dir, cfg, run_id) = n.run_night(["alpha 2", "beta 1", ""]);
+    let asked = n.gh.requests().len();
+    let branches = ["alpha", "beta", "gamma"].map(|t| n.remote_branch(&format!("fanout/{t}")));
+    let (previews, err) = n.publish(&dir, &cfg, &run_id, &["--dry-run"]);
+    assert_eq!(n.code.get(), Some(0), "{err}");
+    let said: Vec<(String, String)> = previews
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let push = p["push"].as_str().unwrap();
+            let pr = p["pull_request"].as_str().unwrap();
+            (
+                push.split(':').next().unwrap().to_owned(),
+                pr.split(':').next().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let number = |t: &str| n.pull_of(&format!("fanout/{t}")).number;
+    assert_eq!(
+        said,
+        [
+            ("push".into(), format!("update #{}", number("alpha"))),
+            ("no push".into(), format!("leave #{}", number("beta"))),
+            (
+                "push".into(),
+                format!("close #{} and delete its branch", number("gamma"))
+            ),
+        ],
+        "{previews:#}"
+    );
+    let writes: Vec<String> = n.gh.requests()[asked..]
+        .iter()
+        .filter(|r| r.method != "GET")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new());
+    assert!(n.gh.requests().len() > asked, "GitHub was read");
+    assert_eq!(
+        ["alpha", "beta", "gamma"].map(|t| n.remote_branch(&format!("fanout/{t}"))),
+        branches
+    );
+    assert!(n.gh.comments().is_empty());
+    assert!(n.gh.pulls().iter().all(|p| p.state == "open"));
+    // The real publish then does what the dry run said.
+    let (r, err) = n.publish(&dir, &cfg, &run_id, &[]);
+    assert_eq!(
+        Nights::ops(&r),
+        vec![
+            pair("alpha", "updated"),
+            pair("beta", "unchanged"),
+            pair("gamma", "closed")
+        ],
+        "{err}"
+    );
+    n.gh.assert_no_violations();
 }

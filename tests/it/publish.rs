@@ -1556,3 +1556,218 @@ fn as_ready_publishing_that_stopped_is_not_tried_again_at_the_end_of_the_run() {
         "one request, while the run went on, and none after: {stderr}"
     );
 }
+
+impl Setup {
+    /// `fanout publish --dry-run` as text, with `token` in `$GITHUB_TOKEN` (none when
+    /// empty): (exit code, stdout with the run id and commits named, stderr).
+    fn dry_run(&self, token: &str) -> (Option<i32>, String, String) {
+        let url = self.gh.url();
+        let mut cmd = self.t.fanout(&[
+            "publish",
+            "--dry-run",
+            "--run",
+            &self.run,
+            "--repo",
+            "octo/demo",
+            "--api-url",
+            &url,
+            "--label",
+            "fanout",
+        ]);
+        cmd.env_remove("GITHUB_TOKEN").env_remove("GH_TOKEN");
+        if !token.is_empty() {
+            cmd.env("GITHUB_TOKEN", token);
+        }
+        let out = cmd.output().unwrap();
+        let mut text = String::from_utf8_lossy(&out.stdout).replace(&self.run, "RUN");
+        for r in self.report["results"].as_array().unwrap() {
+            if let Some(c) = r["commit"].as_str() {
+                text = text.replace(&c[..7], &format!("<commit {}>", r["worker_id"]));
+            }
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), text, stderr)
+    }
+
+    /// Every branch of the remote, with its tip.
+    fn remote_refs(&self) -> String {
+        let out = self
+            .t
+            .command("git", self.t.root())
+            .args(["--git-dir", self.remote.to_str().unwrap(), "show-ref"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The requests to the fake GitHub after the first `from` that are not reads.
+    fn writes_since(&self, from: usize) -> Vec<String> {
+        self.gh.requests()[from..]
+            .iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+}
+
+/// `publish --dry-run` says per worker what publishing would do — push or no push,
+/// and the pull request it would open, update or leave, with its labels, title and
+/// first lines — and does none of it: the fake GitHub records no write (only GETs),
+/// the remote's branches and results.json stay as they were, and it exits 0. Without
+/// a token it decides the pushes and says the pull requests are undecided.
+#[test]
+fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
+    let s = setup("a,bad,b");
+    let results = s.t.run_dir(&s.run).join("results.json");
+    let before = std::fs::read(&results).unwrap();
+    let refs = s.remote_refs();
+
+    let (code, text, stderr) = s.dry_run(TOKEN);
+    assert_eq!(code, Some(0), "{stderr}");
+    insta::assert_snapshot!(text, @r"
+    worker 1  fanout/RUN/w1-improve-the-docs  commit <commit 1>
+      push: a new branch on the remote
+      pull request: open into main
+      labels: fanout
+      title: Improve the docs [a]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    worker 2  fanout/RUN/w2-improve-the-docs  commit <commit 2>
+      no push: status failed
+      pull request: none
+    worker 3  fanout/RUN/w3-improve-the-docs  commit <commit 3>
+      push: a new branch on the remote
+      pull request: open into main
+      labels: fanout
+      title: Improve the docs [b]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    dry run: nothing was pushed, opened, updated or closed
+    ");
+    assert_eq!(s.writes_since(0), Vec::<String>::new());
+    assert!(!s.gh.requests().is_empty(), "GitHub was read");
+    assert_eq!(s.remote_refs(), refs, "nothing pushed");
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+
+    // Published for real; then a person retitles #1: it would be updated, #2 left.
+    let (code, _, _) = s.publish(&["--label", "fanout"]);
+    assert_eq!(code, Some(0));
+    s.gh.set_pull_title(1, "Retitled by a person");
+    let (asked, refs) = (s.gh.requests().len(), s.remote_refs());
+    let before = std::fs::read(&results).unwrap();
+    let (code, text, stderr) = s.dry_run(TOKEN);
+    assert_eq!(code, Some(0), "{stderr}");
+    insta::assert_snapshot!(text, @r"
+    worker 1  fanout/RUN/w1-improve-the-docs  commit <commit 1>
+      no push: the remote already has this commit
+      pull request: update #1
+      labels: fanout
+      title: Improve the docs [a]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    worker 2  fanout/RUN/w2-improve-the-docs  commit <commit 2>
+      no push: status failed
+      pull request: none
+    worker 3  fanout/RUN/w3-improve-the-docs  commit <commit 3>
+      no push: the remote already has this commit
+      pull request: leave #2: it already says this
+      labels: fanout
+      title: Improve the docs [b]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    dry run: nothing was pushed, opened, updated or closed
+    ");
+    assert_eq!(s.writes_since(asked), Vec::<String>::new());
+    assert_eq!(s.remote_refs(), refs, "nothing pushed");
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+    assert_eq!(s.gh.pulls()[0].title, "Retitled by a person");
+
+    // No token: no request to GitHub at all; the pushes are still decided.
+    let asked = s.gh.requests().len();
+    let (code, text, stderr) = s.dry_run("");
+    assert_eq!(code, Some(0), "{stderr}");
+    insta::assert_snapshot!(text, @r"
+    worker 1  fanout/RUN/w1-improve-the-docs  commit <commit 1>
+      no push: the remote already has this commit
+      pull request: undecided: the pull requests on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)
+      labels: fanout
+      title: Improve the docs [a]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    worker 2  fanout/RUN/w2-improve-the-docs  commit <commit 2>
+      no push: status failed
+      pull request: none
+    worker 3  fanout/RUN/w3-improve-the-docs  commit <commit 3>
+      no push: the remote already has this commit
+      pull request: undecided: the pull requests on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)
+      labels: fanout
+      title: Improve the docs [b]
+      body: ## Improve the docs
+            > Improve the docs
+            | Status | success |
+            | Agent | `sh` |
+    dry run: nothing was pushed, opened, updated or closed
+    ");
+    assert_eq!(s.gh.requests().len(), asked);
+    s.gh.assert_no_violations();
+}
+
+/// `run --publish --dry-run` runs, then says what publishing would do instead of
+/// doing it; `--dry-run` without `--publish` is a usage error before anything runs.
+#[test]
+fn run_publish_dry_run_previews_and_publishes_nothing() {
+    let t = TestEnv::new();
+    let gh = FakeGitHub::start("octo", "demo");
+    gh.set_token(TOKEN);
+    let out = run_publishing(
+        &t,
+        "",
+        &gh.url(),
+        &["-w", "1", "--dry-run", "Improve the docs"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("  push: a new branch on the remote\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  pull request: open into main\n"),
+        "{stderr}"
+    );
+    assert!(gh.requests().iter().all(|r| r.method == "GET"));
+    assert!(gh.pulls().is_empty());
+    let remote = t.root().join("remote.git");
+    let branches = t
+        .command("git", t.root())
+        .args([
+            "--git-dir",
+            remote.to_str().unwrap(),
+            "branch",
+            "--list",
+            "fanout/*",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&branches.stdout), "");
+
+    let out = t
+        .fanout(&["run", "--dry-run", "Improve the docs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "fanout: error: --dry-run previews publishing: add --publish (`fanout publish --dry-run` previews a finished run)\n"
+    );
+}

@@ -416,7 +416,9 @@ fn agents_never_see_github_tokens() {
     let branch = r["branch"].as_str().unwrap();
     let env = t.git(&["show", &format!("{branch}:env.txt")]);
     assert!(!env.contains("supersecret"), "{env}");
-    assert!(env.contains("OPENAI_API_KEY=sk-passes"));
+    // The model key stays with the run's gateway; the agent gets its door as proxy.
+    assert!(!env.contains("sk-passes"), "{env}");
+    assert!(env.contains("HTTPS_PROXY=http://127.0.0.1:"), "{env}");
     assert!(env.contains("FANOUT_WORKER_ID=1"));
     assert!(env.contains("FANOUT_RUN_ID="));
     assert!(!env.lines().any(|l| l.starts_with("GIT_DIR=")));

@@ -731,6 +731,21 @@ fn the_probe_reports_daemon_sockets_and_whether_agents_reach_them() {
     );
     assert_eq!(v["network"]["tcp_ports"], abi >= 4, "{v:#}");
     assert_eq!(v["network"]["socket_filter"], true, "{v:#}");
+    assert_eq!(v["network"]["auto"]["pinned"], abi >= 4, "{v:#}");
+    assert_eq!(v["network"]["required"]["ok"], abi >= 4, "{v:#}");
+    // Landlock without network rules: `auto` says so, `required` refuses.
+    let low = probe(Some("3"));
+    assert_eq!(low["network"]["auto"]["pinned"], false, "{low:#}");
+    assert!(
+        (low["network"]["auto"]["notice"].as_str()).is_some_and(|n| n.contains("UNCONFINED")),
+        "{low:#}"
+    );
+    assert_eq!(low["network"]["required"]["ok"], false, "{low:#}");
+    assert!(
+        (low["network"]["required"]["error"].as_str())
+            .is_some_and(|e| e.contains("Landlock ABI 3, without network rules")),
+        "{low:#}"
+    );
     let open = probe(Some("0"));
     assert_eq!(
         open["sockets"][0]["agents_refused"],
@@ -742,6 +757,12 @@ fn the_probe_reports_daemon_sockets_and_whether_agents_reach_them() {
     let mut c = t.fanout(&["sandbox"]);
     c.env("DOCKER_HOST", format!("unix://{}", path.display()));
     let said = text(&c.output().unwrap().stdout);
+    let pinned = if abi >= 4 {
+        "network: enforce: required → agents pinned to the gateway"
+    } else {
+        "network: enforce: required → fanout refuses to run (exit 2)"
+    };
+    assert!(said.contains(pinned), "{said}");
     assert!(
         said.contains(&format!("docker {} (0666", path.display()))
             && said.contains("you connect")
@@ -855,3 +876,33 @@ attempt("udp send", lambda: udp(socket.AF_INET, "127.0.0.1"))
 attempt("udp6 send", lambda: udp(socket.AF_INET6, "::1"))
 attempt("mptcp", mptcp)
 "#;
+
+/// An agent the sandbox stopped does not fail with a bare "Permission denied": its
+/// reason names the path denied, the key that allows it (`writable:` under its agent)
+/// and `--sandbox off`; the log's line is still quoted after it. Without the
+/// sandbox the same write succeeds.
+#[test]
+fn a_write_the_sandbox_denied_names_the_path_and_what_allows_it() {
+    let t = TestEnv::new();
+    kernel_abi(&t);
+    let outside = t.root().join("outside.txt");
+    let cfg = setup(
+        &t,
+        &format!("echo x > '{}'", outside.display()),
+        "",
+        "sandbox: required\n",
+    );
+    let (out, report) = run(&t, &cfg, &["-w", "1", "work"]);
+    assert_eq!(out.status.code(), Some(3));
+    let o = outside.display();
+    assert_eq!(
+        report["results"][0]["reason"].as_str().unwrap(),
+        format!(
+            "exit code 2; the sandbox denied writing {o}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: sh:` in fanout.yml, or run with `--sandbox off` — log: {}: 2: cannot create {o}: Permission denied",
+            t.root().join("agent.sh").display()
+        )
+    );
+    assert!(!outside.exists());
+    let (out, report) = run(&t, &cfg, &["-w", "1", "--sandbox", "off", "work"]);
+    assert!(outside.exists(), "{report:#} {}", text(&out.stderr));
+}

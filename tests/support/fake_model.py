@@ -45,7 +45,8 @@ Every request is appended to --log as one JSON line:
   {"seq", "t", "method", "path", "api", "model", "kind": "main"|"side"|"meta",
    "mode", "action": "tool"|"text"|"error"|"hang"|"meta", "turn", "file",
    "stream", "tools": [names], "usage": {"input_tokens", "output_tokens"} | null,
-   "digest": first 16 hex of sha256(body)}
+   "digest": first 16 hex of sha256(body),
+   "key": the API key the request carried (x-api-key, else Authorization's bearer)}
 `turn` is 1 + the number of assistant turns already in the conversation.
 """
 import argparse
@@ -218,8 +219,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                               "param": None, "code": "fake_error"}})
 
     def record(self, req, **kw):
+        auth = self.headers.get("Authorization") or ""
+        key = self.headers.get("x-api-key") or (auth[7:] if auth.startswith("Bearer ") else auth)
         entry = {"method": self.command, "path": self.path,
-                 "digest": hashlib.sha256(req).hexdigest()[:16]}
+                 "digest": hashlib.sha256(req).hexdigest()[:16], "key": key}
         entry.update(kw)
         seq = log(entry)
         if ARGS.dump:

@@ -37,7 +37,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::model::{PortRange, SetupRecord, SetupStep};
+use crate::model::{PortRange, Reason, SetupRecord, SetupStep};
 use crate::plan::setup::SetupPlan;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
@@ -70,7 +70,7 @@ pub struct Worker<'a> {
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
     /// The worker's sandbox, for setup commands.
-    pub confine: Option<&'a crate::sandbox::Prepared>,
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
     /// Variables of the worker's confinement (temporary directory, object quarantine)
     /// every setup command gets.
     pub extra_env: &'a [(OsString, OsString)],
@@ -78,11 +78,11 @@ pub struct Worker<'a> {
 
 /// What setup did.
 #[derive(Debug)]
-pub struct Prepared {
+pub struct SetupOutcome {
     /// For the result.
     pub record: SetupRecord,
     /// Why the worker fails (`setup failed: …`, or `interrupted`), when it does.
-    pub failure: Option<String>,
+    pub failure: Option<Reason>,
     /// `FANOUT_PORT` and `FANOUT_PORTS`, for the agent.
     pub env: Vec<(String, String)>,
     /// The port block, held until dropped (when the worker finishes).
@@ -97,8 +97,8 @@ pub async fn prepare(
     ports: std::io::Result<ports::PortLease>,
     stop: watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-) -> Prepared {
-    let mut out = Prepared {
+) -> SetupOutcome {
+    let mut out = SetupOutcome {
         record: SetupRecord::default(),
         failure: None,
         env: Vec::new(),
@@ -123,9 +123,9 @@ async fn prepare_steps(
     ports: std::io::Result<ports::PortLease>,
     stop: &watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
-) -> Result<(), String> {
+) -> Result<(), Reason> {
     // Ports first: setup commands may already start servers on them.
     take_ports(ports, out)?;
     let copied = copy_left_out(plan, w, out, log).await?;
@@ -191,7 +191,7 @@ pub fn claim_ports(plan: &SetupPlan) -> std::io::Result<ports::PortLease> {
 /// The worker's block of ports, for its setup commands and agent.
 fn take_ports(
     claimed: std::io::Result<ports::PortLease>,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
 ) -> Result<(), String> {
     let lease = claimed.map_err(|e| failed(format!("no port block: {e}")))?;
     let block = PortRange {
@@ -208,7 +208,7 @@ fn take_ports(
 async fn copy_left_out(
     plan: &SetupPlan,
     w: &Worker<'_>,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
 ) -> Result<Vec<String>, String> {
     let include = match std::fs::read_to_string(w.checkout.join(glob::INCLUDE_FILE)) {
@@ -255,9 +255,9 @@ async fn run_commands(
     w: &Worker<'_>,
     stop: &watch::Receiver<StopLevel>,
     on_line: impl FnMut(&str) + Send + Clone + 'static,
-    out: &mut Prepared,
+    out: &mut SetupOutcome,
     log: &mut Log,
-) -> Result<(), String> {
+) -> Result<(), Reason> {
     let env = with_vars(
         crate::agent::agent_env_with(
             w.base_env.iter().cloned(),
@@ -399,7 +399,7 @@ async fn run_step(
     stop: &watch::Receiver<StopLevel>,
     mut on_line: impl FnMut(&str) + Send + 'static,
     log: &mut Log,
-) -> (SetupStep, Option<String>) {
+) -> (SetupStep, Option<Reason>) {
     let mut rec = SetupStep {
         run: step.label.clone(),
         exit_code: None,
@@ -407,7 +407,7 @@ async fn run_step(
         duration: 0.0,
     };
     if *stop.borrow() != StopLevel::Run {
-        return (rec, Some("interrupted".into()));
+        return (rec, Some(Reason::interrupted()));
     }
     log.line(&format!("fanout: setup {}", step.header));
     on_line(&format!("setup {}", step.header));
@@ -425,6 +425,7 @@ async fn run_step(
         budget: None,
         max_steps: None,
         run_budget: None,
+        gateway: None,
         on_progress: None,
         confine: w.confine.filter(|_| step.confined),
     };
@@ -432,14 +433,14 @@ async fn run_step(
         Ok(s) => s,
         Err(e) => {
             let why = format!("setup failed: could not start {}: {e}", step.program);
-            return (rec, Some(why));
+            return (rec, Some(why.into()));
         }
     };
     rec.exit_code = sup.exit_code;
     rec.timed_out = sup.ending == Ending::TimedOut;
     rec.duration = sup.duration.as_secs_f64();
     let how = match (sup.ending, sup.exit_code) {
-        (Ending::Interrupted, _) => return (rec, Some("interrupted".into())),
+        (Ending::Interrupted, _) => return (rec, Some(Reason::interrupted())),
         (Ending::TimedOut, _) => format!("timed out after {}s", secs(step.timeout)),
         (_, Some(0)) => {
             log.line(&format!(
@@ -456,7 +457,7 @@ async fn run_step(
         .unwrap_or_default();
     (
         rec,
-        Some(format!("setup failed: `{}` {how}{last}", step.label)),
+        Some(format!("setup failed: `{}` {how}{last}", step.label).into()),
     )
 }
 

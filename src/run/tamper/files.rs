@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{Change, FileState, Mode, Snapshot, from_hex};
+use super::{Change, CheckAt, FileState, Snapshot, from_hex};
 
 /// `section.sub.key=value` for each entry of a git config file (a plain reading of
 /// git's syntax: enough to name keys, never used to write one).
@@ -125,7 +125,7 @@ impl Snapshot {
 
     /// Guarded files (config, hooks, info) that differ; restored unless reporting
     /// (benign config changes only at the end).
-    pub(super) fn files_changed(&self, now: &Snapshot, mode: Mode, out: &mut Vec<Change>) {
+    pub(super) fn files_changed(&self, now: &Snapshot, mode: CheckAt, out: &mut Vec<Change>) {
         let keys: BTreeSet<&String> = self.files.keys().chain(now.files.keys()).collect();
         for key in keys {
             let (was, is) = (self.files.get(key), now.files.get(key));
@@ -143,10 +143,10 @@ impl Snapshot {
                 (false, None, _) => ("added".into(), false),
             };
             let restore = match mode {
-                Mode::Report => false,
-                Mode::Worker => !benign,
-                Mode::Outside => benign,
-                Mode::End | Mode::Resume => true,
+                CheckAt::Report => false,
+                CheckAt::Worker => !benign,
+                CheckAt::Outside => benign,
+                CheckAt::End | CheckAt::Resume => true,
             };
             let done = match restore {
                 false if benign => String::new(),

@@ -8,7 +8,7 @@
 //! after each worker — nothing to blame a worker for, and a change found then is
 //! someone else's, often the user's own commit or edit while the run went on. The
 //! check after the last worker reports such changes without undoing them
-//! ([`Mode::Outside`]).
+//! ([`CheckAt::Outside`]).
 //!
 //! The guard can be made before its snapshot is taken ([`Guard::pending`]): the
 //! snapshot is taken on a thread of its own while the run's first worktrees are made,
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use super::{Change, Mode, Snapshot};
+use super::{Change, CheckAt, Snapshot};
 use crate::model::{Status, WorkerResult};
 
 /// The snapshot once taken, or why it could not be; `None` while it is being taken.
@@ -133,7 +133,7 @@ impl Guard {
         }
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.running.remove(&id);
-        let found = match self.snapshot().map(|s| s.check(Mode::Worker)) {
+        let found = match self.snapshot().map(|s| s.check(CheckAt::Worker)) {
             None => Vec::new(),
             Some(Ok(c)) => c.into_iter().filter(|c| !c.benign).collect(),
             Some(Err(e)) => vec![Change {
@@ -168,9 +168,9 @@ impl Guard {
     pub fn end(&self) -> Vec<Change> {
         let _st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mode = if self.confined {
-            Mode::Outside
+            CheckAt::Outside
         } else {
-            Mode::End
+            CheckAt::End
         };
         match self.snapshot().map(|s| s.check(mode)) {
             Some(Ok(c)) => c.into_iter().filter(|c| !c.benign).collect(),
@@ -183,7 +183,7 @@ impl Guard {
 pub fn blame(result: &mut WorkerResult, reason: String) {
     result.status = Status::Failed;
     result.reason = Some(match result.reason.take() {
-        Some(own) if !own.is_empty() => format!("{reason}; also: {own}"),
-        _ => reason,
+        Some(own) if !own.is_empty() => format!("{reason}; also: {own}").into(),
+        _ => reason.into(),
     });
 }

@@ -45,7 +45,7 @@
 //! fanout's own writes are allowed for: `git submodule update --init` in a worker's
 //! setup adds `submodule.<name>.url`/`.active` for the submodules of `.gitmodules`;
 //! those entries are not blamed on anyone and go when the run ends
-//! ([`Snapshot::check`] with [`Mode::End`]).
+//! ([`Snapshot::check`] with [`CheckAt::End`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -123,7 +123,7 @@ impl std::fmt::Display for Change {
 /// (restores fanout's own submodule entries too), at the end of a sandboxed run
 /// (fanout's own entries only), or just to report (nothing restored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub enum CheckAt {
     /// After a worker.
     Worker,
     /// After the last worker.
@@ -147,15 +147,6 @@ fn sha256(bytes: &[u8]) -> String {
     crate::util::sha256_hex(bytes)
 }
 
-/// Hex of `bytes`, by table into one buffer (`hex::encode` pushes char by char: for
-/// the sample files of a fresh repository's hooks directory, that was about a quarter
-/// of the snapshot's CPU).
-fn to_hex(bytes: &[u8]) -> String {
-    let mut out = vec![0; bytes.len() * 2];
-    hex::encode_to_slice(bytes, &mut out).expect("the buffer is twice the input");
-    String::from_utf8(out).expect("hex digits are ASCII")
-}
-
 fn from_hex(s: &str) -> Option<Vec<u8>> {
     hex::decode(s).ok()
 }
@@ -174,7 +165,7 @@ fn file_state(path: &Path) -> Option<FileState> {
         return Some(FileState {
             mode: meta.mode(),
             sha256: sha256(&bytes),
-            hex: Some(to_hex(&bytes)),
+            hex: Some(hex::encode(&bytes)),
             symlink: true,
         });
     }
@@ -188,7 +179,7 @@ fn file_state(path: &Path) -> Option<FileState> {
     }
     let (sha256, hex) = if meta.len() <= KEEP_BYTES {
         let bytes = std::fs::read(path).ok()?;
-        (sha256(&bytes), Some(to_hex(&bytes)))
+        (sha256(&bytes), Some(hex::encode(&bytes)))
     } else {
         (sha256_of_file(path).ok()?, None)
     };
@@ -399,17 +390,17 @@ impl Snapshot {
     }
 
     /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
-    pub fn check(&self, mode: Mode) -> Result<Vec<Change>, String> {
+    pub fn check(&self, mode: CheckAt) -> Result<Vec<Change>, String> {
         let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
-        let restore_refs = matches!(mode, Mode::Worker | Mode::End);
+        let restore_refs = matches!(mode, CheckAt::Worker | CheckAt::End);
         let mut changes = Vec::new();
         self.refs_changed(&repo, &now, restore_refs, &mut changes);
         self.heads_changed(&now, &mut changes);
         self.files_changed(&now, mode, &mut changes);
         self.checkout_changed(&now, &mut changes);
         // The run directory is fanout's own: what was planted there goes.
-        self.run_dir_changed(mode != Mode::Report, &mut changes);
+        self.run_dir_changed(mode != CheckAt::Report, &mut changes);
         Ok(changes)
     }
 

@@ -60,7 +60,7 @@ fn an_untouched_repository_has_no_change_and_the_runs_own_refs_are_free() {
         &repo,
         &["update-ref", "refs/remotes/origin/fanout/r1/w1-x", "HEAD"],
     );
-    assert_eq!(s.check(Mode::Worker).unwrap(), Vec::new());
+    assert_eq!(s.check(CheckAt::Worker).unwrap(), Vec::new());
     // the snapshot survives a round trip through its file
     s.save(&s.run_dir).unwrap();
     assert_eq!(Snapshot::load(&s.run_dir).unwrap(), s);
@@ -76,7 +76,7 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     let agent = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     git(&repo, &["branch", "-D", "feature"]);
     git(&repo, &["branch", "planted"]);
-    let said = named(&s.check(Mode::Worker).unwrap());
+    let said = named(&s.check(CheckAt::Worker).unwrap());
     assert!(
         said.contains(&format!(
             "refs/heads/main moved to {agent} (restored to {main}; kept as fanout/r1/kept/heads/main)"
@@ -103,7 +103,7 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     for kept in ["fanout/r1/kept/heads/main", "fanout/r1/kept/heads/planted"] {
         assert_eq!(git(&repo, &["rev-parse", kept]).trim(), agent);
     }
-    let again = named(&s.check(Mode::Worker).unwrap());
+    let again = named(&s.check(CheckAt::Worker).unwrap());
     assert!(!again.contains("refs/"), "{again}");
     // the checkout's index moved with main: reported, not reverted
     assert!(said.contains("the checkout's index changed"), "{said}");
@@ -118,7 +118,7 @@ fn a_ref_moved_twice_keeps_both_commits_aside() {
         git(&repo, &["add", name]);
         git(&repo, &["commit", "-q", "-m", name]);
         agents.push(git(&repo, &["rev-parse", "HEAD"]).trim().to_owned());
-        let said = named(&s.check(Mode::Worker).unwrap());
+        let said = named(&s.check(CheckAt::Worker).unwrap());
         assert!(said.contains("refs/heads/main moved to"), "{said}");
     }
     // the second move does not overwrite what the first one kept
@@ -134,7 +134,7 @@ fn config_keys_are_named_and_restored_keeping_the_planted_bytes() {
     let before = std::fs::read(repo.join(".git/config")).unwrap();
     git(&repo, &["config", "core.fsmonitor", "/tmp/evil"]);
     git(&repo, &["config", "remote.origin.url", "http://evil/"]);
-    let changes = s.check(Mode::Worker).unwrap();
+    let changes = s.check(CheckAt::Worker).unwrap();
     let said = named(&changes);
     assert!(
         said.contains(
@@ -165,7 +165,7 @@ fn hooks_and_info_files_are_restored_and_planted_ones_removed() {
     let exclude = repo.join(".git/info/exclude");
     let was = std::fs::read(&exclude).unwrap();
     std::fs::write(&exclude, "changed\n").unwrap();
-    let said = named(&s.check(Mode::Worker).unwrap());
+    let said = named(&s.check(CheckAt::Worker).unwrap());
     assert!(said.contains("hooks/pre-commit added (restored"), "{said}");
     assert!(said.contains(".git/info/attributes added"), "{said}");
     assert!(
@@ -182,7 +182,7 @@ fn checkout_changes_are_reported_never_reverted() {
     std::fs::write(repo.join("notes.txt"), "pwned\n").unwrap();
     std::fs::write(repo.join("a.txt"), "pwned\n").unwrap();
     std::fs::write(repo.join("planted.txt"), "x\n").unwrap();
-    let said = named(&s.check(Mode::Worker).unwrap());
+    let said = named(&s.check(CheckAt::Worker).unwrap());
     for p in ["notes.txt", "a.txt", "planted.txt"] {
         assert!(said.contains(&format!("{p} in the checkout")), "{said}");
     }
@@ -192,7 +192,7 @@ fn checkout_changes_are_reported_never_reverted() {
         "pwned\n"
     );
     git(&repo, &["add", "a.txt"]);
-    assert!(named(&s.check(Mode::Report).unwrap()).contains("the checkout's index"));
+    assert!(named(&s.check(CheckAt::Report).unwrap()).contains("the checkout's index"));
 }
 
 #[test]
@@ -207,13 +207,13 @@ fn fanouts_own_submodule_entries_are_benign_and_go_at_the_end() {
     let before = std::fs::read(repo.join(".git/config")).unwrap();
     git(&repo, &["config", "submodule.vendor/lib.url", "/abs/lib"]);
     git(&repo, &["config", "submodule.vendor/lib.active", "true"]);
-    let during = s.check(Mode::Worker).unwrap();
+    let during = s.check(CheckAt::Worker).unwrap();
     assert!(during.iter().all(|c| c.benign), "{}", named(&during));
     assert_ne!(std::fs::read(repo.join(".git/config")).unwrap(), before);
     git(&repo, &["config", "submodule.vendor/lib.update", "!evil"]);
-    let said = named(&s.check(Mode::Report).unwrap());
+    let said = named(&s.check(CheckAt::Report).unwrap());
     assert!(said.contains("submodule.vendor/lib.update set"), "{said}");
-    s.check(Mode::End).unwrap();
+    s.check(CheckAt::End).unwrap();
     assert_eq!(std::fs::read(repo.join(".git/config")).unwrap(), before);
 }
 
@@ -223,7 +223,7 @@ fn symlinks_planted_in_the_run_directory_are_removed() {
     std::fs::create_dir_all(s.run_dir.join("logs")).unwrap();
     std::os::unix::fs::symlink(repo.join("notes.txt"), s.run_dir.join("results.tmp42")).unwrap();
     std::os::unix::fs::symlink(repo.join("notes.txt"), s.run_dir.join("logs/w2.log")).unwrap();
-    let said = named(&s.check(Mode::Worker).unwrap());
+    let said = named(&s.check(CheckAt::Worker).unwrap());
     assert!(
         said.contains("results.tmp42 in the run directory planted: a symlink (removed)"),
         "{said}"
@@ -390,12 +390,4 @@ fn fanouts_worktrees_are_no_users_head_and_big_files_are_hashed_in_pieces() {
         "{heads:?}"
     );
     assert_eq!(s.checkout["big.bin"], crate::util::sha256_hex(&big));
-}
-
-#[test]
-fn hex_is_lower_case_two_digits_a_byte() {
-    assert_eq!(to_hex(b""), "");
-    assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
-    let all: Vec<u8> = (0..=255).collect();
-    assert_eq!(from_hex(&to_hex(&all)).unwrap(), all);
 }

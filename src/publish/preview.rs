@@ -1,0 +1,134 @@
+//! `publish --dry-run`: what publishing would do, worker by worker — the branch and
+//! commit, whether it would be pushed (and why not), and the pull request it would
+//! open, update, leave or close, with its labels, title and the body's first lines.
+//!
+//! This module owns only the preview's record and how it is printed. The decisions
+//! are publishing's own: [`super::dry_run`] (per-run branches) and
+//! [`super::lifecycle::dry_run`] (stable ones) run the same checks, the same
+//! push lease ([`super::push::look`]: the remote's branches read, nothing written)
+//! and the same pull-request decisions ([`super::pulls::pull_action`],
+//! [`super::lifecycle::decide`]) as a real publish, and stop before the first write.
+//! Only reads reach GitHub (`GET`), and only with a token; without one, what depends
+//! on GitHub is said to be undecided.
+
+use serde::Serialize;
+
+use super::push::{PushResult, WouldPush};
+use crate::util::short;
+
+/// How many lines of a pull request's body a preview shows.
+pub const BODY_LINES: usize = 4;
+
+/// What publishing would do for one worker.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preview {
+    /// The worker.
+    pub worker_id: u32,
+    /// The branch it would publish to.
+    pub branch: String,
+    /// The commit it would push.
+    pub commit: Option<String>,
+    /// `push: …`, `no push: …` or `push undecided: …`.
+    pub push: String,
+    /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queue: …`, `none: …` or
+    /// `undecided: …`.
+    pub pull_request: String,
+    /// The labels the pull request would carry.
+    pub labels: Vec<String>,
+    /// Its title, when it would be written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The first lines of its body, when it would be written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub body: Vec<String>,
+}
+
+impl Preview {
+    /// A worker with nothing to publish: no push, no pull request, and why.
+    pub fn nothing(worker_id: u32, branch: &str, commit: Option<&str>, why: &str) -> Preview {
+        Preview {
+            worker_id,
+            branch: branch.to_owned(),
+            commit: commit.map(str::to_owned),
+            push: format!("no push: {why}"),
+            pull_request: "none".into(),
+            labels: Vec::new(),
+            title: None,
+            body: Vec::new(),
+        }
+    }
+
+    /// The title and the body's first lines that say something (not fanout's marker
+    /// comment, nor a table's rule).
+    pub fn with_text(self, title: &str, body: &str) -> Preview {
+        Preview {
+            title: Some(title.to_owned()),
+            body: body
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("<!--"))
+                .filter(|l| l.chars().any(char::is_alphanumeric))
+                .take(BODY_LINES)
+                .map(str::to_owned)
+                .collect(),
+            ..self
+        }
+    }
+}
+
+/// The push line of a branch, from what [`super::push::look`] found.
+pub fn push_line(would: Option<&Result<WouldPush, String>>) -> String {
+    match would {
+        Some(Ok(WouldPush::Write { from: None })) => "push: a new branch on the remote".into(),
+        Some(Ok(WouldPush::Write { from: Some(tip) })) => format!(
+            "push: replaces the remote's {} (fanout's)",
+            short(&tip.to_string())
+        ),
+        Some(Ok(WouldPush::Not(PushResult::UpToDate))) => {
+            "no push: the remote already has this commit".into()
+        }
+        Some(Ok(WouldPush::Not(PushResult::Refused(why)))) => format!("no push: {why}"),
+        Some(Ok(WouldPush::Not(PushResult::Pushed))) | None => {
+            "push undecided: the remote's branches were not read".into()
+        }
+        Some(Err(why)) => format!("push undecided: the remote's branches cannot be read: {why}"),
+    }
+}
+
+/// Whether a pull request may follow the push `would` (pushed, or already there).
+pub fn pushable(would: Option<&Result<WouldPush, String>>) -> bool {
+    matches!(
+        would,
+        Some(Ok(
+            WouldPush::Write { .. } | WouldPush::Not(PushResult::UpToDate)
+        ))
+    )
+}
+
+/// What a preview says when GitHub's state decides and there is no token to ask.
+pub const NO_TOKEN: &str = "undecided: the pull requests on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)";
+
+/// The previews as text, one block per worker.
+pub fn render(previews: &[Preview]) -> String {
+    let mut text = String::new();
+    for p in previews {
+        let commit = p.commit.as_deref().map(short).unwrap_or("none");
+        text.push_str(&format!(
+            "worker {}  {}  commit {commit}\n",
+            p.worker_id, p.branch
+        ));
+        text.push_str(&format!("  {}\n", p.push));
+        text.push_str(&format!("  pull request: {}\n", p.pull_request));
+        if !p.labels.is_empty() {
+            text.push_str(&format!("  labels: {}\n", p.labels.join(", ")));
+        }
+        if let Some(title) = &p.title {
+            text.push_str(&format!("  title: {title}\n"));
+        }
+        for (i, line) in p.body.iter().enumerate() {
+            let head = if i == 0 { "body:" } else { "     " };
+            text.push_str(&format!("  {head} {line}\n"));
+        }
+    }
+    text.push_str("dry run: nothing was pushed, opened, updated or closed\n");
+    text
+}
