@@ -420,7 +420,8 @@ pub trait Adapter: Send + Sync {
 }
 
 /// The environment an agent gets: fanout's own, less [`is_scrubbed`] names, plus `extra`.
-/// Model provider keys (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, base URLs, …) pass.
+/// Model provider keys are not its business: the run hands it `parent` already without
+/// them (`run::gated::without_keys`), and the adapters add the gateway's placeholder.
 pub fn agent_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     extra: &[(String, String)],
