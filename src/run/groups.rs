@@ -114,26 +114,45 @@ pub fn alive(rec: &GroupRecord) -> bool {
 /// record is signed, but an unsandboxed agent can read the key and forge one naming a
 /// process of the user's). Each as `(pid, its command name)`. Without `/proc` nothing is
 /// provable: the leader is returned.
+///
+/// A process that is exiting or in the middle of an `exec` reads for a moment as
+/// having no environment (a shell script's forks do this all the time): one unmarked
+/// is looked at again, for up to [`SETTLE`], and counts only if it is still there,
+/// still unmarked, all that time.
 pub fn unproven(rec: &GroupRecord, run_id: &str) -> Vec<(i32, String)> {
     let mark = format!("FANOUT_RUN_ID={run_id}");
-    let name = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|c| c.trim().to_owned())
-            .unwrap_or_else(|_| "?".into())
-    };
     if !Path::new("/proc/self/environ").exists() {
         return vec![(rec.pgid, rec.program.clone())];
     }
-    members(rec.pgid)
-        .into_iter()
-        .map(|(pid, _)| pid)
-        .filter(|&pid| {
-            !std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+    let unmarked = || -> Vec<(i32, u64)> {
+        members(rec.pgid)
+            .into_iter()
+            .filter(|&(pid, _)| {
+                !std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
+            })
+            .collect()
+    };
+    let mut left = unmarked();
+    let until = std::time::Instant::now() + SETTLE;
+    while !left.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        let again = unmarked();
+        left.retain(|p| again.contains(p));
+    }
+    left.into_iter()
+        .map(|(pid, _)| {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|c| c.trim().to_owned())
+                .unwrap_or_else(|_| "?".into());
+            (pid, name)
         })
-        .map(|pid| (pid, name(pid)))
         .collect()
 }
+
+/// How long a process must stay unmarked to count as one fanout cannot prove it
+/// started ([`unproven`]).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Live (not zombie) members of group `pgid`: (pid, start time).
 fn members(pgid: i32) -> Vec<(i32, u64)> {
