@@ -19,19 +19,20 @@ use std::collections::BTreeMap;
 use super::{AgentSpec, CommandLine};
 use crate::config::AdapterKind;
 
-/// What the gateway gives a worker's agent for model calls.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ModelDoor {
+/// What the gateway gives a worker's agent for model calls (borrowed from the
+/// worker's credential in the gateway).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelDoor<'a> {
     /// Each provider's base URL through the gateway, by name (`anthropic`, `openai`).
-    pub base_urls: BTreeMap<String, String>,
+    pub base_urls: &'a BTreeMap<String, String>,
     /// The worker's placeholder key.
-    pub key: String,
+    pub key: &'a str,
 }
 
 /// `cmd` (built for `spec`) pointed at the gateway through `door`: the variables set
 /// last (they win over the definition's `env:`), codex's provider before its
 /// subcommand.
-pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) {
+pub fn route_through(spec: &AgentSpec, door: ModelDoor<'_>, cmd: &mut CommandLine) {
     let url = |p: &str| door.base_urls.get(p).cloned();
     let (anthropic, openai) = (url("anthropic"), url("openai"));
     let mut set = |k: &str, v: &str| {
@@ -42,12 +43,12 @@ pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) 
         AdapterKind::Claude => {
             if let Some(u) = &anthropic {
                 set("ANTHROPIC_BASE_URL", u);
-                set("ANTHROPIC_API_KEY", &door.key);
+                set("ANTHROPIC_API_KEY", door.key);
             }
         }
         AdapterKind::Codex => {
             if let Some(u) = &openai {
-                set("OPENAI_API_KEY", &door.key);
+                set("OPENAI_API_KEY", door.key);
                 let provider = format!(
                     "model_providers.fanout={{name=\"fanout\",base_url=\"{u}\",env_key=\"OPENAI_API_KEY\",wire_api=\"responses\"}}"
                 );
@@ -63,13 +64,13 @@ pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) 
                 if spec.adapter == AdapterKind::Architect {
                     set("ARCHITECT_API_BASE", u);
                 }
-                set("OPENAI_API_KEY", &door.key);
+                set("OPENAI_API_KEY", door.key);
             }
             if let Some(u) = &anthropic {
                 for k in ["ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"] {
                     set(k, u);
                 }
-                set("ANTHROPIC_API_KEY", &door.key);
+                set("ANTHROPIC_API_KEY", door.key);
             }
         }
         AdapterKind::Command => {
@@ -77,7 +78,7 @@ pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) 
                 && let Some(u) = url(&g.provider)
             {
                 set(&g.base_url_env, &u);
-                set(&g.key_env, &door.key);
+                set(&g.key_env, door.key);
             }
         }
     }
@@ -87,13 +88,17 @@ pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) 
 mod tests {
     use super::*;
 
-    fn door() -> ModelDoor {
+    fn urls() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("anthropic".into(), "http://127.0.0.1:9/anthropic".into()),
+            ("openai".into(), "http://127.0.0.1:9/openai/v1".into()),
+        ])
+    }
+
+    fn door(base_urls: &BTreeMap<String, String>) -> ModelDoor<'_> {
         ModelDoor {
-            base_urls: BTreeMap::from([
-                ("anthropic".into(), "http://127.0.0.1:9/anthropic".into()),
-                ("openai".into(), "http://127.0.0.1:9/openai/v1".into()),
-            ]),
-            key: "fanout-gateway-w1-x".into(),
+            base_urls,
+            key: "fanout-gateway-w1-x",
         }
     }
 
@@ -107,7 +112,7 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
         };
-        route_through(&spec, &door(), &mut cmd);
+        route_through(&spec, door(&urls()), &mut cmd);
         cmd
     }
 
@@ -155,7 +160,7 @@ mod tests {
             args: Vec::new(),
             env: Vec::new(),
         };
-        route_through(&spec, &door(), &mut cmd);
+        route_through(&spec, door(&urls()), &mut cmd);
         assert_eq!(var(&cmd, "MY_URL"), Some("http://127.0.0.1:9/anthropic"));
         assert_eq!(var(&cmd, "MY_KEY"), Some("fanout-gateway-w1-x"));
         let plain = AgentSpec {
@@ -167,7 +172,7 @@ mod tests {
             args: Vec::new(),
             env: Vec::new(),
         };
-        route_through(&plain, &door(), &mut cmd);
+        route_through(&plain, door(&urls()), &mut cmd);
         assert!(cmd.env.is_empty());
     }
 }

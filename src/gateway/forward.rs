@@ -232,7 +232,7 @@ async fn send(
     model_call: bool,
     out: &Outgoing,
 ) -> Result<Response<Incoming>, Response<Body>> {
-    let deadline = w.limits.deadline;
+    let deadline = w.deadline();
     loop {
         let admitted = up.limiter.admit(deadline).await;
         w.waited(admitted.unwrap_or_else(|d| d));

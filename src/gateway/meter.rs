@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +28,10 @@ pub struct Worker {
     pub id: u32,
     /// The credential its agents present for model calls.
     pub placeholder: String,
-    /// Its budget and deadline.
-    pub limits: WorkerLimits,
+    /// Its budget, USD.
+    pub budget: Option<f64>,
+    /// When it ends: no rate-limit wait lasts past it (none before it is set).
+    deadline: Mutex<Option<Instant>>,
     /// Ends its listener and every connection and tunnel of it.
     pub cancel: CancellationToken,
     usage: Mutex<Usage>,
@@ -37,6 +39,16 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// Its deadline now.
+    pub fn deadline(&self) -> Option<Instant> {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Set its deadline.
+    pub fn set_deadline(&self, deadline: Instant) {
+        *self.deadline.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline);
+    }
+
     /// The stop already sent, if any.
     pub fn stopped(&self) -> Option<Stop> {
         *self.stop.borrow()
@@ -97,7 +109,8 @@ impl Worker {
     }
 }
 
-/// Every worker's usage, the run's cost, the prices.
+/// Every worker's usage, the run's cost (what earlier attempts spent included), the
+/// prices.
 #[derive(Debug)]
 pub struct Ledger {
     prices: BTreeMap<String, Price>,
@@ -128,12 +141,17 @@ impl Meter {
 }
 
 impl Ledger {
-    /// A ledger with `prices` (the user's, over the shipped table) and the run's budget.
-    pub fn new(prices: BTreeMap<String, Price>, budget_total: Option<f64>) -> Ledger {
+    /// A ledger with `prices` (the user's, over the shipped table), the run's budget,
+    /// and what the run spent before it (`spent_before`: earlier attempts).
+    pub fn new(
+        prices: BTreeMap<String, Price>,
+        budget_total: Option<f64>,
+        spent_before: f64,
+    ) -> Ledger {
         Ledger {
             prices,
             budget_total,
-            run_cost: Mutex::new(0.0),
+            run_cost: Mutex::new(spent_before),
             workers: Mutex::new(BTreeMap::new()),
         }
     }
@@ -153,7 +171,8 @@ impl Ledger {
         let w = Arc::new(Worker {
             id,
             placeholder,
-            limits,
+            budget: limits.budget,
+            deadline: Mutex::new(limits.deadline),
             cancel: CancellationToken::new(),
             usage: Mutex::new(Usage::default()),
             stop,
@@ -186,14 +205,14 @@ impl Ledger {
         self.workers().values().cloned().collect()
     }
 
-    /// What the run has spent.
+    /// What the run has spent, earlier attempts included.
     pub fn run_cost(&self) -> f64 {
         *self.run_cost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a budget covers `w`'s model calls (so an unpriced model is refused).
     pub fn budgeted(&self, w: &Worker) -> bool {
-        self.budget_total.is_some() || w.limits.budget.is_some()
+        self.budget_total.is_some() || w.budget.is_some()
     }
 
     /// Whether `model` has a price.
@@ -247,7 +266,7 @@ impl Ledger {
     /// worker).
     fn check(&self, w: &Worker) {
         let spent = w.with_usage(|u| u.cost);
-        if let Some(budget) = w.limits.budget
+        if let Some(budget) = w.budget
             && spent >= budget
         {
             w.stop(Stop::Budget { spent, budget });
@@ -321,7 +340,7 @@ mod tests {
     fn cumulative_reports_are_charged_once_and_budgets_stop_workers() {
         let mut prices = BTreeMap::new();
         prices.insert("m".to_owned(), price());
-        let ledger = Ledger::new(prices, Some(0.1));
+        let ledger = Ledger::new(prices, Some(0.1), 0.0);
         let (a, mut a_stop) = ledger.add(1, "pa".into(), limits(Some(0.05))).unwrap();
         let (b, b_stop) = ledger.add(2, "pb".into(), limits(None)).unwrap();
         assert!(ledger.add(2, "x".into(), limits(None)).is_err());
@@ -364,7 +383,7 @@ mod tests {
 
     #[test]
     fn an_unpriced_model_is_counted_as_such_once_per_response() {
-        let ledger = Ledger::new(BTreeMap::new(), None);
+        let ledger = Ledger::new(BTreeMap::new(), None, 0.0);
         let (w, _) = ledger.add(1, "p".into(), limits(None)).unwrap();
         assert!(!ledger.budgeted(&w));
         assert!(!ledger.priced("my-local-model"));

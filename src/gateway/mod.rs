@@ -4,9 +4,11 @@
 //! limits for every worker at once.
 //!
 //! **Its API** ([`Gateway`]): [`Gateway::start`] with a [`GatewayConfig`] (providers
-//! and their keys, the network allow-list, prices, the run's `budget_total`) on a
+//! and their keys, the network allow-list, prices, the run's `budget_total` and what
+//! earlier attempts of the run spent against it) on a
 //! tokio runtime; [`Gateway::register_worker`] for each worker, with its budget and
-//! deadline ([`WorkerLimits`]), gives a [`WorkerCredential`]: the base URL of each
+//! deadline ([`WorkerLimits`]; a deadline known only later is set with
+//! [`Gateway::set_deadline`]), gives a [`WorkerCredential`]: the base URL of each
 //! provider and the proxy URL to hand its agents, the placeholder key they present,
 //! and a watch channel on which a [`Stop`] arrives when its budget or the run's is
 //! reached (fanout then stops the worker). [`Gateway::usage`] reads a worker's
@@ -160,12 +162,21 @@ impl Gateway {
         })
     }
 
+    /// Set worker `id`'s deadline (when its agent's timeout ends, known once the agent
+    /// starts): no rate-limit wait of its lasts past it.
+    pub fn set_deadline(&self, id: u32, deadline: std::time::Instant) {
+        if let Some(w) = self.shared.ledger.worker(id) {
+            w.set_deadline(deadline);
+        }
+    }
+
     /// Worker `id`'s usage now.
     pub fn usage(&self, id: u32) -> Option<Usage> {
         self.shared.ledger.worker(id).map(|w| w.usage())
     }
 
-    /// What the run has spent, USD.
+    /// What the run has spent, USD: [`GatewayConfig::spent_before`] and what this
+    /// gateway measured.
     pub fn run_cost(&self) -> f64 {
         self.shared.ledger.run_cost()
     }

@@ -99,7 +99,7 @@ impl Shared {
             providers,
             allow,
             client: client::client(tls, timeouts),
-            ledger: Ledger::new(config.prices, config.budget_total),
+            ledger: Ledger::new(config.prices, config.budget_total, config.spent_before),
         })
     }
 }

@@ -55,4 +55,7 @@ pub struct GatewayConfig {
     pub prices: BTreeMap<String, Price>,
     /// The run's budget, USD.
     pub budget_total: Option<f64>,
+    /// What the run spent before this gateway started (its earlier attempts, for
+    /// `fanout resume`), USD: it counts against `budget_total`.
+    pub spent_before: f64,
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 pub struct WorkerLimits {
     /// Its budget, USD.
     pub budget: Option<f64>,
-    /// When it ends (its timeout): no rate-limit wait lasts past it.
+    /// When it ends (its timeout): no rate-limit wait lasts past it. Unknown at
+    /// registration (`None`: no wait is cut short), it is set when it is known
+    /// ([`super::Gateway::set_deadline`]).
     pub deadline: Option<Instant>,
 }
 

@@ -209,7 +209,8 @@ pub struct WorkerResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_abi: Option<u8>,
     /// What the run's gateway measured of the worker's traffic (absent when the worker
-    /// never reached the gateway: it did not start, or ran before the gateway).
+    /// never reached the gateway: none of its processes started, or it ran before the
+    /// gateway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayRecord>,
 }

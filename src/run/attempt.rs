@@ -391,8 +391,7 @@ pub fn execute(
         snapshot_meanwhile(repo, &plan, &worktree_root, &run_dir, sandbox.abi.is_some())?;
     let mut gateway = gateway;
     // What earlier attempts spent counts against `budget_total`.
-    let kept_spent: f64 = kept.values().filter_map(super::executor::spent_by).sum();
-    gateway.budget_total = gateway.budget_total.map(|t| (t - kept_spent).max(0.0));
+    gateway.spent_before = kept.values().filter_map(super::executor::spent_by).sum();
     let gateway = crate::gateway::Gateway::start(gateway, runtime.handle().clone())
         .map_err(Failure::Fatal)?;
     let gateway = Arc::new(gateway);
@@ -418,7 +417,7 @@ pub fn execute(
         listed: std::sync::Mutex::new(listed),
         checkouts: super::executor::cpu_slots(),
         harvests: super::executor::cpu_slots(),
-        gateway: Some(Arc::clone(&gateway)),
+        gateway: Arc::clone(&gateway),
     });
 
     let (results, interrupted) = runtime

@@ -36,6 +36,7 @@ use super::process::{Ending, ProcessSpec, Supervised, supervise};
 use super::worktree;
 use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, agent_env_with};
 use crate::config::TaskOutput;
+use crate::gateway::WorkerCredential;
 use crate::git::TrustedConfig;
 use crate::model::{Cause, Reason, Status, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
@@ -245,15 +246,7 @@ pub struct Executor {
     /// Permits for harvests ([`cpu_slots`]).
     pub harvests: Arc<Semaphore>,
     /// The run's gateway: each worker's one door out ([`super::gated`]).
-    pub gateway: Option<Arc<crate::gateway::Gateway>>,
-}
-
-/// A worker's door in the run's gateway, open while it runs.
-struct WorkerDoor {
-    /// What the gateway gave it.
-    cred: crate::gateway::WorkerCredential,
-    /// For its agent's model calls.
-    model: crate::agent::door::ModelDoor,
+    pub gateway: Arc<crate::gateway::Gateway>,
 }
 
 /// What a worker gets once its worktree is checked out (see [`Executor::reserve`]).
@@ -336,8 +329,9 @@ impl Executor {
                 continue;
             };
             if let Some(total) = self.plan.limits.budget_total {
-                let on_wire = self.gateway.as_ref().map_or(0.0, |g| g.run_cost());
-                let spent = shared.spend.total().max(on_wire);
+                // Both measures count what the kept workers of earlier attempts spent:
+                // the gateway's is theirs plus what it has seen in this attempt.
+                let spent = shared.spend.total().max(self.gateway.run_cost());
                 if spent >= total {
                     over_budget.push((w, spent, total));
                     continue;
@@ -631,8 +625,10 @@ impl Executor {
     }
 
     /// Run `w`, from the plan's base, or (a dependent) from its dependencies' merged
-    /// branches with what they give it, through its door in the run's gateway (opened
-    /// first, closed once it is done: what the gateway measured goes in its result).
+    /// branches with what they give it. Its door in the run's gateway opens once its
+    /// worktree is checked out (its sandbox is pinned to the door's port) and closes
+    /// once it is done; what the gateway measured goes in its result when its
+    /// processes started.
     async fn run_one_from(
         &self,
         w: PlannedWorker,
@@ -640,55 +636,6 @@ impl Executor {
         stop: watch::Receiver<StopLevel>,
         spend: Arc<Spend>,
         from: Option<(Oid, Given)>,
-    ) -> WorkerResult {
-        let door = match self.open_door(&w) {
-            Ok(d) => d,
-            Err(why) => return self.skeleton(&w, Status::Failed, why.into()),
-        };
-        let live = (events, stop, spend);
-        let mut result = self.run_one_through(w, live, from, door.as_ref()).await;
-        if let (Some(g), Some(d)) = (&self.gateway, door)
-            && let Some(usage) = g.end_worker(d.cred.worker).await
-        {
-            result.gateway = Some(super::gated::record(&usage, result.cost));
-        }
-        result
-    }
-
-    /// Open `w`'s door in the run's gateway, with its budget and deadline (none
-    /// without a gateway). An error is why the worker cannot run.
-    fn open_door(&self, w: &PlannedWorker) -> Result<Option<WorkerDoor>, String> {
-        let Some(g) = &self.gateway else {
-            return Ok(None);
-        };
-        let limits = self.plan.limits_of(w);
-        let cred = g.register_worker(
-            w.id,
-            crate::gateway::WorkerLimits {
-                budget: limits.budget,
-                deadline: limits
-                    .timeout
-                    .map(|t| std::time::Instant::now() + Duration::from_secs_f64(t)),
-            },
-        )?;
-        let model = crate::agent::door::ModelDoor {
-            base_urls: cred.base_urls.clone(),
-            key: cred.placeholder_key.clone(),
-        };
-        Ok(Some(WorkerDoor { cred, model }))
-    }
-
-    /// [`Executor::run_one_from`] once its door is open.
-    async fn run_one_through(
-        &self,
-        w: PlannedWorker,
-        (events, stop, spend): (
-            mpsc::UnboundedSender<Event>,
-            watch::Receiver<StopLevel>,
-            Arc<Spend>,
-        ),
-        from: Option<(Oid, Given)>,
-        door: Option<&WorkerDoor>,
     ) -> WorkerResult {
         let (base_override, given) = match from {
             Some((base, given)) => (Some(base), Some(given)),
@@ -700,21 +647,68 @@ impl Executor {
         if let Some(why) = self.snapshot_failed() {
             return self.skeleton(&w, Status::Failed, why);
         }
-        let port = door.map(|d| d.cred.addr.port());
-        let made = self.make_worktree(&w, base_override, &stop, port).await;
-        let (base, path, reserved) = match made {
+        let (base, path) = match self.make_worktree(&w, base_override, &stop).await {
             Ok(made) => made,
             Err(failed) => return failed,
         };
         let mut result = self.skeleton(&w, Status::Failed, Reason::interrupted());
-        result.worktree_path = Some(path.clone());
+        result.worktree_path = Some(path);
         result.base_commit = base_override.map(|b| b.to_string());
+        let door = match self.open_door(&w) {
+            Ok(d) => d,
+            Err(why) => {
+                result.reason = Some(why.into());
+                return self.at_base(&w, result, base);
+            }
+        };
+        let live = (events, stop, spend);
+        let mut result = self
+            .run_through(&w, result, base, live, given.as_ref(), &door)
+            .await;
+        let usage = self.gateway.end_worker(door.worker).await;
+        if let Some(usage) = usage.filter(|_| result.setup.is_some()) {
+            result.gateway = Some(super::gated::record(&usage, result.cost));
+        }
+        result
+    }
+
+    /// Open `w`'s door in the run's gateway, with its budget; its deadline is set when
+    /// its agent starts ([`Executor::run_agent`]). An error is why the worker cannot
+    /// run.
+    fn open_door(&self, w: &PlannedWorker) -> Result<WorkerCredential, String> {
+        let limits = crate::gateway::WorkerLimits {
+            budget: self.plan.limits_of(w).budget,
+            deadline: None,
+        };
+        self.gateway.register_worker(w.id, limits)
+    }
+
+    /// [`Executor::run_one_from`] once `w`'s worktree is checked out (`result` says
+    /// where) and its door is open: its confinement, then, once the tamper snapshot
+    /// is taken, everything it runs.
+    async fn run_through(
+        &self,
+        w: &PlannedWorker,
+        mut result: WorkerResult,
+        base: Oid,
+        (events, stop, spend): (
+            mpsc::UnboundedSender<Event>,
+            watch::Receiver<StopLevel>,
+            Arc<Spend>,
+        ),
+        given: Option<&Given>,
+        door: &WorkerCredential,
+    ) -> WorkerResult {
+        let path = result.worktree_path.clone().expect("the worktree was made");
+        // Filesystem work: off the async threads, so that a slow disk does not hold
+        // up the other workers' supervision.
+        let reserved = tokio::task::block_in_place(|| self.reserve(w, &path, door.addr.port()));
         let Reserved { confined, ports } = reserved;
         let mut confined = match confined {
             Ok(c) => c,
             Err(e) => {
                 result.reason = Some(format!("could not prepare the worker's sandbox: {e}").into());
-                return self.at_base(&w, result, base);
+                return self.at_base(w, result, base);
             }
         };
         // Its worktree and confinement are made; what it runs waits for the snapshot.
@@ -724,13 +718,11 @@ impl Executor {
             Ok(()) => None,
         };
         if let Some(why) = waited {
-            confined.remove();
+            tokio::task::block_in_place(|| confined.remove());
             result.reason = Some(why);
-            return self.at_base(&w, result, base);
+            return self.at_base(w, result, base);
         }
-        if let Some(d) = door {
-            confined.add_env(super::gated::proxy_vars(&d.cred.proxy_url));
-        }
+        confined.add_env(super::gated::proxy_vars(&door.proxy_url));
         self.processes_start();
         result.sandboxed = confined.abi().is_some();
         result.sandbox_abi = confined.abi();
@@ -741,9 +733,9 @@ impl Executor {
             door,
         };
         let result = self
-            .run_confined(&w, result, base, (&confined, ports), live, given.as_ref())
+            .run_confined(w, result, base, (&confined, ports), live, given)
             .await;
-        confined.remove();
+        tokio::task::block_in_place(|| confined.remove());
         result
     }
 
@@ -778,8 +770,8 @@ impl Executor {
     /// Claim `w`'s port block and make its confinement (its private directory, and its
     /// sandbox when the run has one: pinned, with [`Executor::pin_network`], to its
     /// gateway door at port `door` and its port block) for its worktree at `worktree`,
-    /// once that is checked out.
-    fn reserve(&self, w: &PlannedWorker, worktree: &Path, door: Option<u16>) -> Reserved {
+    /// once that is checked out. Blocking filesystem work.
+    fn reserve(&self, w: &PlannedWorker, worktree: &Path, door: u16) -> Reserved {
         let name = worktree::worktree_name(&self.plan.run_id, w.id);
         let at = Place {
             run_id: &self.plan.run_id,
@@ -790,8 +782,9 @@ impl Executor {
         };
         let agent = self.plan.agent_of(w);
         let ports = super::setup::claim_ports(&self.plan.setup);
-        let pin = door.filter(|_| self.pin_network);
-        let network = pin.map(|door| super::confine::pinned(door, ports.as_ref().ok()));
+        let network = self
+            .pin_network
+            .then(|| super::confine::pinned(door, ports.as_ref().ok()));
         let limits = (agent.writable.as_slice(), self.plan.hidden.as_slice());
         Reserved {
             confined: Confinement::new(at, limits, self.sandbox, network),
@@ -873,8 +866,7 @@ impl Executor {
         w: &PlannedWorker,
         base_override: Option<Oid>,
         stop: &watch::Receiver<StopLevel>,
-        gateway_port: Option<u16>,
-    ) -> Result<(Oid, PathBuf, Reserved), WorkerResult> {
+    ) -> Result<(Oid, PathBuf), WorkerResult> {
         let base: Oid = match base_override.map_or_else(|| self.plan.base.commit.parse(), Ok) {
             Ok(o) => o,
             Err(_) => {
@@ -909,7 +901,7 @@ impl Executor {
         match made {
             Ok(Ok(())) => {
                 let _ = self.journal.update(w.id, |e| e.worktree_created = true);
-                Ok((base, path.clone(), self.reserve(w, &path, gateway_port)))
+                Ok((base, path))
             }
             Ok(Err(e)) => Err(self.skeleton(
                 w,
@@ -1031,7 +1023,7 @@ impl Executor {
             budget: limits.budget,
             max_steps: Some(limits.max_steps),
             run_budget: spend.reached(),
-            gateway: door.map(|d| d.cred.stop.clone()),
+            gateway: Some(door.stop.clone()),
             on_progress: Some(Box::new(move |p: crate::agent::Progress| {
                 if let Some(c) = p.cost {
                     spend.live(id, c);
@@ -1039,6 +1031,7 @@ impl Executor {
             })),
             confine: confined.prepared.as_ref(),
         };
+        self.start_clock(w.id, timeout);
         let sup = supervise(spec, stop.clone(), move |line| {
             let _ = line_events.send(Event::WorkerOutput {
                 id,
@@ -1051,6 +1044,15 @@ impl Executor {
             let _ = events.send(Event::WorkerTimedOut { id: w.id });
         }
         Ok(sup)
+    }
+
+    /// Worker `id`'s agent starts now: its deadline in the gateway (no rate-limit wait
+    /// lasts past it) counts from now, as its `timeout` does; its checkout and setup
+    /// took none of it.
+    fn start_clock(&self, id: u32, timeout: Option<Duration>) {
+        if let Some(t) = timeout {
+            self.gateway.set_deadline(id, std::time::Instant::now() + t);
+        }
     }
 
     /// Commit leftovers, diff, and decide the final status.
@@ -1238,14 +1240,16 @@ fn agent_command(
     adapter: &dyn Adapter,
     agent: &crate::agent::AgentSpec,
     ctx: &WorkerContext<'_>,
-    door: Option<&WorkerDoor>,
+    door: &WorkerCredential,
 ) -> Result<crate::agent::CommandLine, String> {
     let mut cmd = adapter
         .command(ctx)
         .map_err(|e| format!("could not build the agent's command: {e}"))?;
-    if let Some(d) = door {
-        crate::agent::door::route_through(agent, &d.model, &mut cmd);
-    }
+    let model = crate::agent::door::ModelDoor {
+        base_urls: &door.base_urls,
+        key: &door.placeholder_key,
+    };
+    crate::agent::door::route_through(agent, model, &mut cmd);
     adapter
         .prepare(ctx)
         .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
@@ -1259,7 +1263,7 @@ struct Live<'a> {
     stop: &'a watch::Receiver<StopLevel>,
     spend: Arc<Spend>,
     /// Its door in the run's gateway.
-    door: Option<&'a WorkerDoor>,
+    door: &'a WorkerCredential,
 }
 
 /// What a worker's agent is asked: its prompt (a dependent's with its dependencies'

@@ -68,6 +68,7 @@ fn setup(refuse_every: Option<u64>, network: Network, budget_total: Option<f64>)
         network,
         prices: prices(),
         budget_total,
+        ..GatewayConfig::default()
     };
     let gateway = Gateway::start(config, rt.handle().clone()).unwrap();
     Setup { rt, fake, gateway }

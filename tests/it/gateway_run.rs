@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::common::*;
-use crate::fake_provider::{CACHED, FakeProvider, INPUT, OUTPUT};
+use crate::fake_provider::{CACHED, FakeProvider, INPUT, OUTPUT, Refuse};
 
 /// The user's real key: distinctive, so that it can be looked for anywhere.
 const REAL_KEY: &str = "sk-real-key-7f3a9c1e-never-in-a-worker";
@@ -55,12 +55,16 @@ struct Setup {
 }
 
 fn setup(refuse_every: Option<u64>) -> Setup {
+    setup_refusing(refuse_every.map(Refuse::Every))
+}
+
+fn setup_refusing(refuse: Option<Refuse>) -> Setup {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let fake = FakeProvider::start(rt.handle(), refuse_every);
+    let fake = FakeProvider::refusing(rt.handle(), refuse);
     let t = TestEnv::new();
     std::fs::write(t.root().join("agent.py"), AGENT).unwrap();
     Setup { t, fake, _rt: rt }
@@ -84,6 +88,14 @@ fn config(s: &Setup, calls: u32, direct: Option<&str>, extra: &str) -> PathBuf {
     ))
 }
 
+/// `fanout <args>` with the real key and the fake as the user's `OPENAI_*`.
+fn fanout(s: &Setup, args: &[&str]) -> std::process::Command {
+    let mut c = s.t.fanout(args);
+    c.env("OPENAI_API_KEY", REAL_KEY)
+        .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url()));
+    c
+}
+
 /// `fanout run` with `cfg` and `args`, the real key and the fake as the user's
 /// `OPENAI_*`; results.json.
 fn run(s: &Setup, cfg: &Path, args: &[&str]) -> Value {
@@ -97,11 +109,7 @@ fn run(s: &Setup, cfg: &Path, args: &[&str]) -> Value {
         "never",
     ];
     all.extend(args);
-    succeeded(
-        s.t.fanout(&all)
-            .env("OPENAI_API_KEY", REAL_KEY)
-            .env("OPENAI_BASE_URL", format!("{}/v1", s.fake.url())),
-    );
+    succeeded(&mut fanout(s, &all));
     let id =
         s.t.runs()
             .into_iter()
@@ -286,4 +294,173 @@ fn the_same_agents_straight_at_the_provider_fail_on_its_refusals() {
             .get("gateway")
             .is_some_and(|g| g["requests"] == 0)
     );
+}
+
+#[test]
+fn the_agents_model_time_counts_from_its_start_not_from_its_setup() {
+    // The first call is refused with `retry-after: 2`: served on its retry only if
+    // the worker's deadline (4 s) counts from when its agent started, not from before
+    // its 3-second setup.
+    let s = setup_refusing(Some(Refuse::First {
+        count: 1,
+        retry_after: 2,
+    }));
+    let cfg = config(&s, 1, None, "setup:\n  - sleep 3\n");
+    let r = run(
+        &s,
+        &cfg,
+        &["-w", "1", "-t", "call", "--timeout-per-worker", "4s"],
+    );
+    let w = &r["results"][0];
+    assert_eq!(w["status"], "success", "{w}");
+    assert_eq!(w["gateway"]["requests"], 1, "{w}");
+    assert_eq!(w["gateway"]["retries"], 1, "{w}");
+    assert_eq!(s.fake.seen().len(), 2, "{w}");
+}
+
+#[test]
+fn a_worker_whose_processes_never_started_has_no_gateway_record() {
+    let s = setup(None);
+    // A `writable:` path under a file: its sandbox cannot be made (after its door in
+    // the gateway opened), so nothing of it runs. Needs Landlock (`required`).
+    let file = s.t.root().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let cfg = config(&s, 1, None, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "    gateway:",
+        &format!("    writable: ['{}/sub']\n    gateway:", file.display()),
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let r = run(
+        &s,
+        &cfg,
+        &["-w", "1", "-t", "call", "--sandbox", "required"],
+    );
+    let w = &r["results"][0];
+    assert_eq!(w["status"], "failed", "{w}");
+    let reason = w["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("could not prepare the worker's sandbox"),
+        "{w}"
+    );
+    assert!(w.get("gateway").is_none_or(Value::is_null), "{w}");
+}
+
+/// The agent of [`resume_after_sigkill_restarts_the_gateway_and_counts_what_was_spent`]:
+/// worker 1 makes two calls and ends; before the resume (`argv[1]` missing) the others
+/// wait to be killed; resumed, worker 2 calls until it is refused and then ignores
+/// SIGTERM, worker 3 waits to be stopped, and worker 4 must not run.
+const RESUMED_AGENT: &str = r#"
+import json, os, signal, sys, time, urllib.request, urllib.error
+me = int(os.environ["FANOUT_WORKER_ID"])
+open(f"env-w{me}.txt", "wb").write(open("/proc/self/environ", "rb").read())
+def call():
+    req = urllib.request.Request(
+        os.environ["MY_URL"] + "/chat/completions",
+        data=json.dumps({"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        headers={"Authorization": "Bearer " + os.environ["MY_KEY"], "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+        return True
+    except urllib.error.HTTPError:
+        return False
+if me == 1:
+    sys.exit(0 if call() and call() else 1)
+if os.path.exists(sys.argv[1]) and me == 2:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while call():
+        pass
+while me != 4:
+    time.sleep(1)
+"#;
+
+#[test]
+fn resume_after_sigkill_restarts_the_gateway_and_counts_what_was_spent() {
+    let s = setup(None);
+    let script = s.t.root().join("resumed-agent.py");
+    std::fs::write(&script, RESUMED_AGENT).unwrap();
+    let resumed = s.t.root().join("resumed");
+    // Four answers reach the cap; worker 1 spends two of them in the first attempt.
+    let cap = 0.024;
+    assert_eq!((cap / one_answer()).ceil(), 4.0);
+    let cfg = s.t.config(&format!(
+        "parallel_runs:\n  agent: caller\nworktree_dir: '{}'\nkill_grace: 5\nagents:\n  caller:\n    command: ['/usr/bin/python3', '{}', '{}']\n    gateway: {{base_url_env: MY_URL, key_env: MY_KEY}}\nprices:\n  fake-gpt: {{input: {}, output: {}, cached_input: {}}}\n",
+        s.t.worktrees.display(),
+        script.display(),
+        resumed.display(),
+        PRICE.0,
+        PRICE.1,
+        PRICE.2,
+    ));
+    let mut args = vec!["--config", cfg.to_str().unwrap(), "run", "-q"];
+    args.extend(["--run-id", "spent", "-w", "2", "--budget-total", "0.024"]);
+    args.extend(["--timeout-per-worker", "60s"]);
+    args.extend(["-t", "a", "-t", "b", "-t", "c", "-t", "d"]);
+    let mut child = fanout(&s, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Worker 1 finished, and worker 3 took its slot (its agent is running).
+    let w1 = s.t.run_dir("spent").join("results/w1.json");
+    let w3 = s.t.worktrees.join("spent/w3/env-w3.txt");
+    let ready = wait_until(std::time::Duration::from_secs(60), || {
+        w1.is_file() && w3.is_file()
+    });
+    // A crash: fanout and its gateway die at once; the agents are left running.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ready, "worker 1 did not finish, or worker 3 did not start");
+    assert_eq!(s.fake.seen().len(), 2);
+
+    std::fs::write(&resumed, "").unwrap();
+    let args = ["--config", cfg.to_str().unwrap(), "resume", "spent"];
+    // (it exits 1: workers 2 to 4 did not succeed)
+    let out = fanout(&s, &[&args[..], &["--stop-survivors", "-q"]].concat())
+        .output()
+        .unwrap();
+    let r = s.t.results("spent");
+    let results = r["results"].as_array().unwrap();
+    // The resumed attempt stopped at the run's total: two more answers, not four.
+    let seen = s.fake.seen();
+    assert_eq!(
+        seen.len(),
+        4,
+        "{r}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests: Vec<&Value> = results.iter().map(|w| &w["gateway"]["requests"]).collect();
+    assert_eq!(
+        requests,
+        [&2.into(), &2.into(), &0.into(), &Value::Null],
+        "{r}"
+    );
+    assert_eq!(results[0]["status"], "success", "{r}");
+    for w in &results[1..3] {
+        assert_eq!(w["attempt"], 2, "{w}");
+        assert_eq!(w["status"], "partial", "{w}");
+        let reason = w["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("stopped: by the gateway's measure of its model calls, the run's budget_total of $0.0240 is reached ($0.0244 spent)"),
+            "{w}"
+        );
+    }
+    // Worker 4 waited for a slot while worker 2 was being stopped: the kept spend and
+    // what this attempt's gateway saw reach the total, so it never started.
+    let reason = results[3]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("not started"), "{r}");
+    // The resumed calls went through a new gateway, with the real key; the resumed
+    // agent had its placeholder, and the key is nowhere a worker could see it.
+    assert!(seen.iter().all(|q| {
+        q.headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == &format!("Bearer {REAL_KEY}"))
+    }));
+    let wt = PathBuf::from(results[1]["worktree_path"].as_str().unwrap());
+    let env = std::fs::read_to_string(wt.join("env-w2.txt")).unwrap();
+    assert!(env.contains("MY_KEY=fanout-gateway-w2-"), "{env}");
+    let holding = files_holding(s.t.root(), REAL_KEY);
+    assert!(holding.is_empty(), "the real key is in {holding:?}");
 }

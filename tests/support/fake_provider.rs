@@ -4,9 +4,8 @@
 //! or not, each reporting the same usage ([`INPUT`] uncached input tokens, [`CACHED`]
 //! read from a cache, [`OUTPUT`] output tokens) in that API's own shape. Like OpenAI,
 //! a streamed Chat Completions answer carries usage only when the request asked for
-//! it (`stream_options.include_usage`). With `refuse_every: Some(k)`, every k-th
-//! request is refused with 429 and `retry-after: 1`, whoever sends it. It records
-//! every request it gets.
+//! it (`stream_options.include_usage`). It refuses requests with 429 as it is told
+//! ([`Refuse`]), whoever sends them. It records every request it gets.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -34,6 +33,25 @@ pub struct Seen {
     pub body: Vec<u8>,
 }
 
+/// Which requests the fake refuses with 429 (counted from 1, whoever sends them).
+#[derive(Debug, Clone, Copy)]
+pub enum Refuse {
+    /// Every k-th, with `retry-after: 1`.
+    Every(u64),
+    /// The first `count`, with `retry-after: <retry_after>` (seconds).
+    First { count: u64, retry_after: u64 },
+}
+
+impl Refuse {
+    /// The `retry-after` of the n-th request when it is refused.
+    fn nth(self, n: u64) -> Option<u64> {
+        match self {
+            Refuse::Every(k) => n.is_multiple_of(k).then_some(1),
+            Refuse::First { count, retry_after } => (n <= count).then_some(retry_after),
+        }
+    }
+}
+
 /// A running fake provider.
 pub struct FakeProvider {
     pub addr: SocketAddr,
@@ -41,8 +59,13 @@ pub struct FakeProvider {
 }
 
 impl FakeProvider {
-    /// Start one on `handle`'s runtime.
+    /// Start one on `handle`'s runtime that refuses every `refuse_every`-th request.
     pub fn start(handle: &tokio::runtime::Handle, refuse_every: Option<u64>) -> FakeProvider {
+        Self::refusing(handle, refuse_every.map(Refuse::Every))
+    }
+
+    /// Start one on `handle`'s runtime that refuses what `refuse` says.
+    pub fn refusing(handle: &tokio::runtime::Handle, refuse: Option<Refuse>) -> FakeProvider {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -59,7 +82,7 @@ impl FakeProvider {
                 let (log, count) = (log.clone(), count.clone());
                 let service = hyper::service::service_fn(move |req| {
                     let (log, count) = (log.clone(), count.clone());
-                    async move { Ok::<_, Infallible>(serve(req, &log, &count, refuse_every).await) }
+                    async move { Ok::<_, Infallible>(serve(req, &log, &count, refuse).await) }
                 });
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
@@ -85,7 +108,7 @@ async fn serve(
     req: Request<hyper::body::Incoming>,
     log: &Mutex<Vec<Seen>>,
     count: &AtomicU64,
-    refuse_every: Option<u64>,
+    refuse: Option<Refuse>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     let headers = req
@@ -106,7 +129,7 @@ async fn serve(
         body,
     });
     let n = count.fetch_add(1, Ordering::SeqCst) + 1;
-    if refuse_every.is_some_and(|k| n.is_multiple_of(k)) {
+    if let Some(wait) = refuse.and_then(|r| r.nth(n)) {
         let mut r = reply(
             429,
             "application/json",
@@ -114,7 +137,7 @@ async fn serve(
                 .to_string(),
         );
         r.headers_mut()
-            .insert("retry-after", hyper::header::HeaderValue::from_static("1"));
+            .insert("retry-after", hyper::header::HeaderValue::from(wait));
         return r;
     }
     let model = asked["model"].as_str().unwrap_or("unnamed").to_owned();
