@@ -287,3 +287,87 @@ fn the_same_agents_straight_at_the_provider_fail_on_its_refusals() {
             .is_some_and(|g| g["requests"] == 0)
     );
 }
+
+/// The agent: `CONNECT`s through its `HTTPS_PROXY` to each `host:port` given, and
+/// writes each answer's status line into `connects.txt` in its worktree.
+const CONNECTS: &str = r#"
+import os, socket, sys
+proxy = os.environ["HTTPS_PROXY"].rsplit("/", 1)[-1].rsplit(":", 1)
+lines = []
+for target in sys.argv[1:]:
+    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=30)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        b = s.recv(1)
+        if not b:
+            break
+        head += b
+    s.close()
+    lines.append(target + " " + head.decode().split("\r\n")[0])
+open("connects.txt", "w").write("\n".join(lines) + "\n")
+"#;
+
+/// A loopback listener that takes connections and holds them; its `host:port`.
+fn listener() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    addr
+}
+
+/// `network:` reaches the gateway: a host the run's `allow:` lists is tunnelled to
+/// (200), one it does not list is refused (403) and counted in the worker's
+/// `denied`; under `network: open` both pass. The providers' upstream — the gateway
+/// holds its key — is refused either way: a worker reaches it through its door only.
+#[test]
+fn the_runs_network_is_what_the_gateway_lets_through() {
+    let s = setup(None);
+    let script = s.t.root().join("connects.py");
+    std::fs::write(&script, CONNECTS).unwrap();
+    let (listed, other) = (listener(), listener());
+    let upstream = s.fake.addr.to_string();
+    let connects = |network: &str| {
+        let cfg = s.t.config(&format!(
+            "parallel_runs:\n  agent: c\nworktree_dir: '{}'\nagents:\n  c:\n    command: ['/usr/bin/python3', '{}', '{listed}', '{other}', '{upstream}']\nnetwork: {network}\n",
+            s.t.worktrees.display(),
+            script.display(),
+        ));
+        let r = run(&s, &cfg, &["-w", "1", "-t", "connect"]);
+        let w = r["results"][0].clone();
+        assert_eq!(w["status"], "success", "{w}");
+        let wt = PathBuf::from(w["worktree_path"].as_str().unwrap());
+        let said = std::fs::read_to_string(wt.join("connects.txt")).unwrap();
+        (said, w)
+    };
+    let (said, w) = connects(&format!("{{allow: ['{listed}']}}"));
+    for line in [
+        format!("{listed} HTTP/1.1 200"),
+        format!("{other} HTTP/1.1 403"),
+        format!("{upstream} HTTP/1.1 403"),
+    ] {
+        assert!(said.contains(&line), "{line:?} in:\n{said}");
+    }
+    let g = &w["gateway"];
+    assert_eq!(g["denied_total"], 2, "{w}");
+    let denied: Vec<&str> = (g["denied"].as_array().unwrap().iter())
+        .map(|d| d["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(denied, [other.as_str(), upstream.as_str()], "{w}");
+
+    let (said, w) = connects("open");
+    for line in [
+        format!("{listed} HTTP/1.1 200"),
+        format!("{other} HTTP/1.1 200"),
+        format!("{upstream} HTTP/1.1 403"),
+    ] {
+        assert!(said.contains(&line), "{line:?} in:\n{said}");
+    }
+    assert_eq!(w["gateway"]["denied_total"], 1, "{w}");
+    assert!(s.fake.seen().is_empty());
+}
