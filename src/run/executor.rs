@@ -1248,6 +1248,11 @@ fn agent_command(
     }
     adapter
         .prepare(ctx)
+        .and_then(|()| {
+            door.map_or(Ok(()), |d| {
+                crate::agent::door::drop_login(agent, &d.model, ctx)
+            })
+        })
         .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
     Ok(cmd)
 }
