@@ -93,7 +93,7 @@ pub fn route_through(spec: &AgentSpec, door: ModelDoor<'_>, cmd: &mut CommandLin
 /// is when the definition's `env:` moves the configuration directory.
 pub fn drop_login(
     spec: &AgentSpec,
-    door: &ModelDoor,
+    door: ModelDoor<'_>,
     ctx: &WorkerContext<'_>,
 ) -> std::io::Result<()> {
     let held = |p: &str| door.base_urls.contains_key(p);
@@ -194,10 +194,8 @@ mod tests {
             private_dir: d.path(),
             sandboxed: true,
         };
-        let only_openai = ModelDoor {
-            base_urls: BTreeMap::from([("openai".into(), "http://127.0.0.1:9/openai/v1".into())]),
-            key: "k".into(),
-        };
+        let openai = BTreeMap::from([("openai".into(), "http://127.0.0.1:9/openai/v1".into())]);
+        let (none, both) = (BTreeMap::new(), urls());
         for (cli, file) in [
             ("claude", "claude/.credentials.json"),
             ("codex", "codex/auth.json"),
@@ -206,13 +204,13 @@ mod tests {
             let login = d.path().join(file);
             std::fs::create_dir_all(login.parent().unwrap()).unwrap();
             std::fs::write(&login, "{}").unwrap();
-            drop_login(&spec, &ModelDoor::default(), &ctx).unwrap();
+            drop_login(&spec, door(&none), &ctx).unwrap();
             assert!(login.exists(), "{cli}: no provider held");
-            drop_login(&spec, &only_openai, &ctx).unwrap();
+            drop_login(&spec, door(&openai), &ctx).unwrap();
             assert_eq!(login.exists(), cli == "claude", "{cli}: only OpenAI held");
-            drop_login(&spec, &door(), &ctx).unwrap();
+            drop_login(&spec, door(&both), &ctx).unwrap();
             assert!(!login.exists(), "{cli}: both held");
-            drop_login(&spec, &door(), &ctx).unwrap();
+            drop_login(&spec, door(&both), &ctx).unwrap();
         }
     }
 

@@ -1252,11 +1252,7 @@ fn agent_command(
     crate::agent::door::route_through(agent, model, &mut cmd);
     adapter
         .prepare(ctx)
-        .and_then(|()| {
-            door.map_or(Ok(()), |d| {
-                crate::agent::door::drop_login(agent, &d.model, ctx)
-            })
-        })
+        .and_then(|()| crate::agent::door::drop_login(agent, model, ctx))
         .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
     Ok(cmd)
 }
