@@ -5,8 +5,9 @@
 //! read from a cache, [`OUTPUT`] output tokens) in that API's own shape. Like OpenAI,
 //! a streamed Chat Completions answer carries usage only when the request asked for
 //! it (`stream_options.include_usage`). With `refuse_every: Some(k)`, every k-th
-//! request is refused with 429 and `retry-after: 1`, whoever sends it. It records
-//! every request it gets.
+//! request is refused with 429 and `retry-after: 1`, whoever sends it. A request
+//! whose body says `"hold": true` is answered only once [`FakeProvider::release`] is
+//! called (a call kept in flight). It records every request it gets.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -38,6 +39,7 @@ pub struct Seen {
 pub struct FakeProvider {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    held: Arc<tokio::sync::Notify>,
 }
 
 impl FakeProvider {
@@ -48,7 +50,8 @@ impl FakeProvider {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let count = Arc::new(AtomicU64::new(0));
-        let log = seen.clone();
+        let held = Arc::new(tokio::sync::Notify::new());
+        let (log, hold) = (seen.clone(), held.clone());
         handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             loop {
@@ -56,10 +59,13 @@ impl FakeProvider {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let (log, count) = (log.clone(), count.clone());
+                let (log, count, hold) = (log.clone(), count.clone(), hold.clone());
                 let service = hyper::service::service_fn(move |req| {
-                    let (log, count) = (log.clone(), count.clone());
-                    async move { Ok::<_, Infallible>(serve(req, &log, &count, refuse_every).await) }
+                    let (log, count, hold) = (log.clone(), count.clone(), hold.clone());
+                    async move {
+                        let answer = serve(req, &log, &count, refuse_every, &hold).await;
+                        Ok::<_, Infallible>(answer)
+                    }
                 });
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
@@ -67,7 +73,12 @@ impl FakeProvider {
                 );
             }
         });
-        FakeProvider { addr, seen }
+        FakeProvider { addr, seen, held }
+    }
+
+    /// Answer the request held (`"hold": true`), now or as soon as it comes.
+    pub fn release(&self) {
+        self.held.notify_one();
     }
 
     /// Its base URL.
@@ -86,6 +97,7 @@ async fn serve(
     log: &Mutex<Vec<Seen>>,
     count: &AtomicU64,
     refuse_every: Option<u64>,
+    held: &tokio::sync::Notify,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     let headers = req
@@ -105,6 +117,9 @@ async fn serve(
         headers,
         body,
     });
+    if asked["hold"] == true {
+        held.notified().await;
+    }
     let n = count.fetch_add(1, Ordering::SeqCst) + 1;
     if refuse_every.is_some_and(|k| n.is_multiple_of(k)) {
         let mut r = reply(
