@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::util::procfs::{self, Stat};
+
 /// One live process of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stray {
@@ -47,34 +49,19 @@ impl Stray {
     }
 }
 
-/// One line of `/proc/<pid>/stat`: state, parent, start time.
-fn stat(pid: i32) -> Option<(char, i32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    Some((
-        state,
-        fields.get(1)?.parse().ok()?,
-        fields.get(19)?.parse().ok()?,
-    ))
-}
-
 /// Whether `pid` was started with `run` (`FANOUT_RUN_ID=…`) and one of `worktrees`
 /// (`FANOUT_WORKTREE=…`) in its environment.
 fn marked(pid: i32, run: &[u8], worktrees: &[Vec<u8>]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        vars.contains(&run) && vars.iter().any(|v| worktrees.iter().any(|w| w == v))
-    })
+    procfs::environ(pid).is_some_and(|env| env.has(run) && worktrees.iter().any(|w| env.has(w)))
 }
 
 /// This process and its ancestors.
-fn me_and_ancestors(table: &BTreeMap<i32, (char, i32, u64)>) -> BTreeSet<i32> {
+fn me_and_ancestors(table: &BTreeMap<i32, Stat>) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     let mut pid = std::process::id() as i32;
     while pid > 1 && out.insert(pid) {
         pid = match table.get(&pid) {
-            Some(&(_, ppid, _)) => ppid,
+            Some(s) => s.ppid,
             None => break,
         };
     }
@@ -141,13 +128,9 @@ pub fn find(run_id: &str, worktrees: &[&Path]) -> Found {
 /// One look at the process table: the marked processes, and those beneath them that
 /// are not.
 fn scan(run: &[u8], worktrees: &[Vec<u8>]) -> Found {
-    let table: BTreeMap<i32, (char, i32, u64)> = std::fs::read_dir("/proc")
+    let table: BTreeMap<i32, Stat> = procfs::processes()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, stat(pid)?)))
-        .filter(|(_, (state, _, _))| *state != 'Z')
+        .filter(|(_, s)| !s.zombie())
         .collect();
     let mine = me_and_ancestors(&table);
     let proven: BTreeSet<i32> = table
@@ -160,7 +143,7 @@ fn scan(run: &[u8], worktrees: &[Vec<u8>]) -> Found {
     loop {
         let more: Vec<i32> = table
             .iter()
-            .filter(|(pid, (_, ppid, _))| beneath.contains(ppid) && !beneath.contains(pid))
+            .filter(|(pid, s)| beneath.contains(&s.ppid) && !beneath.contains(pid))
             .map(|(pid, _)| *pid)
             .filter(|pid| !mine.contains(pid))
             .collect();
@@ -171,10 +154,8 @@ fn scan(run: &[u8], worktrees: &[Vec<u8>]) -> Found {
     }
     let stray = |pid: i32| Stray {
         pid,
-        start: table[&pid].2,
-        name: std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|c| c.trim().to_owned())
-            .unwrap_or_else(|_| "?".into()),
+        start: table[&pid].start,
+        name: procfs::comm(pid),
     };
     Found {
         proven: proven.iter().map(|&p| stray(p)).collect(),
@@ -194,7 +175,7 @@ pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Found {
 
 /// Whether `s` is still running (not exited, not another process by now).
 pub fn alive(s: &Stray) -> bool {
-    stat(s.pid).is_some_and(|(state, _, start)| state != 'Z' && start == s.start)
+    procfs::stat(s.pid).is_some_and(|t| !t.zombie() && t.start == s.start)
 }
 
 /// Send `sig` to each of `strays` still running.
