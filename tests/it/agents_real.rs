@@ -403,8 +403,15 @@ fn two_workers_write_and_commit(cli: Cli) {
     let t = TestEnv::new();
     let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
     cli.prepare_home(&t.home);
-    // credentials the sandbox hides: the CLI works without reading them
-    for rel in [".ssh/id_ed25519", ".git-credentials", ".netrc"] {
+    // credentials the sandbox hides: the CLI works without reading them (its own
+    // login too: the gateway holds the key, and the worker's copy has no login)
+    for rel in [
+        ".ssh/id_ed25519",
+        ".git-credentials",
+        ".netrc",
+        ".claude/.credentials.json",
+        ".codex/auth.json",
+    ] {
         let p = t.home.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, "SECRET\n").unwrap();
@@ -473,6 +480,10 @@ fn two_workers_write_and_commit(cli: Cli) {
         assert_eq!(g["cost_mismatch"], false, "{what}: {r}");
         for q in &reqs {
             assert_eq!(q["key"], REAL_KEY, "{what}: {q}");
+            // At each request the agent was waiting for its answer: /proc showed it,
+            // and no worker process held the real key in its environment or arguments.
+            assert!(q["workers_seen"].as_u64() >= Some(1), "{what}: {q}");
+            assert_eq!(q["workers_holding_key"], json!([]), "{what}: {q}");
         }
         let main = reqs.iter().filter(|q| q["kind"] == "main").count();
         assert_eq!(r["steps"], expected_steps(cli, main), "{what}: {r}");
