@@ -127,7 +127,6 @@ pub fn publish_report_after(
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
     let prepared = PublishContext::new(repo, file, args, record)?;
-    secure_worktrees(repo, &report.run_id);
     let gh = prepared.api(super::github::auth::Scope {
         issues: writes_issues(report, &prepared.opts),
         ci: false,
@@ -160,19 +159,6 @@ pub fn publish_report_after(
             Ok(exit::FATAL)
         }
         None => Ok(code),
-    }
-}
-
-/// The git files of run `run_id`'s worktrees (when it is a run of this repository)
-/// put back as fanout made them before publishing runs git
-/// ([`crate::run::links::secure_run`]); what had changed is said.
-fn secure_worktrees(repo: &UserRepo, run_id: &str) {
-    if !crate::plan::is_valid_run_id(run_id) {
-        return;
-    }
-    let run_dir = repo.run_dir(run_id);
-    for note in crate::run::links::secure_run(&repo.common_dir, &run_dir, run_id) {
-        errln!("fanout: note: {note}");
     }
 }
 
