@@ -26,14 +26,22 @@ pub enum Cause {
     InternalError,
 }
 
-impl std::fmt::Display for Cause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Cause {
+    /// The words a reason of this cause begins with (none for the worker's own
+    /// account: its reason is its words); the only place they are written.
+    pub const fn words(self) -> &'static str {
+        match self {
             Cause::Worker => "",
             Cause::Interrupted => "interrupted",
             Cause::BudgetSpent | Cause::SnapshotFailed => "not started",
             Cause::InternalError => "internal error",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.words())
     }
 }
 
