@@ -473,6 +473,10 @@ fn two_workers_write_and_commit(cli: Cli) {
         assert_eq!(g["cost_mismatch"], false, "{what}: {r}");
         for q in &reqs {
             assert_eq!(q["key"], REAL_KEY, "{what}: {q}");
+            // At each request the agent was waiting for its answer: /proc showed it,
+            // and no worker process held the real key in its environment or arguments.
+            assert!(q["workers_seen"].as_u64() >= Some(1), "{what}: {q}");
+            assert_eq!(q["workers_holding_key"], json!([]), "{what}: {q}");
         }
         let main = reqs.iter().filter(|q| q["kind"] == "main").count();
         assert_eq!(r["steps"], expected_steps(cli, main), "{what}: {r}");

@@ -46,7 +46,10 @@ Every request is appended to --log as one JSON line:
    "mode", "action": "tool"|"text"|"error"|"hang"|"meta", "turn", "file",
    "stream", "tools": [names], "usage": {"input_tokens", "output_tokens"} | null,
    "digest": first 16 hex of sha256(body),
-   "key": the API key the request carried (x-api-key, else Authorization's bearer)}
+   "key": the API key the request carried (x-api-key, else Authorization's bearer),
+   "workers_seen": how many live processes fanout started for a worker (FANOUT_WORKTREE in
+     the environment they started with) this server could read in /proc at the request,
+   "workers_holding_key": the pids among them whose /proc environ or cmdline holds "key"}
 `turn` is 1 + the number of assistant turns already in the conversation.
 """
 import argparse
@@ -99,6 +102,26 @@ def log(entry):
             with open(ARGS.log, "a") as f:
                 f.write(json.dumps(entry, sort_keys=True) + "\n")
         return entry["seq"]
+
+
+def proc_view(key):
+    """The live worker processes (FANOUT_WORKTREE in their environ) and those whose
+    environ or command line holds `key`, as /proc shows them now."""
+    seen, holding = 0, []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if b"FANOUT_WORKTREE=" not in env:
+            continue
+        seen += 1
+        if key and key.encode() in env + cmdline:
+            holding.append(int(pid))
+    return seen, holding
 
 
 def texts(content):
@@ -221,8 +244,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def record(self, req, **kw):
         auth = self.headers.get("Authorization") or ""
         key = self.headers.get("x-api-key") or (auth[7:] if auth.startswith("Bearer ") else auth)
+        seen, holding = proc_view(key)
         entry = {"method": self.command, "path": self.path,
-                 "digest": hashlib.sha256(req).hexdigest()[:16], "key": key}
+                 "digest": hashlib.sha256(req).hexdigest()[:16], "key": key,
+                 "workers_seen": seen, "workers_holding_key": holding}
         entry.update(kw)
         seq = log(entry)
         if ARGS.dump:
