@@ -489,9 +489,9 @@ impl Worded {
             .collect()
     }
 
-    /// The commits of the branches of workers 1–4, as `results` name them.
-    fn branches(&self, results: &serde_json::Value) -> Vec<(String, String)> {
-        results.as_array().unwrap()[..4]
+    /// The commits of the branches `results` name.
+    fn branches(&self, results: &[serde_json::Value]) -> Vec<(String, String)> {
+        results
             .iter()
             .map(|r| {
                 let b = r["branch"].as_str().unwrap().to_owned();
@@ -502,22 +502,34 @@ impl Worded {
             .collect()
     }
 
-    /// Resume the run; what it printed, and its report.
-    fn resume(&self, run_id: &str, extra: &[&str]) -> (String, serde_json::Value) {
+    /// Resume the run: only worker 5's agent runs again; workers 1–4 keep their words,
+    /// their cause and their branches (`kept`); worker 5 succeeds.
+    fn resume_keeps(&self, run_id: &str, extra: &[&str], kept: &[(String, String)]) {
         let mut args = vec!["--config", self.cfg.to_str().unwrap(), "resume", run_id];
         args.extend(["--quiet", "--json"]);
         args.extend_from_slice(extra);
         let out = self.t.fanout(&args).output().unwrap();
-        let report = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("no JSON report ({e}): {}", text(&out)));
-        (text(&out), report)
+        let said = text(&out);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no JSON report ({e}): {said}"));
+        assert!(
+            said.contains("running #5; keeping #1, #2, #3, #4"),
+            "{said}"
+        );
+        assert_eq!(self.starts(), ["1", "2", "3", "4", "5", "5"], "{said}");
+        let results = report["results"].as_array().unwrap();
+        check_worded(&results[..4]);
+        assert_eq!(results[4]["status"], "success", "{:#}", results[4]);
+        assert_eq!(
+            self.branches(&results[..4]),
+            kept,
+            "branches kept as they were"
+        );
     }
 }
 
-/// Workers 1–4 of `results` keep their agents' words under the cause `worker`;
-/// worker 5 is as `last` says.
-fn check_worded(results: &serde_json::Value, last: (&str, &str)) {
-    let results = results.as_array().unwrap();
+/// Workers 1–4 (`results`) keep their agents' words under the cause `worker`.
+fn check_worded(results: &[serde_json::Value]) {
     let got: Vec<(&str, &str, &str)> = results
         .iter()
         .map(|r| {
@@ -528,7 +540,7 @@ fn check_worded(results: &serde_json::Value, last: (&str, &str)) {
         })
         .collect();
     assert_eq!(
-        got[..4],
+        got,
         [
             ("partial", "worker", "interrupted"),
             ("failed", "worker", "interrupted by the user"),
@@ -537,33 +549,24 @@ fn check_worded(results: &serde_json::Value, last: (&str, &str)) {
         ],
         "{results:#?}"
     );
-    assert_eq!((got[4].0, got[4].1), last, "{results:#?}");
 }
 
 #[test]
 fn an_agents_words_never_make_resume_run_its_finished_worker_again_after_sigint() {
     let mut h = Worded::start("worded-int");
     kill(Pid::from_raw(h.child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_child(&mut h.child, Duration::from_secs(45));
+    assert_eq!(status.code(), Some(130));
+    let report = h.t.results("worded-int");
+    let results = report["results"].as_array().unwrap();
+    check_worded(&results[..4]);
+    let last = (&results[4]["status"], &results[4]["cause"]);
     assert_eq!(
-        wait_child(&mut h.child, Duration::from_secs(45)).code(),
-        Some(130)
+        last,
+        (&"failed".into(), &"interrupted".into()),
+        "{report:#}"
     );
-    let before = h.t.results("worded-int");
-    check_worded(&before["results"], ("failed", "interrupted"));
-    let kept = h.branches(&before["results"]);
-
-    let (said, after) = h.resume("worded-int", &[]);
-    assert!(
-        said.contains("running #5; keeping #1, #2, #3, #4"),
-        "{said}"
-    );
-    assert_eq!(h.starts(), ["1", "2", "3", "4", "5", "5"], "{said}");
-    check_worded(&after["results"], ("success", ""));
-    assert_eq!(
-        h.branches(&after["results"]),
-        kept,
-        "branches kept as they were"
-    );
+    h.resume_keeps("worded-int", &[], &h.branches(&results[..4]));
 }
 
 #[test]
@@ -579,20 +582,8 @@ fn an_agents_words_never_make_resume_run_its_finished_worker_again_after_sigkill
             serde_json::from_slice(&bytes).unwrap()
         })
         .collect();
-    let kept = h.branches(&serde_json::Value::from(records));
-
-    let (said, after) = h.resume("worded-kill", &["--stop-survivors"]);
-    assert!(
-        said.contains("running #5; keeping #1, #2, #3, #4"),
-        "{said}"
-    );
-    assert_eq!(h.starts(), ["1", "2", "3", "4", "5", "5"], "{said}");
-    check_worded(&after["results"], ("success", ""));
-    assert_eq!(
-        h.branches(&after["results"]),
-        kept,
-        "branches kept as they were"
-    );
+    check_worded(&records);
+    h.resume_keeps("worded-kill", &["--stop-survivors"], &h.branches(&records));
     let script = h.script.to_str().unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || processes_with(script).is_empty()),
