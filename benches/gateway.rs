@@ -158,6 +158,7 @@ fn main() {
             wire: Wire::Anthropic,
             upstream: fake.url(),
             key: "sk-ant-bench".to_owned().into(),
+            bearer: false,
         }],
         prices: BTreeMap::from([(
             "fake-claude".to_owned(),

@@ -8,6 +8,11 @@
 //!   own `FANOUT_*TOKEN` / `FANOUT_*PRIVATE_KEY`). No child of fanout gets them.
 //! - [`is_scrubbed`]: what an agent never gets — credentials, plus the git variables
 //!   that would point its git at the user's repository and the user's ssh agent.
+//! - [`is_model_credential`]: a model provider's credential ([`MODEL_CREDENTIALS`]:
+//!   API keys, bearer and OAuth tokens, cloud keys the CLIs reach a model with). The
+//!   run's gateway takes the keys it holds from fanout's environment; no process fanout
+//!   starts for a worker (agent, setup command, check) nor any git fanout runs gets
+//!   one (`run::gated::without_keys`, [`crate::git`]'s environment).
 //! - [`is_credential_config`]: git configuration that carries a credential (an
 //!   `http.extraheader`, a credential helper, a URL with a password in it), as found in
 //!   `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`/`GIT_CONFIG_VALUE_<n>`;
@@ -50,6 +55,46 @@ pub fn is_credential(name: &str) -> bool {
         || upper.starts_with("GITHUB_APP_")
         || upper.starts_with("INPUT_")
             && (upper.contains("TOKEN") || upper.contains("KEY") || upper.contains("SECRET"))
+}
+
+/// The variables that hold a model provider's credential (see [`is_model_credential`]).
+pub const MODEL_CREDENTIALS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "VERTEXAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "TOGETHER_API_KEY",
+    "TOGETHERAI_API_KEY",
+    "FIREWORKS_API_KEY",
+    "COHERE_API_KEY",
+    "CO_API_KEY",
+    "PERPLEXITYAI_API_KEY",
+    "CEREBRAS_API_KEY",
+    "HUGGINGFACE_API_KEY",
+    "HF_TOKEN",
+];
+
+/// A variable holding a model provider's credential ([`MODEL_CREDENTIALS`], any case).
+/// The keys the gateway holds are read from fanout's environment; none of these
+/// reaches a worker's process or fanout's git.
+pub fn is_model_credential(name: &str) -> bool {
+    MODEL_CREDENTIALS
+        .iter()
+        .any(|m| m.eq_ignore_ascii_case(name))
 }
 
 /// Variables that never reach an agent: credentials ([`is_credential`]), git variables
@@ -444,6 +489,34 @@ mod tests {
             "FANOUT_RUN_ID",
         ] {
             assert!(!is_scrubbed(name), "{name} passes");
+        }
+    }
+
+    #[test]
+    fn model_credentials_are_one_list() {
+        for name in [
+            "ANTHROPIC_API_KEY",
+            "anthropic_auth_token",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "OPENAI_API_KEY",
+            "AZURE_OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "OPENROUTER_API_KEY",
+            "AWS_BEARER_TOKEN_BEDROCK",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ] {
+            assert!(is_model_credential(name), "{name}");
+        }
+        for name in [
+            "ANTHROPIC_BASE_URL",
+            "OPENAI_BASE_URL",
+            "AWS_REGION",
+            "PATH",
+        ] {
+            assert!(!is_model_credential(name), "{name}");
         }
     }
 

@@ -79,6 +79,11 @@ fn seed_config(
     }
 }
 
+/// Claude Code's login in the worker's private configuration.
+pub(super) fn login_file(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
+    config_dir(ctx).join(".credentials.json")
+}
+
 pub(super) struct ClaudeAdapter {
     spec: AgentSpec,
 }

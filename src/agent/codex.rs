@@ -78,6 +78,11 @@ fn seed_home(from: Option<std::path::PathBuf>, to: &std::path::Path) -> std::io:
     }
 }
 
+/// Codex's login in the worker's private configuration.
+pub(super) fn login_file(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
+    home_dir(ctx).join("auth.json")
+}
+
 pub(super) struct CodexAdapter {
     spec: AgentSpec,
 }

@@ -12,11 +12,13 @@
 //! - command: only with `gateway: {base_url_env, key_env, provider}` in its definition.
 //!
 //! A provider the gateway does not hold (no key in fanout's environment) gets no
-//! variable: the CLI is left as it is.
+//! variable: the CLI is left as it is, logged in by itself. One it holds: the login
+//! the adapter seeded into the CLI's private configuration is removed
+//! ([`drop_login`]).
 
 use std::collections::BTreeMap;
 
-use super::{AgentSpec, CommandLine};
+use super::{AgentSpec, CommandLine, WorkerContext};
 use crate::config::AdapterKind;
 
 /// What the gateway gives a worker's agent for model calls.
@@ -83,6 +85,32 @@ pub fn route_through(spec: &AgentSpec, door: &ModelDoor, cmd: &mut CommandLine) 
     }
 }
 
+/// Remove the user's login from the private configuration the adapter seeded for
+/// `ctx` when `door` holds its CLI's provider (Claude Code's `.credentials.json` for
+/// Anthropic, Codex's `auth.json` for OpenAI): the CLI calls the door with the
+/// placeholder key, and its agents have no login to use past the gateway. Left as it
+/// is when the definition's `env:` moves the configuration directory.
+pub fn drop_login(
+    spec: &AgentSpec,
+    door: &ModelDoor,
+    ctx: &WorkerContext<'_>,
+) -> std::io::Result<()> {
+    let held = |p: &str| door.base_urls.contains_key(p);
+    let file = match spec.adapter {
+        AdapterKind::Claude if held("anthropic") && !spec.env.contains_key("CLAUDE_CONFIG_DIR") => {
+            super::claude::login_file(ctx)
+        }
+        AdapterKind::Codex if held("openai") && !spec.env.contains_key("CODEX_HOME") => {
+            super::codex::login_file(ctx)
+        }
+        _ => return Ok(()),
+    };
+    match std::fs::remove_file(file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        done => done,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +170,45 @@ mod tests {
             var(&a, "ARCHITECT_API_BASE"),
             Some("http://127.0.0.1:9/openai/v1")
         );
+    }
+
+    #[test]
+    fn the_seeded_login_is_dropped_only_for_a_provider_the_door_holds() {
+        let d = tempfile::tempdir().unwrap();
+        let ctx = WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "t",
+            model: None,
+            branch: "b",
+            worktree: d.path(),
+            max_steps: 1,
+            budget: None,
+            timeout: None,
+            result_file: d.path(),
+            private_dir: d.path(),
+            sandboxed: true,
+        };
+        let only_openai = ModelDoor {
+            base_urls: BTreeMap::from([("openai".into(), "http://127.0.0.1:9/openai/v1".into())]),
+            key: "k".into(),
+        };
+        for (cli, file) in [
+            ("claude", "claude/.credentials.json"),
+            ("codex", "codex/auth.json"),
+        ] {
+            let spec = AgentSpec::resolve(cli, &BTreeMap::new(), "fanout.yml", true).unwrap();
+            let login = d.path().join(file);
+            std::fs::create_dir_all(login.parent().unwrap()).unwrap();
+            std::fs::write(&login, "{}").unwrap();
+            drop_login(&spec, &ModelDoor::default(), &ctx).unwrap();
+            assert!(login.exists(), "{cli}: no provider held");
+            drop_login(&spec, &only_openai, &ctx).unwrap();
+            assert_eq!(login.exists(), cli == "claude", "{cli}: only OpenAI held");
+            drop_login(&spec, &door(), &ctx).unwrap();
+            assert!(!login.exists(), "{cli}: both held");
+            drop_login(&spec, &door(), &ctx).unwrap();
+        }
     }
 
     #[test]

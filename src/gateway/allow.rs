@@ -1,7 +1,8 @@
 //! The hosts a worker may reach through the gateway's proxy: an allow-list of host
 //! names (exact, or `*.domain` for its sub-domains), each with an optional port, plus
 //! built-in presets for the package registries a setup command needs; or no filter at
-//! all (`open`).
+//! all (`open`). Hosts the gateway holds a key for are refused through the proxy
+//! whatever the list says (their calls go through the door, where they are metered).
 //!
 //! A host without a port is allowed on the default port of the way it is reached:
 //! 443 through `CONNECT` (TLS), 80 as plain HTTP. Names are compared without case
@@ -34,12 +35,12 @@ pub enum Network {
     /// No filter: every host (the report says so).
     Open,
     /// Only these: host names (`example.com`, `*.example.com`, `host:port`) or preset
-    /// names ([`PRESETS`]). The providers' API hosts are always added.
+    /// names ([`PRESETS`]).
     Allow(Vec<String>),
 }
 
 impl Default for Network {
-    /// The providers' API hosts only.
+    /// Nothing.
     fn default() -> Self {
         Network::Allow(Vec::new())
     }
@@ -60,6 +61,8 @@ struct Rule {
 pub struct AllowList {
     open: bool,
     rules: Vec<Rule>,
+    /// Never let through, open or listed (a rule without a port: on any port).
+    refused: Vec<Rule>,
 }
 
 /// How a host is reached, for its default port.
@@ -72,49 +75,58 @@ pub enum Via {
 }
 
 impl AllowList {
-    /// The filter `network` describes, with `always` (the providers' hosts, as
-    /// `host` or `host:port`) added. An entry that is neither a preset nor a host name
-    /// is an error naming it.
-    pub fn new(network: &Network, always: &[String]) -> Result<AllowList, String> {
-        let entries = match network {
-            Network::Open => {
-                return Ok(AllowList {
-                    open: true,
-                    rules: Vec::new(),
-                });
-            }
-            Network::Allow(entries) => entries,
+    /// The filter `network` describes, less `refused` (`host` — on any port — or
+    /// `host:port`: the hosts of the providers the gateway holds a key for), which
+    /// no entry and not `open` lets through. An entry that is neither a preset nor a
+    /// host name is an error naming it.
+    pub fn new(network: &Network, refused: &[String]) -> Result<AllowList, String> {
+        let refused = refused.iter().map(|h| rule(h)).collect::<Result<_, _>>()?;
+        let (open, entries): (bool, &[String]) = match network {
+            Network::Open => (true, &[]),
+            Network::Allow(entries) => (false, entries),
         };
         let mut rules = Vec::new();
-        for entry in always.iter().chain(entries) {
+        for entry in entries {
             rules.extend(entry_rules(entry)?);
         }
-        Ok(AllowList { open: false, rules })
-    }
-
-    /// Whether the filter is off.
-    pub fn is_open(&self) -> bool {
-        self.open
+        Ok(AllowList {
+            open,
+            rules,
+            refused,
+        })
     }
 
     /// Whether `host:port`, reached `via`, is allowed.
     pub fn permits(&self, host: &str, port: u16, via: Via) -> bool {
+        let host = normal(host);
+        if self
+            .refused
+            .iter()
+            .any(|r| r.names(&host) && r.port.is_none_or(|p| p == port))
+        {
+            return false;
+        }
         if self.open {
             return true;
         }
-        let host = normal(host);
         let default_port = match via {
             Via::Tunnel => 443,
             Via::Plain => 80,
         };
-        self.rules.iter().any(|r| {
-            let name = if r.wildcard {
-                host.len() > r.host.len() && host.ends_with(&r.host)
-            } else {
-                host == r.host
-            };
-            name && r.port.unwrap_or(default_port) == port
-        })
+        self.rules
+            .iter()
+            .any(|r| r.names(&host) && r.port.unwrap_or(default_port) == port)
+    }
+}
+
+impl Rule {
+    /// Whether this rule names `host` (normalised).
+    fn names(&self, host: &str) -> bool {
+        if self.wildcard {
+            host.len() > self.host.len() && host.ends_with(&self.host)
+        } else {
+            host == self.host
+        }
     }
 }
 
@@ -217,9 +229,12 @@ mod tests {
     use super::*;
 
     fn list(entries: &[&str]) -> AllowList {
+        let listed = ["api.anthropic.com", "127.0.0.1:8080"]
+            .iter()
+            .chain(entries);
         AllowList::new(
-            &Network::Allow(entries.iter().map(|s| s.to_string()).collect()),
-            &["api.anthropic.com".into(), "127.0.0.1:8080".into()],
+            &Network::Allow(listed.map(|s| s.to_string()).collect()),
+            &[],
         )
         .unwrap()
     }
@@ -233,7 +248,6 @@ mod tests {
             "local:9000",
             "[::1]:7",
         ]);
-        assert!(!l.is_open());
         assert!(l.permits("api.anthropic.com", 443, Via::Tunnel));
         assert!(!l.permits("api.anthropic.com", 8443, Via::Tunnel));
         assert!(l.permits("api.anthropic.com", 80, Via::Plain));
@@ -260,13 +274,37 @@ mod tests {
     }
 
     #[test]
-    fn open_lets_everything_through_and_default_only_the_providers() {
+    fn open_lets_everything_through_and_default_nothing() {
         let open = AllowList::new(&Network::Open, &[]).unwrap();
-        assert!(open.is_open());
         assert!(open.permits("anything.example", 22, Via::Tunnel));
-        let default = AllowList::new(&Network::default(), &["api.openai.com".into()]).unwrap();
-        assert!(default.permits("api.openai.com", 443, Via::Tunnel));
+        let default = AllowList::new(&Network::default(), &[]).unwrap();
+        assert!(!default.permits("api.openai.com", 443, Via::Tunnel));
         assert!(!default.permits("registry.npmjs.org", 443, Via::Tunnel));
+    }
+
+    #[test]
+    fn refused_hosts_pass_neither_listed_nor_open() {
+        let refused = ["api.anthropic.com".to_owned(), "127.0.0.1:8080".to_owned()];
+        let listed = Network::Allow(vec![
+            "api.anthropic.com".into(),
+            "*.anthropic.com".into(),
+            "127.0.0.1:8080".into(),
+            "127.0.0.1:8081".into(),
+        ]);
+        for network in [listed, Network::Open] {
+            let l = AllowList::new(&network, &refused).unwrap();
+            // a refused host without a port: on every port, either way
+            for (port, via) in [(443, Via::Tunnel), (80, Via::Plain), (8443, Via::Tunnel)] {
+                assert!(!l.permits("API.anthropic.com.", port, via), "{network:?}");
+            }
+            assert!(!l.permits("127.0.0.1", 8080, Via::Tunnel), "{network:?}");
+            // beside them, what the list says
+            assert!(l.permits("127.0.0.1", 8081, Via::Tunnel), "{network:?}");
+            assert!(
+                l.permits("x.anthropic.com", 443, Via::Tunnel),
+                "{network:?}"
+            );
+        }
     }
 
     #[test]

@@ -206,8 +206,8 @@ fn upstream_headers(up: &Upstream, mut headers: http::HeaderMap) -> http::Header
     }
     let key = up.key.expose_secret();
     let (name, value) = match up.wire {
-        Wire::Anthropic => ("x-api-key", http::HeaderValue::from_str(key)),
-        Wire::OpenAi => (
+        Wire::Anthropic if !up.bearer => ("x-api-key", http::HeaderValue::from_str(key)),
+        Wire::Anthropic | Wire::OpenAi => (
             "authorization",
             http::HeaderValue::from_str(&format!("Bearer {key}")),
         ),

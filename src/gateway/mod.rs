@@ -42,11 +42,14 @@
 //! counted).
 //!
 //! **Everything else** (`tunnel`): `CONNECT host:port` and plain `http://` requests in
-//! absolute form go through only to hosts in the allow-list ([`Network`]: by default
-//! the providers' API hosts, plus presets such as `npm`, `pypi`, `crates`; `open`
-//! switches the filter off); anything else gets 403 and is counted per worker
-//! ([`Usage::denied`]). A request in absolute form to the worker's own port (a
-//! client sending its base URL through its proxy) is served as a model call.
+//! absolute form go through only to hosts in the allow-list ([`Network`]: host
+//! names, plus presets such as `npm`, `pypi`, `crates`; `open` switches the filter
+//! off); anything else gets 403 and is counted per worker ([`Usage::denied`]). A
+//! provider's upstream (and [`GatewayConfig::refused`]) is never reached through the
+//! proxy, listed or open: its calls go through the door, metered, with the key the
+//! gateway holds — not tunnelled past the budget with a credential an agent found. A
+//! request in absolute form to the worker's own port (a client sending its base URL
+//! through its proxy) is served as a model call.
 //!
 //! **Rate limits** (`limiter`): one limiter per provider, shared by all workers. A
 //! 429, 529 or 503 is not passed on while the worker's deadline allows a retry: the
@@ -168,11 +171,6 @@ impl Gateway {
     /// What the run has spent, USD.
     pub fn run_cost(&self) -> f64 {
         self.shared.ledger.run_cost()
-    }
-
-    /// Whether the proxy lets every host through (`network: open`).
-    pub fn network_open(&self) -> bool {
-        self.shared.allow.is_open()
     }
 
     /// Close worker `id`'s door: its port, its connections and tunnels. Its usage as

@@ -35,6 +35,8 @@ pub struct Upstream {
     pub base: String,
     /// The real key.
     pub key: SecretString,
+    /// Whether the key goes as `Authorization: Bearer` whatever the wire.
+    pub bearer: bool,
     /// Its rate limiter.
     pub limiter: Limiter,
 }
@@ -64,7 +66,7 @@ impl Shared {
     /// is https.
     pub fn new(config: GatewayConfig) -> Result<Shared, String> {
         let mut providers: Vec<Arc<Upstream>> = Vec::new();
-        let mut hosts = Vec::new();
+        let mut refused = config.refused;
         let mut tls = false;
         for p in config.providers {
             let (base, host, https) = check_upstream(&p.name, &p.upstream)?;
@@ -75,16 +77,17 @@ impl Shared {
                 ));
             }
             tls |= https;
-            hosts.push(host);
+            refused.push(host);
             providers.push(Arc::new(Upstream {
                 name: p.name,
                 wire: p.wire,
                 base,
                 key: p.key,
+                bearer: p.bearer,
                 limiter: Limiter::default(),
             }));
         }
-        let allow = AllowList::new(&config.network, &hosts)?;
+        let allow = AllowList::new(&config.network, &refused)?;
         let tls = if tls {
             Some(client::tls_config().map_err(|e| format!("gateway: {e}"))?)
         } else {
@@ -104,7 +107,7 @@ impl Shared {
     }
 }
 
-/// Provider `name`'s upstream: its base URL, its `host:port` for the allow-list,
+/// Provider `name`'s upstream: its base URL, its `host:port` (refused by the proxy),
 /// whether it is https.
 pub(super) fn check_upstream(name: &str, upstream: &str) -> Result<(String, String, bool), String> {
     let bad = |why: String| format!("gateway: provider {name:?}, upstream {upstream:?}: {why}");

@@ -20,6 +20,9 @@ pub struct Provider {
     pub upstream: String,
     /// The real API key.
     pub key: SecretString,
+    /// Send the key as `Authorization: Bearer` whatever the wire (Anthropic's
+    /// `ANTHROPIC_AUTH_TOKEN`); else in the wire's own header.
+    pub bearer: bool,
 }
 
 impl Provider {
@@ -30,6 +33,7 @@ impl Provider {
             wire: Wire::Anthropic,
             upstream: "https://api.anthropic.com".into(),
             key,
+            bearer: false,
         }
     }
 
@@ -40,6 +44,7 @@ impl Provider {
             wire: Wire::OpenAi,
             upstream: "https://api.openai.com".into(),
             key,
+            bearer: false,
         }
     }
 }
@@ -51,6 +56,11 @@ pub struct GatewayConfig {
     pub providers: Vec<Provider>,
     /// Which hosts the proxy lets through.
     pub network: Network,
+    /// Hosts the proxy never lets through, listed or open (`host`: on any port;
+    /// `host:port`), besides each provider's upstream, which is refused too: a provider
+    /// whose key the gateway holds is reached through the door only, where its calls
+    /// are metered and budgeted (its public API host when the upstream is elsewhere).
+    pub refused: Vec<String>,
     /// Prices over the shipped table (`prices:` in fanout.yml).
     pub prices: BTreeMap<String, Price>,
     /// The run's budget, USD.

@@ -67,10 +67,14 @@ const KEPT_GIT_VARS: &[&str] = &[
 ];
 
 /// Whether fanout's variable `name` reaches a git command (before [`FIXED_ENV`] is
-/// added): never a credential ([`crate::secret::is_credential`]), never an askpass
+/// added): never a credential ([`crate::secret::is_credential`]) nor a model
+/// provider's ([`crate::secret::is_model_credential`]), never an askpass
 /// program, and of the `GIT_*` variables only those in the kept list (and `GIT_LFS_*`).
 pub fn keeps_var(name: &str) -> bool {
-    if crate::secret::is_credential(name) || name.starts_with("SSH_ASKPASS") {
+    if crate::secret::is_credential(name)
+        || crate::secret::is_model_credential(name)
+        || name.starts_with("SSH_ASKPASS")
+    {
         return false;
     }
     match name.strip_prefix("GIT_") {

@@ -8,7 +8,7 @@
 //! askpass or credential helper, or a worktree `.git` file pointing somewhere else.
 //! A command built here runs none of them:
 //! - **environment** ([`harden::env`]): fanout's own, less every credential
-//!   ([`crate::secret::is_credential`]), askpass programs and every `GIT_*` variable
+//!   ([`crate::secret::is_credential`], [`crate::secret::is_model_credential`]), askpass programs and every `GIT_*` variable
 //!   but identity, global config, ssh/TLS settings and LFS switches; plus
 //!   `GIT_CONFIG_NOSYSTEM=1`, `GIT_TERMINAL_PROMPT=0`, `GIT_NO_REPLACE_OBJECTS=1`, no
 //!   editor or pager. Configuration fanout was given in `GIT_CONFIG_COUNT`/`_KEY_n`/

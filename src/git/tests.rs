@@ -367,10 +367,15 @@ fn the_environment_holds_no_token_and_credentials_in_env_config_are_dropped() {
         "GIT_CONFIG_VALUE_1".into(),
         format!("AUTHORIZATION: basic {TOKEN}").into(),
     ));
+    for name in crate::secret::MODEL_CREDENTIALS {
+        lab.env
+            .push(((*name).into(), format!("model-secret-{name}").into()));
+    }
     let dir = lab.root();
     let inv = lab.hardened(&dir).args(["version"]).invocation().unwrap();
     let all = format!("{:?} {:?}", inv.args, inv.env);
     assert!(!all.contains(TOKEN), "{all}");
+    assert!(!all.contains("model-secret-"), "{all}");
     assert!(all.contains("protocol.file.allow=always"), "{all}");
     let out = inv.command().output().unwrap();
     assert!(out.status.success());

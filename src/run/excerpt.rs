@@ -1,9 +1,10 @@
 //! The last meaningful lines of a worker's log, quoted in the reason of a worker that
 //! did not succeed, so a human can act on it ("exit code 1" says little; the agent's
 //! "unknown model" or API error says what to do). Bounded and masked: the log is the
-//! agent's output, and may hold anything. For a sandboxed worker, the path a
-//! "Permission denied" line names ([`denied_path`]), so its reason can say which
-//! write the sandbox stopped and what allows it.
+//! agent's output, and may hold anything. For a sandboxed worker, what a
+//! "Permission denied" line says was refused ([`denied`]): the path of a write, or a
+//! network connection, so its reason can say what the sandbox stopped and what
+//! allows it.
 
 use std::path::Path;
 
@@ -38,23 +39,50 @@ pub fn log_excerpt(path: &Path, reason: &str) -> Option<String> {
     (!picked.is_empty()).then(|| picked.join(" ⏎ "))
 }
 
-/// What the log at `path` says was denied: on the first line saying `Permission
-/// denied` (what a write the sandbox refuses fails with, `EACCES`) that names an
-/// absolute path outside `worktree`, the path nearest those words — the first after
-/// them (`Permission denied: '/x'`), else the last before (`cannot create /x:
-/// Permission denied`); `Some(None)` when such lines name no path; `None` when no
-/// line says it.
-pub fn denied_path(path: &Path, worktree: Option<&Path>) -> Option<Option<String>> {
+/// What a worker whose connection was refused is told.
+pub const NETWORK_ADVICE: &str = "a network connection was denied (\"Permission denied\"), perhaps by the sandbox: a worker reaches the network only through the gateway's proxy (HTTPS_PROXY), to the hosts of `network: allow:` in fanout.yml (add the host there, or set `network: open`), and connects directly only to its own `ports:` block (a server it starts)";
+
+/// What a sandboxed worker's log says the sandbox refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denial {
+    /// A write: the path nearest the words `Permission denied` on the first such line
+    /// naming an absolute path outside the worktree (`None`: no line names one).
+    Write(Option<String>),
+    /// A network connection (`Permission denied` or `EACCES` on a connect or a
+    /// socket): no path, nothing `writable:` could allow.
+    Network,
+}
+
+/// What the log at `path` says was denied ([`Denial`]), when a line says so: lines
+/// saying `Permission denied` (what a write the sandbox refuses fails with, `EACCES`)
+/// — a write, unless the line names no absolute path and it or the one before it is
+/// about a connection or a socket (a connect Landlock refuses fails with `EACCES`
+/// too); a write wins. For a write,
+/// the path nearest those words — the first after them (`Permission denied: '/x'`),
+/// else the last before (`cannot create /x: Permission denied`).
+pub fn denied(path: &Path, worktree: Option<&Path>) -> Option<Denial> {
     let mut f = std::fs::File::open(path).ok()?;
     let bytes = crate::util::tail_of(&mut f, READ_BYTES).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    let denied: Vec<String> = text
-        .lines()
-        .filter(|l| l.contains("Permission denied"))
-        .map(clean)
-        .collect();
-    if denied.is_empty() {
-        return None;
+    let lines: Vec<String> = text.lines().map(clean).collect();
+    let (mut writes, mut network) = (Vec::new(), false);
+    for (i, l) in lines.iter().enumerate() {
+        let said = l.contains("Permission denied") || l.contains("EACCES");
+        if !said {
+            continue;
+        }
+        let before = i.checked_sub(1).map_or("", |b| lines[b].as_str());
+        let names_path = l
+            .split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`'))
+            .any(|w| w.starts_with('/') && w.len() > 1);
+        if !names_path && (is_network(l) || is_network(before)) {
+            network = true;
+        } else if l.contains("Permission denied") {
+            writes.push(l.as_str());
+        }
+    }
+    if writes.is_empty() {
+        return network.then_some(Denial::Network);
     }
     let outside = |p: &str| worktree.is_none_or(|w| !Path::new(p).starts_with(w));
     let paths = |text: &str| -> Vec<String> {
@@ -64,14 +92,22 @@ pub fn denied_path(path: &Path, worktree: Option<&Path>) -> Option<Option<String
             .map(str::to_owned)
             .collect()
     };
-    Some(denied.iter().find_map(|l| {
+    Some(Denial::Write(writes.iter().find_map(|l| {
         let (before, after) = l.split_once("Permission denied")?;
         let mut after = paths(after);
         match after.is_empty() {
             false => Some(after.swap_remove(0)),
             true => paths(before).pop(),
         }
-    }))
+    })))
+}
+
+/// Whether `line` is about a network connection: it names `connect` or a socket
+/// (curl's "Failed to connect", Node's `connect EACCES`, a Python traceback's
+/// `sock.connect(sa)`, `socket.create_connection`).
+fn is_network(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    l.contains("connect") || l.contains("socket")
 }
 
 /// One line without escape sequences or control characters, trimmed, cut, masked.
@@ -115,7 +151,11 @@ mod tests {
         let denied = |log: &str| {
             let p = dir.path().join("log");
             std::fs::write(&p, log).unwrap();
-            denied_path(&p, Some(Path::new("/w/t"))).map(|p| p.unwrap_or_default())
+            match denied(&p, Some(Path::new("/w/t"))) {
+                Some(Denial::Write(p)) => Some(p.unwrap_or_default()),
+                Some(Denial::Network) => Some("network".to_owned()),
+                None => None,
+            }
         };
         let d = |s: &str| Some(s.to_owned());
         assert_eq!(
@@ -133,6 +173,20 @@ mod tests {
         // In the worktree it is no sandbox's doing; no line says it: nothing.
         assert_eq!(denied("cannot create /w/t/a: Permission denied\n"), d(""));
         assert_eq!(denied("all good\n"), None);
+        // A refused connection is no write: no path, the network's advice.
+        for log in [
+            "curl: (7) Failed to connect to 10.0.0.2 port 443 after 0 ms: Permission denied\n",
+            "Error: connect EACCES 10.0.0.2:443\n",
+            "  File \"/usr/lib/python3/socket.py\", line 1, in create_connection\n    sock.connect(sa)\nPermissionError: [Errno 13] Permission denied\n",
+            "socket: Permission denied\n",
+        ] {
+            assert_eq!(denied(log), d("network"), "{log}");
+        }
+        // A write beside it wins.
+        assert_eq!(
+            denied("connect: Permission denied\ncannot create /x/y: Permission denied\n"),
+            d("/x/y")
+        );
     }
 
     #[test]

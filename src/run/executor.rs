@@ -1248,6 +1248,11 @@ fn agent_command(
     }
     adapter
         .prepare(ctx)
+        .and_then(|()| {
+            door.map_or(Ok(()), |d| {
+                crate::agent::door::drop_login(agent, &d.model, ctx)
+            })
+        })
         .map_err(|e| format!("could not prepare the agent's configuration: {e}"))?;
     Ok(cmd)
 }
@@ -1375,15 +1380,19 @@ fn quote_log(result: &mut WorkerResult) {
 }
 
 /// For a sandboxed worker whose log says "Permission denied": which path the sandbox
-/// refused (when a line names one) and what allows it.
+/// refused (when a line names one) and what allows it; for a refused connection, what
+/// lets the worker reach the network.
 fn sandbox_denial(result: &WorkerResult, log: &std::path::Path) -> Option<String> {
+    use super::excerpt::Denial;
     if !result.sandboxed {
         return None;
     }
-    let path = super::excerpt::denied_path(log, result.worktree_path.as_deref())?;
-    let what = match path {
-        Some(p) => format!("the sandbox denied writing {p}"),
-        None => "a write was denied (\"Permission denied\"), perhaps by the sandbox".to_owned(),
+    let what = match super::excerpt::denied(log, result.worktree_path.as_deref())? {
+        Denial::Network => return Some(super::excerpt::NETWORK_ADVICE.to_owned()),
+        Denial::Write(Some(p)) => format!("the sandbox denied writing {p}"),
+        Denial::Write(None) => {
+            "a write was denied (\"Permission denied\"), perhaps by the sandbox".to_owned()
+        }
     };
     Some(format!(
         "{what}: the agent may write only its worktree and the paths of its `writable:` list; add the directory to `writable:` under `agents: {}:` in fanout.yml, or run with `--sandbox off`",

@@ -2,22 +2,28 @@
 //! environment before the first worker, one door per worker, closed after the last.
 //!
 //! **Providers and keys.** A provider is configured when its key is in fanout's
-//! environment: Anthropic's from `ANTHROPIC_API_KEY`, OpenAI's from `OPENAI_API_KEY`
-//! ([`KEY_VARS`]). Each goes to the provider's API host, or wherever the user already
-//! points the CLIs: `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL`, else `OPENAI_API_BASE`,
-//! else `ARCHITECT_API_BASE` (a trailing `/v1` dropped: the gateway's OpenAI base URL
-//! has its own). Those keys
-//! then reach no process fanout starts for a worker ([`without_keys`]): agents, setup
-//! commands and checks alike; the built-in adapters are pointed at the worker's door
-//! with its placeholder key instead ([`crate::agent::door`]).
+//! environment: Anthropic's from `ANTHROPIC_API_KEY`, else `ANTHROPIC_AUTH_TOKEN`
+//! (sent upstream as `Authorization: Bearer`); OpenAI's from `OPENAI_API_KEY`. Each
+//! goes to the provider's API host, or wherever the user already points the CLIs:
+//! `ANTHROPIC_BASE_URL`; `OPENAI_BASE_URL`, else `OPENAI_API_BASE`, else
+//! `ARCHITECT_API_BASE` (a trailing `/v1` dropped: the gateway's OpenAI base URL has
+//! its own). No model credential ([`crate::secret::MODEL_CREDENTIALS`]: those keys,
+//! and other providers' and clouds' keys and tokens) reaches a process fanout starts
+//! for a worker ([`without_keys`]): agents, setup commands and checks alike; the
+//! built-in adapters are pointed at the worker's door with its placeholder key
+//! instead ([`crate::agent::door`]).
 //!
 //! **Every process of a worker** gets the door as its proxy ([`proxy_vars`]):
 //! `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and their lower-case forms; `NO_PROXY`
 //! names loopback only (a dev server the worker starts stays reachable).
 //!
-//! **The network the proxy lets through** is, until the run's `network:` says more,
-//! the providers' API hosts ([`DEFAULT_HOSTS`]: both, whether or not fanout holds a
-//! key, so that a CLI logged in by itself still reaches its provider).
+//! **The network the proxy lets through** is the plan's `network:` ([`for_plan`]):
+//! `open`, or its `allow:` list plus the API host of each provider fanout holds no
+//! key for ([`PROVIDER_HOSTS`]: a CLI logged in by itself still reaches its
+//! provider). A provider fanout holds the key of is never reached through the proxy
+//! (its API host and its upstream are refused, listed or open): its calls go
+//! through the door, metered and budgeted, not tunnelled with a credential an agent
+//! found.
 //!
 //! The record of a worker's traffic in its result is [`record`].
 
@@ -28,30 +34,44 @@ use crate::gateway::{GatewayConfig, Network, Provider, Usage, Wire};
 use crate::model::{DeniedTarget, GatewayRecord};
 use crate::plan::Plan;
 
-/// The variables that hold a provider's real key, by provider.
-pub const KEY_VARS: [(&str, &str); 2] = [
-    ("anthropic", "ANTHROPIC_API_KEY"),
-    ("openai", "OPENAI_API_KEY"),
+/// Each built-in provider's API host, by provider.
+pub const PROVIDER_HOSTS: [(&str, &str); 2] = [
+    ("anthropic", "api.anthropic.com"),
+    ("openai", "api.openai.com"),
 ];
 
-/// The hosts the proxy lets through by default.
-pub const DEFAULT_HOSTS: [&str; 2] = ["api.anthropic.com", "api.openai.com"];
-
 /// What a gateway for `plan` is started with, from `env` (fanout's environment): the
-/// providers whose key is set, the plan's prices and `budget_total`.
+/// providers whose key is set, the plan's network, prices and `budget_total`.
 pub fn for_plan(env: &[(OsString, OsString)], plan: &Plan) -> Result<GatewayConfig, String> {
     let mut prices = BTreeMap::new();
     for a in plan.agents_used() {
         prices.extend(a.prices.clone());
     }
     let mut c = config(env)?;
+    c.network = with_unheld_hosts(plan.network.network(), &c.providers);
     c.prices = prices;
     c.budget_total = plan.limits.budget_total;
     Ok(c)
 }
 
-/// The providers whose key is in `env`, and the default network. An upstream the
-/// gateway refuses names the variable that set it.
+/// `network` with the API host of each provider not in `held` added (`open` stays
+/// open).
+fn with_unheld_hosts(network: Network, held: &[Provider]) -> Network {
+    match network {
+        Network::Open => Network::Open,
+        Network::Allow(mut entries) => {
+            let unheld = PROVIDER_HOSTS
+                .iter()
+                .filter(|(name, _)| !held.iter().any(|p| p.name == *name));
+            entries.extend(unheld.map(|(_, host)| (*host).to_owned()));
+            Network::Allow(entries)
+        }
+    }
+}
+
+/// The providers whose key is in `env`, and the default network (the API hosts of
+/// the others; those of the held ones refused). An upstream the gateway refuses
+/// names the variable that set it.
 pub fn config(env: &[(OsString, OsString)]) -> Result<GatewayConfig, String> {
     let get = |name: &str| {
         env.iter()
@@ -62,40 +82,48 @@ pub fn config(env: &[(OsString, OsString)]) -> Result<GatewayConfig, String> {
             .filter(|v| !v.is_empty())
     };
     let mut providers = Vec::new();
-    for (name, key_var) in KEY_VARS {
-        let Some(key) = get(key_var) else { continue };
-        let (wire, url_vars, default): (Wire, &[&str], &str) = match name {
+    for (name, host) in PROVIDER_HOSTS {
+        let (wire, key_vars, url_vars): (Wire, &[&str], &[&str]) = match name {
             "anthropic" => (
                 Wire::Anthropic,
+                &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
                 &["ANTHROPIC_BASE_URL"],
-                "https://api.anthropic.com",
             ),
             _ => (
                 Wire::OpenAi,
+                &["OPENAI_API_KEY"],
                 &["OPENAI_BASE_URL", "OPENAI_API_BASE", "ARCHITECT_API_BASE"],
-                "https://api.openai.com",
             ),
         };
-        let set = url_vars.iter().find_map(|v| get(v).map(|u| (*v, u)));
-        let upstream = match set {
+        let Some((key_var, key)) = key_vars.iter().find_map(|v| get(v).map(|k| (*v, k))) else {
+            continue;
+        };
+        let upstream = match url_vars.iter().find_map(|v| get(v).map(|u| (*v, u))) {
             Some((var, url)) => {
                 let url = url.trim_end_matches('/');
                 let url = url.strip_suffix("/v1").unwrap_or(url).to_owned();
                 check_upstream(var, name, &url)?;
                 url
             }
-            None => default.to_owned(),
+            None => format!("https://{host}"),
         };
         providers.push(Provider {
             name: name.to_owned(),
             wire,
             upstream,
             key: secrecy::SecretString::from(key.to_owned()),
+            bearer: key_var == "ANTHROPIC_AUTH_TOKEN",
         });
     }
+    let refused = PROVIDER_HOSTS
+        .iter()
+        .filter(|(name, _)| providers.iter().any(|p| p.name == *name))
+        .map(|(_, host)| (*host).to_owned())
+        .collect();
     Ok(GatewayConfig {
+        network: with_unheld_hosts(Network::default(), &providers),
+        refused,
         providers,
-        network: Network::Allow(DEFAULT_HOSTS.map(str::to_owned).to_vec()),
         ..GatewayConfig::default()
     })
 }
@@ -106,11 +134,11 @@ fn check_upstream(var: &str, name: &str, url: &str) -> Result<(), String> {
     crate::gateway::check_upstream(name, url).map_err(|e| format!("{var}={url}: {e}"))
 }
 
-/// `env` less the real keys ([`KEY_VARS`]): what every process of a worker starts
-/// from.
+/// `env` less every model credential ([`crate::secret::is_model_credential`]): what
+/// every process of a worker starts from.
 pub fn without_keys(env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
     env.into_iter()
-        .filter(|(k, _)| !KEY_VARS.iter().any(|(_, v)| k == v))
+        .filter(|(k, _)| !k.to_str().is_some_and(crate::secret::is_model_credential))
         .collect()
 }
 
@@ -212,14 +240,100 @@ mod tests {
         );
     }
 
+    /// A plan of `fanout.yml` text `yml`.
+    fn plan(yml: &str) -> Plan {
+        let path = std::path::Path::new("fanout.yml");
+        let cfg = crate::config::parse(yml, path).unwrap();
+        let settings =
+            crate::plan::settings::Settings::resolve(&cfg, path, &Default::default()).unwrap();
+        let base = crate::plan::Base {
+            requested: "HEAD".into(),
+            branch: None,
+            commit: "0".repeat(40),
+        };
+        crate::plan::assign::build(&settings, base, "r")
+    }
+
+    #[test]
+    fn the_plans_network_reaches_the_gateway_and_held_providers_are_refused() {
+        let anthropic = env(&[("ANTHROPIC_API_KEY", "k")]);
+        let c = for_plan(
+            &anthropic,
+            &plan(
+                "network: {allow: [npm, x.example]}
+tasks: [t]
+",
+            ),
+        )
+        .unwrap();
+        let listed = ["npm", "x.example", "api.openai.com"].map(String::from);
+        assert_eq!(c.network, Network::Allow(listed.to_vec()));
+        assert_eq!(c.refused, ["api.anthropic.com"]);
+        let c = for_plan(
+            &anthropic,
+            &plan(
+                "network: open
+tasks: [t]
+",
+            ),
+        )
+        .unwrap();
+        assert_eq!((c.network, c.refused.len()), (Network::Open, 1));
+        // no key held: both providers' hosts pass, none refused
+        let c = for_plan(
+            &[],
+            &plan(
+                "tasks: [t]
+",
+            ),
+        )
+        .unwrap();
+        let both = ["api.anthropic.com", "api.openai.com"].map(String::from);
+        assert_eq!(c.network, Network::Allow(both.to_vec()));
+        assert!(c.refused.is_empty());
+        let both = env(&[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "o")]);
+        let c = for_plan(
+            &both,
+            &plan(
+                "tasks: [t]
+",
+            ),
+        )
+        .unwrap();
+        assert_eq!(c.network, Network::Allow(vec![]));
+        assert_eq!(c.refused, ["api.anthropic.com", "api.openai.com"]);
+    }
+
+    #[test]
+    fn anthropics_auth_token_is_its_bearer_key_when_its_api_key_is_unset() {
+        let c = config(&env(&[("ANTHROPIC_AUTH_TOKEN", "tok")])).unwrap();
+        let p = &c.providers[0];
+        assert_eq!((p.name.as_str(), p.bearer), ("anthropic", true));
+        assert_eq!(secrecy::ExposeSecret::expose_secret(&p.key), "tok");
+        let c = config(&env(&[
+            ("ANTHROPIC_AUTH_TOKEN", "tok"),
+            ("ANTHROPIC_API_KEY", "key"),
+        ]))
+        .unwrap();
+        let p = &c.providers[0];
+        assert!(!p.bearer);
+        assert_eq!(secrecy::ExposeSecret::expose_secret(&p.key), "key");
+    }
+
     #[test]
     fn keys_never_pass_and_mismatches_are_flagged_past_the_tolerance() {
-        let left = without_keys(env(&[
-            ("ANTHROPIC_API_KEY", "a"),
-            ("OPENAI_API_KEY", "b"),
+        let mut all: Vec<(&str, &str)> = crate::secret::MODEL_CREDENTIALS
+            .iter()
+            .map(|k| (*k, "secret"))
+            .collect();
+        all.push(("PATH", "/bin"));
+        all.push(("ANTHROPIC_BASE_URL", "http://127.0.0.1:1"));
+        let left = without_keys(env(&all));
+        let kept = [
             ("PATH", "/bin"),
-        ]));
-        assert_eq!(left, env(&[("PATH", "/bin")]));
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:1"),
+        ];
+        assert_eq!(left, env(&kept));
         let r = GatewayRecord {
             cost: 1.0,
             ..GatewayRecord::default()

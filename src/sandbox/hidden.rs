@@ -6,7 +6,10 @@
 //! directory is shared, as `/tmp` is), git's credential stores, `gh` and `hub`
 //! configuration, `.netrc`, cloud CLIs' credentials (AWS, Google Cloud, Azure), Docker's
 //! and Kubernetes' configuration, GnuPG's keys, registry publishing tokens (cargo,
-//! PyPI, RubyGems) — each where its tool looks (its variable, `$XDG_CONFIG_HOME`, else
+//! PyPI, RubyGems), the model CLIs' logins (Claude Code's `.credentials.json`,
+//! Codex's `auth.json`: fanout seeds the worker's private copy of their configuration
+//! itself, with the login only where the gateway holds no key for the provider) —
+//! each where its tool looks (its variable, `$XDG_CONFIG_HOME`, else
 //! under `$HOME`), and fanout's record key. `hidden:` in `fanout.yml` adds paths.
 //! Landlock only grants, so a hidden path is hidden by granting reading on everything
 //! beside it ([`super::Policy::hide`]).
@@ -48,10 +51,14 @@ fn credentials_in(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
             ".gem/credentials",
             ".cargo/credentials",
             ".cargo/credentials.toml",
+            ".claude/.credentials.json",
+            ".codex/auth.json",
         ] {
             out.push(home.join(p));
         }
     }
+    out.extend(abs("CLAUDE_CONFIG_DIR").map(|d| d.join(".credentials.json")));
+    out.extend(abs("CODEX_HOME").map(|d| d.join("auth.json")));
     for config in &configs {
         for p in ["git/credentials", "gh", "hub", "gcloud"] {
             out.push(config.join(p));
@@ -267,6 +274,7 @@ mod tests {
                     "KUBECONFIG" => "/k/one:relative:/k/two".into(),
                     "DOCKER_CONFIG" => "/home/u".into(),
                     "GH_CONFIG_DIR" => "relative/gh".into(),
+                    "CODEX_HOME" => "/codex-home".into(),
                     "SSH_AUTH_SOCK" => sock.clone().into(),
                     _ => return None,
                 })
@@ -284,6 +292,9 @@ mod tests {
             "/home/u/.kube",
             "/home/u/.config/git/credentials",
             "/home/u/.config/gh",
+            "/home/u/.claude/.credentials.json",
+            "/home/u/.codex/auth.json",
+            "/codex-home/auth.json",
             "/cfg/gh",
             "/cfg/hub",
             "/cfg/gcloud",

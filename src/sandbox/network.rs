@@ -63,20 +63,19 @@ impl Enforce {
 /// How a run's network works out on this machine.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct NetDecision {
-    /// Each worker's sandbox pins it to the gateway ([`super::NetPolicy::pinned`]).
+    /// Each worker's sandbox pins it to the gateway ([`super::NetPolicy::pinned`]);
+    /// else a process that ignores the proxy reaches the network directly.
     pub pinned: bool,
-    /// The filter is on but workers are not pinned: a process that ignores the proxy
-    /// reaches the network directly (for the report).
-    pub unconfined: bool,
-    /// Said once (on stderr and in the summary) when the network is unconfined though
-    /// agents are confined (unconfined agents have the sandbox's notice already).
+    /// Said once (on stderr and in the summary) when the network is open, or
+    /// unconfined though agents are confined (unconfined agents have the sandbox's
+    /// notice already).
     pub notice: Option<String>,
 }
 
-/// Decide for `enforce` (`open`: `network: open`, no filter to enforce) with the
-/// Landlock ABI the run confines its workers with (`sandbox_abi`, `None`: unconfined)
-/// and what the kernel supports; an error (for `required`) says why the run cannot
-/// start.
+/// Decide for `enforce` (`open`: `network: open`, no filter to enforce: said in the
+/// notice) with the Landlock ABI the run confines its workers with (`sandbox_abi`,
+/// `None`: unconfined) and what the kernel supports; an error (for `required`) says
+/// why the run cannot start.
 pub fn decide_network(
     enforce: Enforce,
     open: bool,
@@ -84,7 +83,12 @@ pub fn decide_network(
     support: NetworkSupport,
 ) -> Result<NetDecision, String> {
     if open {
-        return Ok(NetDecision::default());
+        return Ok(NetDecision {
+            pinned: false,
+            notice: Some(
+                "network: open: the gateway's proxy lets every host through (but the model providers it holds a key for) and workers are not pinned to it".to_owned(),
+            ),
+        });
     }
     let why = match sandbox_abi {
         None => Some("agents run without a sandbox".to_owned()),
@@ -111,7 +115,6 @@ pub fn decide_network(
         )),
         Enforce::Auto => Ok(NetDecision {
             pinned: false,
-            unconfined: true,
             notice: sandbox_abi.map(|_| format!(
                 "network: {why}: the network is UNCONFINED (the gateway filters only what agents send through their proxy; {needs}). Set `network: {{enforce: required}}` to refuse to run instead"
             )),
@@ -132,12 +135,11 @@ mod tests {
     fn pinned_from_abi_4_with_seccomp_else_refused_or_unconfined() {
         for enforce in [Enforce::Auto, Enforce::Required] {
             let d = decide_network(enforce, false, Some(4), FULL).unwrap();
-            assert!(d.pinned && !d.unconfined && d.notice.is_none(), "{d:?}");
-            // `network: open`: nothing to pin, nothing to say
-            assert_eq!(
-                decide_network(enforce, true, None, FULL).unwrap(),
-                NetDecision::default()
-            );
+            assert!(d.pinned && d.notice.is_none(), "{d:?}");
+            // `network: open`: nothing to pin, and said
+            let open = decide_network(enforce, true, None, FULL).unwrap();
+            assert!(!open.pinned, "{open:?}");
+            assert!(open.notice.unwrap().starts_with("network: open: "));
         }
         let no_seccomp = NetworkSupport {
             tcp_ports: true,
@@ -156,7 +158,7 @@ mod tests {
                 "{e}"
             );
             let d = decide_network(Enforce::Auto, false, abi, support).unwrap();
-            assert!(!d.pinned && d.unconfined, "{d:?}");
+            assert!(!d.pinned, "{d:?}");
             match (abi, d.notice) {
                 // the sandbox's own notice says agents run unconfined
                 (None, n) => assert_eq!(n, None),

@@ -403,8 +403,15 @@ fn two_workers_write_and_commit(cli: Cli) {
     let t = TestEnv::new();
     let config_before = std::fs::read(t.repo.join(".git/config")).unwrap();
     cli.prepare_home(&t.home);
-    // credentials the sandbox hides: the CLI works without reading them
-    for rel in [".ssh/id_ed25519", ".git-credentials", ".netrc"] {
+    // credentials the sandbox hides: the CLI works without reading them (its own
+    // login too: the gateway holds the key, and the worker's copy has no login)
+    for rel in [
+        ".ssh/id_ed25519",
+        ".git-credentials",
+        ".netrc",
+        ".claude/.credentials.json",
+        ".codex/auth.json",
+    ] {
         let p = t.home.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, "SECRET\n").unwrap();

@@ -59,6 +59,7 @@ fn setup(refuse_every: Option<u64>, network: Network, budget_total: Option<f64>)
         wire,
         upstream: fake.url(),
         key: key.to_owned().into(),
+        bearer: false,
     };
     let config = GatewayConfig {
         providers: vec![
@@ -66,6 +67,7 @@ fn setup(refuse_every: Option<u64>, network: Network, budget_total: Option<f64>)
             provider("openai", Wire::OpenAi, OPENAI_KEY),
         ],
         network,
+        refused: Vec::new(),
         prices: prices(),
         budget_total,
     };
@@ -415,11 +417,14 @@ fn connect_reaches_allowed_hosts_only_and_denials_are_counted_per_worker() {
     tunnel.read_exact(&mut back).unwrap();
     assert_eq!(&back, b"ping\n");
 
-    // The providers' hosts are allowed without being listed.
-    let (status, _) = connect(w.addr, &s.fake.addr.to_string());
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-
-    for target in [elsewhere.to_string(), "registry.npmjs.org:443".into()] {
+    // The providers' upstream (the gateway holds their keys) is reached through the
+    // door only, never tunnelled to.
+    let fake = s.fake.addr.to_string();
+    for target in [
+        elsewhere.to_string(),
+        "registry.npmjs.org:443".into(),
+        fake.clone(),
+    ] {
         let (status, _) = connect(w.addr, &target);
         assert!(status.starts_with("HTTP/1.1 403"), "{target}: {status}");
     }
@@ -430,7 +435,7 @@ fn connect_reaches_allowed_hosts_only_and_denials_are_counted_per_worker() {
     assert!(status.starts_with("HTTP/1.1 403"), "{status}");
 
     let u = s.usage(1);
-    assert_eq!(u.denied_total, 4);
+    assert_eq!(u.denied_total, 5);
     let denied: Vec<(Denied, &str, u64)> = u
         .denied
         .iter()
@@ -441,6 +446,7 @@ fn connect_reaches_allowed_hosts_only_and_denials_are_counted_per_worker() {
         [
             (Denied::Host, elsewhere.to_string().as_str(), 2),
             (Denied::Host, "registry.npmjs.org:443", 1),
+            (Denied::Host, fake.as_str(), 1),
             (Denied::Host, "example.com:80", 1),
         ]
     );
@@ -455,7 +461,9 @@ fn open_network_and_presets() {
     let w = s.worker(1, None);
     let (status, _) = connect(w.addr, &echo.to_string());
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    assert!(s.gateway.network_open());
+    // open, and the providers' upstream still only through the door
+    let (status, _) = connect(w.addr, &s.fake.addr.to_string());
+    assert!(status.starts_with("HTTP/1.1 403"), "{status}");
     let bad = GatewayConfig {
         network: Network::Allow(vec!["npm".into(), "not a host".into()]),
         ..GatewayConfig::default()

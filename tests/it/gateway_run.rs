@@ -263,27 +263,183 @@ fn eight_workers_ride_out_a_provider_that_refuses_every_third_call() {
     assert!(waited >= 1.0, "{r}");
 }
 
+/// The same agents pointed straight at the provider (`network: open`, so that the
+/// sandbox lets them connect to it): all 24 calls reach it, its refusals reach them.
 #[test]
 fn the_same_agents_straight_at_the_provider_fail_on_its_refusals() {
     let s = setup(Some(3));
     let direct = format!("{}/v1", s.fake.url());
-    let cfg = config(&s, 3, Some(&direct), "");
+    let cfg = config(&s, 3, Some(&direct), "network: open\n");
     let r = run(
         &s,
         &cfg,
         &["-w", "8", "-t", "call", "--timeout-per-worker", "120s"],
     );
-    let failed = r["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| w["status"] == "failed")
-        .count();
+    let results = r["results"].as_array().unwrap();
     // 24 calls, every third refused: 8 refusals, each failing its worker.
-    assert!(failed >= 3, "{r}");
-    assert!(
-        r["results"][0]
-            .get("gateway")
-            .is_some_and(|g| g["requests"] == 0)
+    assert_eq!(s.fake.seen().len(), 24, "{r}");
+    let failed: Vec<&Value> = results.iter().filter(|w| w["status"] == "failed").collect();
+    assert!(failed.len() >= 3, "{r}");
+    let refused = failed.iter().all(|w| {
+        let log = std::fs::read_to_string(w["log_path"].as_str().unwrap()).unwrap();
+        log.lines()
+            .any(|l| l.starts_with("call ") && l.ends_with(": 429"))
+    });
+    assert!(refused, "{r}");
+    assert!(results.iter().all(|w| w["gateway"]["requests"] == 0), "{r}");
+}
+
+/// The agent: `CONNECT`s through its `HTTPS_PROXY` to each `host:port` given, and
+/// writes each answer's status line into `connects.txt` in its worktree.
+const CONNECTS: &str = r#"
+import os, socket, sys
+proxy = os.environ["HTTPS_PROXY"].rsplit("/", 1)[-1].rsplit(":", 1)
+lines = []
+for target in sys.argv[1:]:
+    s = socket.create_connection((proxy[0], int(proxy[1])), timeout=30)
+    s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        b = s.recv(1)
+        if not b:
+            break
+        head += b
+    s.close()
+    lines.append(target + " " + head.decode().split("\r\n")[0])
+open("connects.txt", "w").write("\n".join(lines) + "\n")
+"#;
+
+/// A loopback listener that takes connections and holds them; its `host:port`.
+fn listener() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    addr
+}
+
+/// `network:` reaches the gateway: a host the run's `allow:` lists is tunnelled to
+/// (200), one it does not list is refused (403) and counted in the worker's
+/// `denied`; under `network: open` both pass. The providers' upstream — the gateway
+/// holds its key — is refused either way: a worker reaches it through its door only.
+#[test]
+fn the_runs_network_is_what_the_gateway_lets_through() {
+    let s = setup(None);
+    let script = s.t.root().join("connects.py");
+    std::fs::write(&script, CONNECTS).unwrap();
+    let (listed, other) = (listener(), listener());
+    let upstream = s.fake.addr.to_string();
+    let connects = |network: &str| {
+        let cfg = s.t.config(&format!(
+            "parallel_runs:\n  agent: c\nworktree_dir: '{}'\nagents:\n  c:\n    command: ['/usr/bin/python3', '{}', '{listed}', '{other}', '{upstream}']\nnetwork: {network}\n",
+            s.t.worktrees.display(),
+            script.display(),
+        ));
+        let r = run(&s, &cfg, &["-w", "1", "-t", "connect"]);
+        let w = r["results"][0].clone();
+        assert_eq!(w["status"], "success", "{w}");
+        let wt = PathBuf::from(w["worktree_path"].as_str().unwrap());
+        let said = std::fs::read_to_string(wt.join("connects.txt")).unwrap();
+        (said, w)
+    };
+    let (said, w) = connects(&format!("{{allow: ['{listed}']}}"));
+    for line in [
+        format!("{listed} HTTP/1.1 200"),
+        format!("{other} HTTP/1.1 403"),
+        format!("{upstream} HTTP/1.1 403"),
+    ] {
+        assert!(said.contains(&line), "{line:?} in:\n{said}");
+    }
+    let g = &w["gateway"];
+    assert_eq!(g["denied_total"], 2, "{w}");
+    let denied: Vec<&str> = (g["denied"].as_array().unwrap().iter())
+        .map(|d| d["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(denied, [other.as_str(), upstream.as_str()], "{w}");
+
+    let (said, w) = connects("open");
+    for line in [
+        format!("{listed} HTTP/1.1 200"),
+        format!("{other} HTTP/1.1 200"),
+        format!("{upstream} HTTP/1.1 403"),
+    ] {
+        assert!(said.contains(&line), "{line:?} in:\n{said}");
+    }
+    assert_eq!(w["gateway"]["denied_total"], 1, "{w}");
+    assert!(s.fake.seen().is_empty());
+}
+
+/// The agent: dumps its environment into `env-w<N>.txt`, then calls Anthropic's
+/// Messages API at `$MY_URL` with `$MY_KEY` once.
+const MESSAGES: &str = r#"
+import json, os, urllib.request
+open("env-w%s.txt" % os.environ["FANOUT_WORKER_ID"], "wb").write(open("/proc/self/environ", "rb").read())
+req = urllib.request.Request(
+    os.environ["MY_URL"] + "/v1/messages",
+    data=json.dumps({"model": "fake-claude", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"x-api-key": os.environ["MY_KEY"], "content-type": "application/json"},
+)
+urllib.request.urlopen(req, timeout=30).read()
+"#;
+
+/// Every model credential in fanout's environment (`secret::MODEL_CREDENTIALS`, each
+/// with a value of its own) reaches neither the agent, nor a setup command, nor a
+/// check; with `ANTHROPIC_API_KEY` unset, the gateway takes `ANTHROPIC_AUTH_TOKEN` as
+/// Anthropic's key and sends it upstream as a bearer token.
+#[test]
+fn no_model_credential_reaches_a_worker_and_anthropics_auth_token_goes_upstream_as_bearer() {
+    let s = setup(None);
+    let script = s.t.root().join("messages.py");
+    std::fs::write(&script, MESSAGES).unwrap();
+    let dump = |to: &str| format!("tr '\\0' '\\n' < /proc/self/environ > {to}");
+    let cfg = s.t.config(&format!(
+        "parallel_runs:\n  agent: m\nworktree_dir: '{}'\nagents:\n  m:\n    command: ['/usr/bin/python3', '{}']\n    gateway: {{base_url_env: MY_URL, key_env: MY_KEY, provider: anthropic}}\nsetup:\n  - {}\nchecks:\n  - {}\n",
+        s.t.worktrees.display(),
+        script.display(),
+        dump("setup-env.txt"),
+        dump("check-env.txt"),
+    ));
+    let mut c = s.t.fanout(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "-q",
+        "-w",
+        "1",
+        "-t",
+        "t",
+    ]);
+    for name in fanout::secret::MODEL_CREDENTIALS {
+        if *name != "ANTHROPIC_API_KEY" {
+            c.env(name, format!("model-secret-{name}"));
+        }
+    }
+    c.env("ANTHROPIC_BASE_URL", s.fake.url());
+    succeeded(&mut c);
+    let id = s.t.runs().pop().unwrap();
+    let w = &s.t.results(&id)["results"][0];
+    assert_eq!(w["status"], "success", "{w}");
+    let wt = PathBuf::from(w["worktree_path"].as_str().unwrap());
+    for file in ["env-w1.txt", "setup-env.txt", "check-env.txt"] {
+        let env = String::from_utf8_lossy(&std::fs::read(wt.join(file)).unwrap()).into_owned();
+        assert!(
+            env.contains("HTTPS_PROXY=http://127.0.0.1:"),
+            "{file}: {env}"
+        );
+        assert!(!env.contains("model-secret-"), "{file}: {env}");
+    }
+    let seen = s.fake.seen();
+    assert_eq!(seen.len(), 1);
+    let auth: Vec<(&str, &str)> = (seen[0].headers.iter())
+        .filter(|(k, _)| k == "authorization" || k == "x-api-key")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        auth,
+        [("authorization", "Bearer model-secret-ANTHROPIC_AUTH_TOKEN")]
     );
 }

@@ -1684,7 +1684,8 @@ elif what == "tcp":
 "#;
 
 /// Issue #28 item 4: the user's credentials — git's credential store, an ssh key and
-/// the ssh-agent's socket directory, `.netrc`, `gh`'s hosts file, AWS's and Docker's —
+/// the ssh-agent's socket directory, `.netrc`, `gh`'s hosts file, AWS's and Docker's,
+/// Claude Code's and Codex's logins —
 /// and a path named in `hidden:` cannot be read by a sandboxed agent or its setup
 /// commands, directly or through a link; their siblings stay readable. Without the
 /// sandbox all of them are read.
@@ -1701,6 +1702,8 @@ fn reads_the_users_credentials(mode: Sandbox) {
         ".config/git/credentials",
         ".aws/credentials",
         ".docker/config.json",
+        ".claude/.credentials.json",
+        ".codex/auth.json",
         "private/notes.txt",
     ];
     for rel in secrets {

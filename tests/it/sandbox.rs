@@ -906,3 +906,34 @@ fn a_write_the_sandbox_denied_names_the_path_and_what_allows_it() {
     let (out, report) = run(&t, &cfg, &["-w", "1", "--sandbox", "off", "work"]);
     assert!(outside.exists(), "{report:#} {}", text(&out.stderr));
 }
+
+/// A connection the sandbox refused (a pinned worker connecting straight to a port
+/// that is neither its door nor its `ports:`) gets the network's advice — the
+/// gateway's proxy, `network: allow:`, `ports:` — not the `writable:` one.
+#[test]
+fn a_connection_the_sandbox_refused_gets_the_networks_advice() {
+    let t = TestEnv::new();
+    let abi = kernel_abi(&t);
+    assert!(abi >= 4, "this test needs Landlock ABI 4 (network rules)");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cfg = setup(
+        &t,
+        &format!(
+            "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=10)'"
+        ),
+        "",
+        "sandbox: required\nnetwork: {enforce: required}\n",
+    );
+    let (out, report) = run(&t, &cfg, &["-w", "1", "work"]);
+    assert_eq!(out.status.code(), Some(3), "{report:#}");
+    let reason = report["results"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("exit code 1; a network connection was denied (\"Permission denied\"), perhaps by the sandbox: a worker reaches the network only through the gateway's proxy")
+            && reason.contains("`network: allow:`")
+            && reason.contains("`ports:`")
+            && !reason.contains("writable:"),
+        "{reason}"
+    );
+    assert!(reason.contains("PermissionError"), "{reason}");
+}
