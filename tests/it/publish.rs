@@ -1722,6 +1722,48 @@ fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
     s.gh.assert_no_violations();
 }
 
+/// Only no credentials at all gives the undecided preview: credentials given and
+/// wrong (an app id that is not a number, a key file that cannot be read) are an
+/// error naming the variable or flag in a dry run too, before GitHub is asked.
+#[test]
+fn dry_run_with_bad_credentials_is_an_error() {
+    let s = setup("a");
+    let url = s.gh.url();
+    let dry = |extra: &[&str], app_id: Option<&str>| {
+        let mut args = vec![
+            "publish",
+            "--dry-run",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+        ];
+        args.extend(["--api-url", &url]);
+        args.extend(extra);
+        let mut cmd = s.t.fanout(&args);
+        cmd.env_remove("GITHUB_TOKEN").env_remove("GH_TOKEN");
+        cmd.env_remove("FANOUT_APP_ID");
+        if let Some(id) = app_id {
+            cmd.env("FANOUT_APP_ID", id);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = dry(&[], Some("not-a-number"));
+    assert!(
+        !ok && stderr.contains("FANOUT_APP_ID \"not-a-number\""),
+        "{stderr}"
+    );
+    let missing = s.t.root().join("no-such-key.pem");
+    let key = missing.to_str().unwrap();
+    let (ok, stderr) = dry(&["--app-id", "1", "--app-private-key", key], None);
+    assert!(!ok && stderr.contains("--app-private-key"), "{stderr}");
+    assert!(s.gh.requests().is_empty(), "GitHub was not asked");
+}
+
 /// `run --publish --dry-run` runs, then says what publishing would do instead of
 /// doing it; `--dry-run` without `--publish` is a usage error before anything runs.
 #[test]
