@@ -1591,13 +1591,16 @@ impl Setup {
 
     /// Every branch of the remote, with its tip.
     fn remote_refs(&self) -> String {
-        let out = self
-            .t
-            .command("git", self.t.root())
-            .args(["--git-dir", self.remote.to_str().unwrap(), "show-ref"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        // (checked: a failing git is an error, never "no refs")
+        self.t.git_in(
+            self.t.root(),
+            &[
+                "--git-dir",
+                self.remote.to_str().unwrap(),
+                "for-each-ref",
+                "--format=%(objectname) %(refname)",
+            ],
+        )
     }
 
     /// The requests to the fake GitHub after the first `from` that are not reads.
@@ -1789,19 +1792,18 @@ fn run_publish_dry_run_previews_and_publishes_nothing() {
     );
     assert!(gh.requests().iter().all(|r| r.method == "GET"));
     assert!(gh.pulls().is_empty());
+    // (checked: the remote is run_publishing's bare origin, and its main is there)
     let remote = t.root().join("remote.git");
-    let branches = t
-        .command("git", t.root())
-        .args([
+    let refs = t.git_in(
+        t.root(),
+        &[
             "--git-dir",
             remote.to_str().unwrap(),
-            "branch",
-            "--list",
-            "fanout/*",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&branches.stdout), "");
+            "for-each-ref",
+            "--format=%(refname)",
+        ],
+    );
+    assert_eq!(refs, "refs/heads/main\n", "nothing pushed");
 
     let out = t
         .fanout(&["run", "--dry-run", "Improve the docs"])
