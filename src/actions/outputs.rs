@@ -70,28 +70,37 @@ pub fn write_matrix_outputs(file: &Path, plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// The `results` output's shape: the report's fields but its plan.
+#[derive(serde::Serialize)]
+struct ResultsOutput<'a> {
+    exit_code: i32,
+    interrupted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    results: Option<&'a [crate::model::WorkerResult]>,
+    run_id: &'a str,
+    totals: &'a crate::model::Totals,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
+}
+
 /// The `results` output: the report without its plan, compact; reduced to totals when
 /// too large for a job output.
 pub fn results_output(report: &RunReport) -> String {
-    let full = json!({
-        "run_id": report.run_id,
-        "exit_code": report.exit_code,
-        "interrupted": report.interrupted,
-        "totals": report.totals,
-        "results": report.results,
-    })
-    .to_string();
+    let mut out = ResultsOutput {
+        exit_code: report.exit_code,
+        interrupted: report.interrupted,
+        results: Some(&report.results),
+        run_id: &report.run_id,
+        totals: &report.totals,
+        truncated: false,
+    };
+    let text = |o: &ResultsOutput| json!(o).to_string();
+    let full = text(&out);
     if full.len() <= OUTPUT_LIMIT {
         return full;
     }
-    json!({
-        "run_id": report.run_id,
-        "exit_code": report.exit_code,
-        "interrupted": report.interrupted,
-        "totals": report.totals,
-        "truncated": true,
-    })
-    .to_string()
+    (out.results, out.truncated) = (None, true);
+    text(&out)
 }
 
 /// Write the outputs of a finished run: `run-id`, `count`, `results` (JSON), and the
@@ -112,10 +121,7 @@ pub fn write_run_outputs(
 mod tests {
     use super::*;
 
-    #[test]
-    fn plan_outputs_carry_max_parallel_the_plans_workers() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("out");
+    fn plan() -> Plan {
         let file = crate::config::parse(
             "parallel_runs: {workers: 2}\ntasks: [a, b, c, d, e]\n",
             Path::new("fanout.yml"),
@@ -132,8 +138,14 @@ mod tests {
             branch: None,
             commit: "0123456789abcdef0123456789abcdef01234567".into(),
         };
-        let plan = crate::plan::assign::build(&settings, base, "r1");
-        write_matrix_outputs(&f, &plan).unwrap();
+        crate::plan::assign::build(&settings, base, "r1")
+    }
+
+    #[test]
+    fn plan_outputs_carry_max_parallel_the_plans_workers() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("out");
+        write_matrix_outputs(&f, &plan()).unwrap();
         let text = std::fs::read_to_string(&f).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines.contains(&"count=5"), "{text}");
@@ -154,5 +166,32 @@ mod tests {
         assert_eq!(lines.next(), Some("x"));
         assert_eq!(lines.next(), Some("y"));
         assert_eq!(lines.next(), Some(delim));
+    }
+
+    #[test]
+    fn the_results_output_is_the_report_less_its_plan_or_its_totals_when_too_big() {
+        let result = |task: &str| -> crate::model::WorkerResult {
+            serde_json::from_value(json!({
+                "worker_id": 1, "branch": "b", "model": null, "status": "failed",
+                "steps": null, "cost": null, "duration": 0.0, "files_modified": [],
+                "worktree_path": null, "task": task, "agent": "a", "reason": "x",
+                "commit": null, "exit_code": null, "log_path": null,
+            }))
+            .unwrap()
+        };
+        let at = std::time::SystemTime::UNIX_EPOCH;
+        let mut report = RunReport::new(plan(), vec![result("t")], None, at, 1.0, true);
+        let expected = json!({
+            "run_id": "r1", "exit_code": report.exit_code, "interrupted": true,
+            "totals": report.totals, "results": report.results,
+        });
+        assert_eq!(results_output(&report), expected.to_string());
+        report.results = vec![result(&"t".repeat(OUTPUT_LIMIT))];
+        let out = results_output(&report);
+        let expected = json!({
+            "run_id": "r1", "exit_code": report.exit_code, "interrupted": true,
+            "totals": report.totals, "truncated": true,
+        });
+        assert_eq!(out, expected.to_string());
     }
 }

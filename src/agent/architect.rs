@@ -44,7 +44,7 @@ fn stop_reason_text(reason: &str) -> String {
         "budget_exceeded" => "budget exceeded".into(),
         "context_full" => "context window full".into(),
         "timeout" => "agent's own timeout".into(),
-        "user_interrupt" => "interrupted".into(),
+        "user_interrupt" => "stopped by a user interrupt".into(),
         "llm_error" => "model API error".into(),
         "llm_done" => "agent finished".into(),
         other => format!("stop reason {}", clean_reason(other)),

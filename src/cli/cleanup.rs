@@ -62,6 +62,12 @@ pub struct CleanupArgs {
     /// without it such a branch is kept and listed. Repeatable.
     #[arg(long, value_name = "BRANCH")]
     pub delete_kept: Vec<String>,
+
+    /// Of a run whose fanout was killed, also stop the processes still running beneath
+    /// its own that fanout cannot prove it started (without it they are listed and
+    /// nothing of that run is stopped or removed).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// An age: a duration with its unit (`90s`, `30m`, `6h`, `2d`, `1h30m`); a bare
@@ -104,6 +110,7 @@ pub fn cleanup(ctx: &Context, args: &CleanupArgs) -> Result<i32, CliError> {
         keep_branches: args.keep_branches,
         force: args.force,
         delete_kept: args.delete_kept.clone(),
+        stop_unproven: args.yes,
     };
     let mut problems = 0;
     for id in runs {

@@ -47,8 +47,9 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub stop_survivors: bool,
 
-    /// With --stop-survivors: also stop processes the run's records name that fanout
-    /// cannot prove it started (without it they are listed and nothing is stopped).
+    /// With --stop-survivors: also stop the earlier attempt's processes fanout cannot
+    /// prove it started (without it they are listed and nothing is stopped, unless you
+    /// agree at a terminal).
     #[arg(long, requires = "stop_survivors")]
     pub yes: bool,
 

@@ -88,14 +88,26 @@ pub async fn model(
     if api.is_some() {
         w.with_usage(|u| u.requests += 1);
     }
-    let response = match send(shared, w, up, api.is_some(), &outgoing).await {
-        Ok(r) => r,
-        Err(answer) => return answer,
-    };
-    match api {
-        Some(api) => metered(shared, w, api, asked, response).await,
-        None => passed(response.map(|b| b.map_err(Into::into).boxed())),
-    }
+    // On a task of its own: once the call is sent, neither the agent going away nor
+    // its door closing stops its answer from being read and metered.
+    let (shared, w2, up) = (shared.clone(), w.clone(), up.clone());
+    let exchange = w.in_flight.spawn(async move {
+        let response = match send(&shared, &w2, &up, api.is_some(), &outgoing).await {
+            Ok(r) => r,
+            Err(answer) => return answer,
+        };
+        match api {
+            Some(api) => metered(&shared, &w2, api, asked, response).await,
+            None => passed(response.map(|b| b.map_err(Into::into).boxed())),
+        }
+    });
+    exchange.await.unwrap_or_else(|e| {
+        error(
+            wire,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("fanout gateway: the call's task ended: {e}"),
+        )
+    })
 }
 
 /// Whether `headers` carry `placeholder` as `x-api-key` or as a bearer token.
@@ -234,7 +246,13 @@ async fn send(
 ) -> Result<Response<Incoming>, Response<Body>> {
     let deadline = w.deadline();
     loop {
-        let admitted = up.limiter.admit(deadline).await;
+        // A closed door sends nothing more (a call already sent is still metered).
+        let admitted = tokio::select! {
+            () = w.cancel.cancelled() => {
+                return Err(error(up.wire, StatusCode::SERVICE_UNAVAILABLE, "fanout gateway: this worker's door is closed"));
+            }
+            a = up.limiter.admit(deadline) => a,
+        };
         w.waited(admitted.unwrap_or_else(|d| d));
         if admitted.is_err() {
             return Err(error(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::usage::{Denial, Denied, Stop, Tokens, Usage, WorkerLimits};
 use crate::agent::prices::Price;
@@ -34,6 +35,10 @@ pub struct Worker {
     deadline: Mutex<Option<Instant>>,
     /// Ends its listener and every connection and tunnel of it.
     pub cancel: CancellationToken,
+    /// Its model calls sent upstream and not yet metered: they run on tasks of their
+    /// own, so a worker killed (or a door closed) mid-call still has the call's cost
+    /// counted ([`super::Gateway::end_worker`] waits for them).
+    pub in_flight: TaskTracker,
     usage: Mutex<Usage>,
     stop: watch::Sender<Option<Stop>>,
 }
@@ -174,6 +179,7 @@ impl Ledger {
             budget: limits.budget,
             deadline: Mutex::new(limits.deadline),
             cancel: CancellationToken::new(),
+            in_flight: TaskTracker::new(),
             usage: Mutex::new(Usage::default()),
             stop,
         });

@@ -185,10 +185,13 @@ impl Gateway {
     }
 
     /// Close worker `id`'s door: its port, its connections and tunnels. Its usage as
-    /// it ends.
+    /// it ends, once the model calls it had in flight are metered (for up to
+    /// [`IN_FLIGHT_WAIT`]; a call still unanswered then counts as unmetered).
     pub async fn end_worker(&self, id: u32) -> Option<Usage> {
         let worker = self.shared.ledger.remove(id)?;
         worker.cancel.cancel();
+        worker.in_flight.close();
+        let _ = tokio::time::timeout(IN_FLIGHT_WAIT, worker.in_flight.wait()).await;
         let task = self
             .listeners
             .lock()
@@ -219,6 +222,10 @@ impl Drop for Gateway {
         }
     }
 }
+
+/// How long closing a door waits for the model calls it has in flight to be answered
+/// and metered.
+const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether the gateway takes `upstream` as provider `name`'s API: `https://…`, or
 /// `http://` to a loopback address.

@@ -167,7 +167,10 @@ pub struct WorkerResult {
     pub task_id: Option<String>,
     /// The agent definition's name.
     pub agent: String,
-    /// Why the status is not `success`, or a note.
+    /// Why the status is not `success`, or a note (`reason`), and its cause
+    /// (`cause`, beside it: `worker`, `interrupted`, `budget_spent`, `snapshot_failed`
+    /// or `internal_error`).
+    #[serde(flatten, with = "reason::fields")]
     pub reason: Option<Reason>,
     /// The agent's final message, for a task with `output: findings` (capped in
     /// size, credentials masked).

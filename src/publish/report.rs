@@ -127,7 +127,6 @@ pub fn publish_report_after(
     early: &BTreeMap<u32, PublishOutcome>,
 ) -> Result<i32, Failure> {
     let prepared = PublishContext::new(repo, file, args, record)?;
-    secure_worktrees(repo, &report.run_id);
     let gh = prepared.api(super::github::auth::Scope {
         issues: writes_issues(report, &prepared.opts),
         ci: false,
@@ -160,19 +159,6 @@ pub fn publish_report_after(
             Ok(exit::FATAL)
         }
         None => Ok(code),
-    }
-}
-
-/// The git files of run `run_id`'s worktrees (when it is a run of this repository)
-/// put back as fanout made them before publishing runs git
-/// ([`crate::run::links::secure_run`]); what had changed is said.
-fn secure_worktrees(repo: &UserRepo, run_id: &str) {
-    if !crate::plan::is_valid_run_id(run_id) {
-        return;
-    }
-    let run_dir = repo.run_dir(run_id);
-    for note in crate::run::links::secure_run(&repo.common_dir, &run_dir, run_id) {
-        errln!("fanout: note: {note}");
     }
 }
 
@@ -329,10 +315,11 @@ impl Target {
         record: Option<&PushRecord>,
         in_actions: bool,
     ) -> Result<Target, Failure> {
-        let credentials = match credentials(args) {
-            // A dry run reads GitHub only with a token, and needs none.
-            Err(_) if args.dry_run => None,
-            c => Some(c?),
+        // A dry run reads GitHub only with credentials, and needs none; but credentials
+        // given and wrong (a bad app id, an unreadable key) are an error in a dry run too.
+        let credentials = match credentials(args)? {
+            None if !args.dry_run => return Err(Failure::Usage(NO_CREDENTIALS.into())),
+            c => c,
         };
         let api = target::api_url(args.api_url.as_deref(), env("GITHUB_API_URL").as_deref())
             .map_err(Failure::Usage)?;
@@ -691,7 +678,10 @@ fn merged(a: &[String], b: &[String]) -> Vec<String> {
     out
 }
 
-fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
+const NO_CREDENTIALS: &str = "publishing needs a token ($GITHUB_TOKEN or $GH_TOKEN) or a GitHub App (--app-id and a private key)";
+
+/// The credentials the flags and environment give, each checked; None when none is given.
+fn credentials(args: &PublishFlags) -> Result<Option<Credentials>, Failure> {
     let app_id =
         match args.app_id {
             Some(id) => Some(id),
@@ -715,16 +705,12 @@ fn credentials(args: &PublishFlags) -> Result<Credentials, Failure> {
                 )
                 })?,
             };
-        return Ok(Credentials::App {
+        return Ok(Some(Credentials::App {
             app_id,
             private_key_pem,
-        });
+        }));
     }
-    args.token.clone().map(Credentials::Token).ok_or_else(|| {
-        Failure::Usage(
-            "publishing needs a token ($GITHUB_TOKEN or $GH_TOKEN) or a GitHub App (--app-id and a private key)".into(),
-        )
-    })
+    Ok(args.token.clone().map(Credentials::Token))
 }
 
 /// `::add-mask::` every secret, so Actions never shows it in logs.

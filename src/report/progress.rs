@@ -15,7 +15,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::table::{TASK_CHARS, format_cost, format_duration};
-use crate::model::{Status, WorkerResult};
+use crate::model::{Cause, Status, WorkerResult};
 use crate::plan::Plan;
 use crate::run::event::{Event, Reporter, StopLevel};
 use crate::util::out::{command, errln};
@@ -162,13 +162,14 @@ impl Reporter for Plain {
     }
 }
 
-fn stopping_text(level: StopLevel) -> &'static str {
+fn stopping_text(level: StopLevel) -> String {
+    let interrupted = Cause::Interrupted;
     match level {
         StopLevel::Graceful => {
-            "interrupted: stopping workers gracefully (signal again to kill them now)"
+            format!("{interrupted}: stopping workers gracefully (signal again to kill them now)")
         }
-        StopLevel::Kill => "interrupted again: killing workers",
-        StopLevel::Run => "",
+        StopLevel::Kill => format!("{interrupted} again: killing workers"),
+        StopLevel::Run => String::new(),
     }
 }
 

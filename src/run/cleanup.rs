@@ -4,7 +4,8 @@
 //! branch too, and worktrees under the run's root — and nothing else. A worktree
 //! holding uncommitted work is kept unless forced, and then its work is committed on
 //! the worker's branch first ([`super::wip`]). What still runs of a run whose fanout
-//! died is stopped first ([`super::strays`]). Each worktree's git files are put back
+//! died is stopped first ([`super::strays`]; a process fanout cannot prove is the
+//! run's only with `--yes`). Each worktree's git files are put back
 //! as fanout made them before anything reads them ([`super::links`]).
 
 use std::path::Path;
@@ -24,6 +25,9 @@ pub struct How {
     pub force: bool,
     /// Branches holding a WIP commit fanout saved that the user asks to delete anyway.
     pub delete_kept: Vec<String>,
+    /// Also stop processes of a killed run that fanout cannot prove it started
+    /// ([`super::strays::Found::unproven`]).
+    pub stop_unproven: bool,
 }
 
 /// What cleaning one run did.
@@ -61,7 +65,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
     let Some(plan) = read_plan(&run_dir) else {
         return Cleaned::NoJournal("plan.json: missing, unreadable or not signed by fanout".into());
     };
-    if let Err(left) = stop_strays(id, &plan, &journal) {
+    if let Err(left) = stop_strays(id, &plan, &journal, how.stop_unproven) {
         return Cleaned::Done {
             trees: 0,
             branches: 0,
@@ -118,14 +122,22 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
     }
 }
 
-/// Stop what still runs of run `id` after its fanout died ([`super::strays`]: each
-/// such process is provably the run's), before its worktrees go; said on stderr. An
-/// error names what could not be stopped (then nothing of the run is removed).
-fn stop_strays(id: &str, plan: &Plan, journal: &Journal) -> Result<(), String> {
+/// Stop what still runs of run `id` after its fanout died ([`super::strays`]), before
+/// its worktrees go; said on stderr. A process fanout cannot prove is the run's is
+/// stopped only with `unproven` (else nothing is stopped). An error names what was not
+/// stopped (then nothing of the run is removed).
+fn stop_strays(id: &str, plan: &Plan, journal: &Journal, unproven: bool) -> Result<(), String> {
     let strays = super::strays::of_run(id, journal);
     if strays.is_empty() {
         return Ok(());
     }
+    if !strays.unproven.is_empty() && !unproven {
+        return Err(format!(
+            "run {id}: processes fanout cannot prove it started still run of it (the environment they started with lacks FANOUT_RUN_ID={id} or the run's FANOUT_WORKTREE): {}; nothing was stopped or removed — check them (ps -o pid,args -p PID), stop them yourself, or pass --yes to stop them",
+            super::strays::named(&strays.unproven)
+        ));
+    }
+    let strays = strays.all();
     crate::util::out::errln!(
         "fanout: run {id}: stopping what still runs of it: {}",
         super::strays::named(&strays)

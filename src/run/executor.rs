@@ -1159,7 +1159,7 @@ impl Executor {
         let _ = self.journal.update(w.id, |e| e.branch_created = true);
         let harvested = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let changed = super::links::restore_admin(&common, &name, &path)
+            let changed = super::links::check_admin(&common, &name, &path, true)
                 .map_err(|e| format!("its worktree's git files could not be restored: {e}"))?;
             let spec = CommitSpec {
                 identity: (&identity.0, &identity.1),

@@ -11,6 +11,7 @@ use std::path::Path;
 use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 
+use crate::util::procfs;
 use crate::util::sign::{RecordError, read_signed, write_signed};
 
 /// One recorded process group.
@@ -26,24 +27,10 @@ pub struct GroupRecord {
     pub boot: Option<String>,
 }
 
-/// Field `n` (1-based, as in proc(5)) of `/proc/<pid>/stat`.
-fn stat_field(pid: i32, n: usize) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces and parentheses).
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(n - 3).map(str::to_owned)
-}
-
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
 /// Record group `pgid` (its leader runs `program`) at `path`, signed.
 pub fn record(path: &Path, pgid: i32, program: &str) -> std::io::Result<()> {
-    let start = stat_field(pgid, 22).unwrap_or_else(|| "-".into());
-    let boot = boot_id().unwrap_or_else(|| "-".into());
+    let start = procfs::stat(pgid).map_or_else(|| "-".into(), |s| s.start.to_string());
+    let boot = procfs::boot_id().unwrap_or_else(|| "-".into());
     let program = program.replace('\n', " ");
     write_signed(
         path,
@@ -83,22 +70,21 @@ pub fn alive(rec: &GroupRecord) -> bool {
     if killpg(Pid::from_raw(rec.pgid), None).is_err() {
         return false;
     }
-    if !Path::new("/proc/self/stat").exists() {
+    if !procfs::available() {
         // No /proc (macOS): the group exists and the record is fanout's.
         return true;
     }
-    if rec.boot.is_some() && rec.boot != boot_id() {
+    if rec.boot.is_some() && rec.boot != procfs::boot_id() {
         return false;
     }
     let Some(start) = rec.start else {
         return true;
     };
-    if let Some(leader) = stat_field(rec.pgid, 22) {
-        let zombie = stat_field(rec.pgid, 3).as_deref() == Some("Z");
-        if leader.parse::<u64>().ok() != Some(start) {
+    if let Some(leader) = procfs::stat(rec.pgid) {
+        if leader.start != start {
             return false;
         }
-        if !zombie {
+        if !leader.zombie() {
             return true;
         }
     }
@@ -121,16 +107,13 @@ pub fn alive(rec: &GroupRecord) -> bool {
 /// still unmarked, all that time.
 pub fn unproven(rec: &GroupRecord, run_id: &str) -> Vec<(i32, String)> {
     let mark = format!("FANOUT_RUN_ID={run_id}");
-    if !Path::new("/proc/self/environ").exists() {
+    if !procfs::available() {
         return vec![(rec.pgid, rec.program.clone())];
     }
     let unmarked = || -> Vec<(i32, u64)> {
         members(rec.pgid)
             .into_iter()
-            .filter(|&(pid, _)| {
-                !std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == mark.as_bytes()))
-            })
+            .filter(|&(pid, _)| !procfs::environ(pid).is_some_and(|e| e.has(mark.as_bytes())))
             .collect()
     };
     let mut left = unmarked();
@@ -141,12 +124,7 @@ pub fn unproven(rec: &GroupRecord, run_id: &str) -> Vec<(i32, String)> {
         left.retain(|p| again.contains(p));
     }
     left.into_iter()
-        .map(|(pid, _)| {
-            let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|c| c.trim().to_owned())
-                .unwrap_or_else(|_| "?".into());
-            (pid, name)
-        })
+        .map(|(pid, _)| (pid, procfs::comm(pid)))
         .collect()
 }
 
@@ -156,14 +134,10 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Live (not zombie) members of group `pgid`: (pid, start time).
 fn members(pgid: i32) -> Vec<(i32, u64)> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| stat_field(pid, 5).and_then(|g| g.parse::<i32>().ok()) == Some(pgid))
-        .filter(|&pid| stat_field(pid, 3).as_deref() != Some("Z"))
-        .filter_map(|pid| Some((pid, stat_field(pid, 22)?.parse().ok()?)))
+    procfs::processes()
+        .into_iter()
+        .filter(|(_, s)| s.pgrp == pgid && !s.zombie())
+        .map(|(pid, s)| (pid, s.start))
         .collect()
 }
 
@@ -185,8 +159,8 @@ mod tests {
         let rec = GroupRecord {
             pgid,
             program: "sleep".into(),
-            start: stat_field(pgid, 22).and_then(|s| s.parse().ok()),
-            boot: boot_id(),
+            start: procfs::stat(pgid).map(|s| s.start),
+            boot: procfs::boot_id(),
         };
         assert!(rec.start.is_some());
         assert!(alive(&rec));

@@ -9,22 +9,23 @@
 //! after its harvest put them back: a `.git` or `commondir` pointing at a repository
 //! the agent built (with `core.fsmonitor`, hooks, filters) would steer the next git
 //! command there — fanout's, or the user's plain `git status` in a worktree `fanout
-//! status` lists. So harvest ([`restore_admin`]), and after it `status`, `cleanup`,
-//! `resume` and `publish` ([`secure`], [`secure_run`]), rewrite them from what fanout
-//! knows (the repository's own git directory, the worktree's name and path in the
-//! signed journal, bounded to the shape fanout gives them) before anything reads them.
+//! status` lists. So harvest ([`check_admin`]), and after it `status`, `cleanup` and
+//! `resume` ([`secure`]), rewrite them from what fanout knows (the repository's own git
+//! directory, the worktree's name and path in the signed journal, bounded to the shape
+//! fanout gives them) before anything reads them. (`publish` runs git only in the
+//! user's checkout, never in a worktree: it leaves them as they are.)
 //! fanout's git commands run hardened besides ([`crate::git`]: no hooks, no fsmonitor,
 //! no repository pointer from the environment), so a value planted between the check
 //! and the command still runs nothing.
 
 use std::path::Path;
 
-use super::journal::{Journal, JournalEntry};
-use super::worktree::worktree_name;
+use super::journal::JournalEntry;
+use super::worktree::{admin_files, worktree_name};
 
 /// The files that tie the worktree at `path` to the repository whose git directory is
 /// `common` (admin directory `worktrees/<name>`), as [`super::worktree::create`] wrote
-/// them, put back if they differ (when `fix`; else only compared). Returns what was
+/// them ([`admin_files`]), put back if they differ (when `fix`; else only compared). Returns what was
 /// found changed — each restored, a planted `config`, `config.worktree` or `hooks`
 /// removed — or an error when a file could not be put back.
 pub fn check_admin(
@@ -36,14 +37,8 @@ pub fn check_admin(
     let admin = common.join("worktrees").join(name);
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     let (admin_abs, path) = (real(&admin), real(path));
-    let dotgit = path.join(".git");
-    let expected = [
-        (admin.join("commondir"), "../..\n".to_owned()),
-        (admin.join("gitdir"), format!("{}\n", dotgit.display())),
-        (dotgit.clone(), format!("gitdir: {}\n", admin_abs.display())),
-    ];
     let mut changed = Vec::new();
-    for (file, want) in expected {
+    for (file, want) in admin_files(&admin, &admin_abs, &path) {
         let same = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file())
             && crate::util::read_regular(&file, 8192).is_ok_and(|b| b == want.as_bytes());
         if same {
@@ -73,11 +68,6 @@ pub fn check_admin(
         changed.push(format!("{} planted{done}", shown(&planted, common, &path)));
     }
     Ok(changed)
-}
-
-/// [`check_admin`] with `fix`: before harvest.
-pub fn restore_admin(common: &Path, name: &str, path: &Path) -> std::io::Result<Vec<String>> {
-    check_admin(common, name, path, true)
 }
 
 /// `file` named as the user knows it: `.git/worktrees/<name>/…` or `<worktree>/.git`.
@@ -138,19 +128,6 @@ pub fn secure(common: &Path, run_id: &str, entry: &JournalEntry, fix: bool) -> L
         Ok(c) => Links::Changed(c),
         Err(e) => Links::Unchecked(format!("its git files could not be restored: {e}")),
     }
-}
-
-/// [`secure`] (restoring) every worktree run `run_id`'s journal (in `run_dir`) names;
-/// one line for each worktree whose files had changed or could not be checked.
-pub fn secure_run(common: &Path, run_dir: &Path, run_id: &str) -> Vec<String> {
-    let Ok(journal) = Journal::load(run_dir) else {
-        return Vec::new();
-    };
-    journal
-        .entries
-        .iter()
-        .filter_map(|e| said(run_id, e, &secure(common, run_id, e, true)))
-        .collect()
 }
 
 /// What to tell the user about worker `entry`'s worktree, when anything.

@@ -647,7 +647,7 @@ fn signal_group(pgid: Pid, sig: Signal) {
 /// Signal every live process of the supervisor `pgid`'s tree but the supervisor;
 /// whether there was any.
 fn signal_tree(pgid: Pid, sig: Signal) -> bool {
-    if !Path::new("/proc/self/stat").exists() {
+    if !crate::util::procfs::available() {
         // No /proc to tell the tree (macOS): the group, supervisor included.
         return killpg(pgid, sig).is_ok();
     }

@@ -13,6 +13,8 @@ use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+use crate::util::procfs;
+
 /// Become the reaper of every orphan among this process's descendants (Linux; a no-op
 /// elsewhere).
 pub fn adopt_orphans() {
@@ -68,11 +70,10 @@ fn has_children() -> bool {
 
 /// Processes whose parent is `parent`, with their state (`Z`: exited, not reaped).
 fn children_of(parent: i32) -> Vec<(i32, char)> {
-    processes()
-        .filter_map(|pid| {
-            let (state, ppid, _) = stat(pid)?;
-            (ppid == parent).then_some((pid, state))
-        })
+    procfs::processes()
+        .into_iter()
+        .filter(|(_, s)| s.ppid == parent)
+        .map(|(pid, s)| (pid, s.state))
         .collect()
 }
 
@@ -81,34 +82,13 @@ fn children_of(parent: i32) -> Vec<(i32, char)> {
 /// and its children, less itself; exited ones (zombies) do not count. Empty without
 /// `/proc`.
 pub fn tree_of(supervisor: i32) -> Vec<i32> {
-    processes()
-        .filter(|&pid| pid != supervisor)
-        .filter(|&pid| {
-            stat(pid).is_some_and(|(state, ppid, pgrp)| {
-                state != 'Z' && (ppid == supervisor || pgrp == supervisor)
-            })
-        })
-        .collect()
-}
-
-/// Every process id in `/proc`.
-fn processes() -> impl Iterator<Item = i32> {
-    std::fs::read_dir("/proc")
+    procfs::processes()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-}
-
-/// The state, parent and process group of `pid`: the third to fifth fields of
-/// `/proc/<pid>/stat`, after the command name in parentheses (which may itself hold
-/// spaces and parentheses).
-fn stat(pid: i32) -> Option<(char, i32, i32)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some((state, ppid, rest.next()?.parse().ok()?))
+        .filter(|&(pid, s)| {
+            pid != supervisor && !s.zombie() && (s.ppid == supervisor || s.pgrp == supervisor)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,14 +109,5 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert!(has_children());
         assert_eq!(child.wait().unwrap().code(), Some(3));
-    }
-
-    #[test]
-    fn state_and_parent_are_read_past_the_command_name() {
-        let me = std::process::id() as i32;
-        let (state, parent, _) = stat(me).unwrap();
-        assert_eq!(parent, nix::unistd::getppid().as_raw());
-        assert!("RS".contains(state), "{state}");
-        assert_eq!(stat(-5), None);
     }
 }

@@ -13,9 +13,10 @@ use crate::plan::Plan;
 use crate::util::{RECORD_LIMIT, read_capped, rfc3339};
 
 /// Version of `results.json`'s shape. 2: the `unchanged` status (`totals.unchanged`),
-/// `findings`, and `totals.cost` `null` when no cost is known. Version 1 files are
-/// still read (the new fields default).
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+/// `findings`, and `totals.cost` `null` when no cost is known. 3: each result's
+/// `cause` beside its `reason`. Older files are still read (the new fields default; a
+/// reason without a cause is the worker's own).
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 /// The whole run: `results.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

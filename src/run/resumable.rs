@@ -171,12 +171,7 @@ fn stop_earlier_attempt(
         .iter()
         .map(|s| format!("process group {} ({})", s.pgid, s.program))
         .collect();
-    if !strays.is_empty() {
-        named.push(format!(
-            "{} (FANOUT_RUN_ID={id})",
-            super::strays::named(&strays)
-        ));
-    }
+    named.extend((!strays.is_empty()).then(|| super::strays::named(&strays.all())));
     if stop == Stop::No {
         return Err(Failure::Usage(format!(
             "run {id}: processes of its earlier attempt are still running: {}; stop them (kill -- -PGID, kill PID) or pass --stop-survivors",
@@ -187,25 +182,37 @@ fn stop_earlier_attempt(
         .iter()
         .flat_map(|s| &s.unproven)
         .map(|(pid, name)| format!("pid {pid} ({name})"))
+        .chain((!strays.unproven.is_empty()).then(|| super::strays::named(&strays.unproven)))
         .collect();
     if !unproven.is_empty() && stop != Stop::All && !confirmed(id, &unproven) {
         return Err(Failure::Usage(format!(
-            "run {id}: its records name processes fanout cannot prove it started (no FANOUT_RUN_ID={id} in the environment they started with): {}; nothing was stopped — check them (ps -o pid,args -p PID), stop them yourself, or pass --yes to stop them",
-            unproven.join(", ")
+            "run {id}: {}; nothing was stopped — check them (ps -o pid,args -p PID), stop them yourself, or pass --yes to stop them",
+            unproven_said(id, &unproven)
         )));
     }
     errln!("fanout: stopping {}", named.join(", "));
     let grace = Duration::from_secs_f64(plan.limits.kill_grace.max(0.0));
+    stop_all(id, &survivors, &strays.all(), grace)
+}
+
+/// Stop the groups `survivors` and the processes `strays` (SIGTERM, `grace`, SIGKILL);
+/// an error names what still runs.
+fn stop_all(
+    id: &str,
+    survivors: &[resume::Survivor],
+    strays: &[super::strays::Stray],
+    grace: Duration,
+) -> Result<(), Failure> {
     // The strays' grace runs with the groups' (they were found before any supervisor
     // was stopped: its adopted daemons are re-parented away then).
-    super::strays::signal(&strays, nix::sys::signal::Signal::SIGTERM);
-    let left = resume::stop_survivors(&survivors, grace);
+    super::strays::signal(strays, nix::sys::signal::Signal::SIGTERM);
+    let left = resume::stop_survivors(survivors, grace);
     let strays_grace = if survivors.is_empty() {
         grace
     } else {
         Duration::ZERO
     };
-    let strays_left = super::strays::stop(&strays, strays_grace);
+    let strays_left = super::strays::stop(strays, strays_grace);
     if left.is_empty() && strays_left.is_empty() {
         return Ok(());
     }
@@ -219,16 +226,21 @@ fn stop_earlier_attempt(
     )))
 }
 
+/// What fanout cannot prove of `unproven`, said.
+fn unproven_said(id: &str, unproven: &[String]) -> String {
+    format!(
+        "processes fanout cannot prove it started still run of it (the environment they started with lacks FANOUT_RUN_ID={id} or the run's FANOUT_WORKTREE): {}",
+        unproven.join(", ")
+    )
+}
+
 /// Whether the user, at a terminal, agrees to stop `unproven` (never without one).
 fn confirmed(id: &str, unproven: &[String]) -> bool {
     use std::io::{BufRead, IsTerminal};
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return false;
     }
-    errln!(
-        "fanout: run {id}: its records name processes fanout cannot prove it started: {}",
-        unproven.join(", ")
-    );
+    errln!("fanout: run {id}: {}", unproven_said(id, unproven));
     crate::util::out::stderr(format_args!("stop them? [y/N] "));
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);

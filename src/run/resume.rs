@@ -6,9 +6,10 @@
 //! * A worker *finished* when it reached a final status on its own: its agent ran to
 //!   its end (success, partial, failed, timeout), or it could not run for a reason a
 //!   second attempt would meet again (no worktree, a dependency that did not succeed).
-//!   A worker stopped or never started because fanout was interrupted (`interrupted…`),
-//!   held back by the run's budget (`not started…`), or lost to an internal error did
-//!   not; neither did a worker with no record. Resuming is not retrying failures.
+//!   A worker stopped or never started because fanout was interrupted, held back by
+//!   the run's budget or its tamper snapshot, or lost to an internal error did not (its
+//!   record's `cause`, never its words: [`crate::model::Cause`]); neither did a worker
+//!   with no record. Resuming is not retrying failures.
 //! * Every process group fanout supervises is recorded next to its log while it lives
 //!   ([`crate::run::process::group_record_path`]); a crashed fanout cannot stop its
 //!   agents, so [`survivors`] tells which of those groups are still alive.
@@ -207,14 +208,19 @@ mod tests {
     use super::*;
     use crate::model::Status;
 
-    fn result(id: u32, status: Status, reason: Option<&str>) -> WorkerResult {
-        serde_json::from_value(serde_json::json!({
+    fn result(id: u32, status: Status, reason: Option<Reason>) -> WorkerResult {
+        let r: WorkerResult = serde_json::from_value(serde_json::json!({
             "worker_id": id, "branch": format!("fanout/r/w{id}"), "model": null,
             "status": status, "steps": null, "cost": null, "duration": 0.0,
             "files_modified": [], "worktree_path": null, "task": "t", "agent": "fake",
-            "reason": reason, "commit": null, "exit_code": null, "log_path": null,
+            "reason": null, "commit": null, "exit_code": null, "log_path": null,
         }))
-        .unwrap()
+        .unwrap();
+        WorkerResult { reason, ..r }
+    }
+
+    fn own(words: &str) -> Option<Reason> {
+        Some(Reason::from(words))
     }
 
     fn plan(workers: u32) -> Plan {
@@ -239,33 +245,25 @@ mod tests {
         use Status::*;
         assert!(finished(&result(1, Success, None)));
         assert!(finished(&result(1, Unchanged, None)));
+        assert!(finished(&result(1, Failed, own("agent changed no files"))));
+        assert!(finished(&result(1, Timeout, own("timed out after 5s"))));
+        assert!(finished(&result(1, Skipped, own("dependency a failed"))));
+        // An agent's words are its own, whatever they say.
         assert!(finished(&result(
             1,
-            Failed,
-            Some("agent finished but changed no files")
+            Success,
+            own("interrupted by the user")
         )));
-        assert!(finished(&result(1, Timeout, Some("timed out after 5s"))));
-        assert!(finished(&result(
-            1,
-            Skipped,
-            Some("dependency a did not succeed")
-        )));
-        assert!(!finished(&result(1, Failed, Some("interrupted"))));
-        assert!(!finished(&result(
-            1,
-            Failed,
-            Some("interrupted during checks")
-        )));
-        assert!(!finished(&result(
-            1,
-            Failed,
-            Some("not started: the run's budget of $1.0000 was spent ($1.2000)")
-        )));
-        assert!(!finished(&result(
-            1,
-            Failed,
-            Some("internal error: worker task panicked")
-        )));
+        assert!(finished(&result(1, Failed, own("internal error: y"))));
+        for cause in [
+            Reason::interrupted(),
+            Reason::interrupted_with(" during checks"),
+            Reason::budget_spent(1.0, 1.2),
+            Reason::snapshot_failed("x"),
+            Reason::internal_error("worker task panicked"),
+        ] {
+            assert!(!finished(&result(1, Failed, Some(cause))));
+        }
     }
 
     #[test]
@@ -276,8 +274,8 @@ mod tests {
         // Worker 1 recorded as a success; worker 2 recorded as interrupted; worker 3
         // only in an old results.json (failed on its own); worker 4 nowhere.
         record(d, &result(1, Status::Success, None)).unwrap();
-        record(d, &result(2, Status::Failed, Some("interrupted"))).unwrap();
-        let mut old = result(3, Status::Failed, Some("exit 1"));
+        record(d, &result(2, Status::Failed, Some(Reason::interrupted()))).unwrap();
+        let mut old = result(3, Status::Failed, own("exit 1"));
         old.selection = Some(crate::model::Selection {
             task: "t".into(),
             score: 1.0,
@@ -289,8 +287,8 @@ mod tests {
             "schema_version": 1, "run_id": "r", "started_at": "", "finished_at": "",
             "duration": 0.0, "interrupted": true, "plan": plan,
             "results": [
-                result(1, Status::Failed, Some("interrupted")),
-                result(2, Status::Failed, Some("interrupted")),
+                result(1, Status::Failed, Some(Reason::interrupted())),
+                result(2, Status::Failed, Some(Reason::interrupted())),
                 old,
             ],
             "totals": crate::model::Totals::default(), "exit_code": 130,

@@ -123,7 +123,7 @@ fn state(dir: &Path, report: Option<&RunReport>) -> &'static str {
         "crashed"
     } else {
         match report {
-            Some(r) if r.interrupted => "interrupted",
+            Some(r) if r.interrupted => crate::model::Cause::Interrupted.words(),
             Some(_) => "finished",
             None => "crashed",
         }

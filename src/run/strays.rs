@@ -9,13 +9,17 @@
 //! `FANOUT_WORKTREE=<its worktree>` in the environment it was started with
 //! (`/proc/<pid>/environ`, which no other process can rewrite) — both are needed: a
 //! run id like `nightly` may name a run of another repository on the same machine,
-//! whose worktrees are elsewhere — and every process beneath one of those is one they
-//! started — the kernel
-//! re-parents an orphan to the nearest subreaper, the supervisor — so a daemon that
-//! cleared its environment is still found while its supervisor lives. A process of
-//! another user cannot be read and is never one. fanout's own process and its
-//! ancestors are left out (a `fanout resume` started from such a shell stops no
-//! shell of the user's). Linux only: without `/proc` nothing is found.
+//! whose worktrees are elsewhere — and so does everything they start that keeps its
+//! environment. Those are stopped without asking. A process beneath one of them
+//! without the marks is found too (the kernel re-parents an orphan to the nearest
+//! subreaper, the supervisor, so a daemon that cleared its environment is still there
+//! while its supervisor lives) but is not provably the run's: a tmux server or ssh
+//! ControlMaster an agent started may since hold shells the user opened in it, whose
+//! environment tmux cleared. Those are unproven: `resume` stops them only when the user
+//! agrees, `cleanup` only with `--yes`. A process of another user cannot be read and is
+//! never marked. fanout's own process and its ancestors are left out (a `fanout resume`
+//! started from such a shell stops no shell of the user's). Linux only: without `/proc`
+//! nothing is found.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
@@ -24,6 +28,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+use crate::util::procfs::{self, Stat};
 
 /// One live process of the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,88 +42,129 @@ pub struct Stray {
     pub name: String,
 }
 
-/// One line of `/proc/<pid>/stat`: state, parent, start time.
-fn stat(pid: i32) -> Option<(char, i32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    Some((
-        state,
-        fields.get(1)?.parse().ok()?,
-        fields.get(19)?.parse().ok()?,
-    ))
+impl Stray {
+    /// Whether `other` is the same process (same pid, same start).
+    fn same(&self, other: &Stray) -> bool {
+        (self.pid, self.start) == (other.pid, other.start)
+    }
 }
 
 /// Whether `pid` was started with `run` (`FANOUT_RUN_ID=…`) and one of `worktrees`
 /// (`FANOUT_WORKTREE=…`) in its environment.
 fn marked(pid: i32, run: &[u8], worktrees: &[Vec<u8>]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-        let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        vars.contains(&run) && vars.iter().any(|v| worktrees.iter().any(|w| w == v))
-    })
+    procfs::environ(pid).is_some_and(|env| env.has(run) && worktrees.iter().any(|w| env.has(w)))
 }
 
 /// This process and its ancestors.
-fn me_and_ancestors(table: &BTreeMap<i32, (char, i32, u64)>) -> BTreeSet<i32> {
+fn me_and_ancestors(table: &BTreeMap<i32, Stat>) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     let mut pid = std::process::id() as i32;
     while pid > 1 && out.insert(pid) {
         pid = match table.get(&pid) {
-            Some(&(_, ppid, _)) => ppid,
+            Some(s) => s.ppid,
             None => break,
         };
     }
     out
 }
 
+/// What still runs of a run ([`find`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Found {
+    /// Processes started with the run's marks in their environment: provably the
+    /// run's, stopped without asking.
+    pub proven: Vec<Stray>,
+    /// Processes beneath one of those without the marks: a daemon that cleared its
+    /// environment, but just as well a shell the user opened in a tmux server an agent
+    /// started. Not provably the run's: stopped only when the user agrees.
+    pub unproven: Vec<Stray>,
+}
+
+impl Found {
+    /// Whether nothing runs.
+    pub fn is_empty(&self) -> bool {
+        self.proven.is_empty() && self.unproven.is_empty()
+    }
+
+    /// Proven and unproven, together.
+    pub fn all(&self) -> Vec<Stray> {
+        self.proven.iter().chain(&self.unproven).cloned().collect()
+    }
+}
+
+/// How long a process beneath the run's must stay unmarked to count as unproven
+/// ([`find`]), as for a recorded group's members ([`super::groups::unproven`]).
+const SETTLE: Duration = Duration::from_millis(300);
+
 /// The live processes of run `run_id`, whose worktrees are `worktrees` (see the module
-/// docs), fanout's own and its ancestors left out.
-pub fn find(run_id: &str, worktrees: &[&Path]) -> Vec<Stray> {
+/// docs), fanout's own and its ancestors left out: those marked as the run's, and the
+/// unmarked ones beneath them. A process that is exiting or in the middle of an `exec`
+/// reads for a moment as having no environment: one unmarked is looked at again, for
+/// up to [`SETTLE`], and counts as unproven only if it is still there, still unmarked,
+/// all that time (one that shows its marks meanwhile is proven).
+pub fn find(run_id: &str, worktrees: &[&Path]) -> Found {
     let run = format!("FANOUT_RUN_ID={run_id}").into_bytes();
     let worktrees: Vec<Vec<u8>> = worktrees
         .iter()
         .map(|w| [b"FANOUT_WORKTREE=", w.as_os_str().as_bytes()].concat())
         .collect();
-    let table: BTreeMap<i32, (char, i32, u64)> = std::fs::read_dir("/proc")
+    let mut found = scan(&run, &worktrees);
+    let until = Instant::now() + SETTLE;
+    while !found.unproven.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+        let again = scan(&run, &worktrees);
+        found
+            .unproven
+            .retain(|s| again.unproven.iter().any(|a| a.same(s)));
+        for p in again.proven {
+            if !found.proven.iter().any(|s| s.same(&p)) {
+                found.proven.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// One look at the process table: the marked processes, and those beneath them that
+/// are not.
+fn scan(run: &[u8], worktrees: &[Vec<u8>]) -> Found {
+    let table: BTreeMap<i32, Stat> = procfs::processes()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, stat(pid)?)))
-        .filter(|(_, (state, _, _))| *state != 'Z')
+        .filter(|(_, s)| !s.zombie())
         .collect();
     let mine = me_and_ancestors(&table);
-    let mut run: BTreeSet<i32> = table
+    let proven: BTreeSet<i32> = table
         .keys()
         .copied()
-        .filter(|&pid| !mine.contains(&pid) && marked(pid, &run, &worktrees))
+        .filter(|&pid| !mine.contains(&pid) && marked(pid, run, worktrees))
         .collect();
     // Everything beneath those, to a fixed point.
+    let mut beneath = proven.clone();
     loop {
         let more: Vec<i32> = table
             .iter()
-            .filter(|(pid, (_, ppid, _))| run.contains(ppid) && !run.contains(pid))
+            .filter(|(pid, s)| beneath.contains(&s.ppid) && !beneath.contains(pid))
             .map(|(pid, _)| *pid)
             .filter(|pid| !mine.contains(pid))
             .collect();
         if more.is_empty() {
             break;
         }
-        run.extend(more);
+        beneath.extend(more);
     }
-    run.into_iter()
-        .map(|pid| Stray {
-            pid,
-            start: table[&pid].2,
-            name: std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|c| c.trim().to_owned())
-                .unwrap_or_else(|_| "?".into()),
-        })
-        .collect()
+    let stray = |pid: i32| Stray {
+        pid,
+        start: table[&pid].start,
+        name: procfs::comm(pid),
+    };
+    Found {
+        proven: proven.iter().map(|&p| stray(p)).collect(),
+        unproven: beneath.difference(&proven).map(|&p| stray(p)).collect(),
+    }
 }
 
 /// [`find`] for run `run_id` with the worktrees its `journal` names.
-pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Vec<Stray> {
+pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Found {
     let worktrees: Vec<&Path> = journal
         .entries
         .iter()
@@ -128,7 +175,7 @@ pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Vec<Stray> {
 
 /// Whether `s` is still running (not exited, not another process by now).
 pub fn alive(s: &Stray) -> bool {
-    stat(s.pid).is_some_and(|(state, _, start)| state != 'Z' && start == s.start)
+    procfs::stat(s.pid).is_some_and(|t| !t.zombie() && t.start == s.start)
 }
 
 /// Send `sig` to each of `strays` still running.
@@ -168,7 +215,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_marked_process_and_what_it_left_are_found_and_stopped() {
+    fn a_marked_process_is_proven_and_what_it_left_unmarked_is_not() {
         // A marked shell whose child cleared its environment; an unmarked process.
         // Another run's process, and one of a run of the same id in another repository.
         let run = format!("strays-test-{}", std::process::id());
@@ -194,17 +241,20 @@ mod tests {
         let shell = marked.id() as i32;
         let until = Instant::now() + Duration::from_secs(10);
         let mut found = find(&run, &[wt]);
-        while found.len() < 2 && Instant::now() < until {
+        while found.unproven.is_empty() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
             found = find(&run, &[wt]);
         }
-        let pids: Vec<i32> = found.iter().map(|s| s.pid).collect();
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert!(pids.contains(&shell), "{found:?}");
-        assert!(!pids.contains(&(other.id() as i32)), "{found:?}");
-        assert!(!pids.contains(&(elsewhere.id() as i32)), "{found:?}");
-        assert!(found.iter().any(|s| s.name == "sleep"), "{found:?}");
-        assert!(stop(&found, Duration::from_secs(5)).is_empty());
+        // The shell is the run's; what cleared its environment beneath it is found,
+        // but not provably the run's.
+        let pids = |v: &[Stray]| v.iter().map(|s| s.pid).collect::<Vec<_>>();
+        assert_eq!(pids(&found.proven), [shell], "{found:?}");
+        assert_eq!(found.unproven.len(), 1, "{found:?}");
+        assert_eq!(found.unproven[0].name, "sleep", "{found:?}");
+        for pid in [other.id() as i32, elsewhere.id() as i32] {
+            assert!(!pids(&found.all()).contains(&pid), "{found:?}");
+        }
+        assert!(stop(&found.all(), Duration::from_secs(5)).is_empty());
         marked.wait().unwrap();
         assert!(find(&run, &[wt]).is_empty());
         for mut c in [other, elsewhere] {

@@ -168,13 +168,26 @@ fn write_admin(admin: &Path, path: &Path, base: Oid) -> Result<(PathBuf, PathBuf
     std::fs::create_dir_all(path).map_err(io(path))?;
     let path = std::fs::canonicalize(path).map_err(io(path))?;
     let admin_abs = std::fs::canonicalize(admin).map_err(io(admin))?;
-    let dotgit = path.join(".git");
-    std::fs::write(admin.join("commondir"), "../..\n").map_err(io(admin))?;
-    std::fs::write(admin.join("gitdir"), format!("{}\n", dotgit.display())).map_err(io(admin))?;
     std::fs::write(admin.join("HEAD"), format!("{base}\n")).map_err(io(admin))?;
     std::fs::create_dir(quarantine(admin)).map_err(io(admin))?;
-    std::fs::write(&dotgit, format!("gitdir: {}\n", admin_abs.display())).map_err(io(&dotgit))?;
+    for (file, content) in admin_files(admin, &admin_abs, &path) {
+        std::fs::write(&file, content).map_err(io(&file))?;
+    }
     Ok((admin_abs, path))
+}
+
+/// The files that tie the worktree at `path` (its real path) to its administrative
+/// directory `admin` (whose real path is `admin_real`), with what each holds:
+/// `commondir` (`../..`), `gitdir` (the worktree's `.git`), and the worktree's `.git`
+/// file (`gitdir: <admin_real>`). Written when the worktree is made, and put back from
+/// this ([`super::links`]) when they are found changed.
+pub fn admin_files(admin: &Path, admin_real: &Path, path: &Path) -> [(PathBuf, String); 3] {
+    let dotgit = path.join(".git");
+    [
+        (admin.join("commondir"), "../..\n".to_owned()),
+        (admin.join("gitdir"), format!("{}\n", dotgit.display())),
+        (dotgit, format!("gitdir: {}\n", admin_real.display())),
+    ]
 }
 
 /// Check out the worktree at `path` (administrative directory `admin`): its files and

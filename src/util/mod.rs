@@ -1,13 +1,14 @@
 //! Small helpers every stage may use, importing nothing of fanout's: atomic file
 //! writes, bounded file reads, timestamps, short commit ids, human sizes, durations
 //! ([`duration`]), path patterns ([`glob`]), output that a closed pipe cannot break
-//! ([`out`]), the one HTTP client stack ([`http`]), and the process-wide settings
-//! made at start ([`runtime`]).
+//! ([`out`]), the one HTTP client stack ([`http`]), the one reader of `/proc`
+//! ([`procfs`]), and the process-wide settings made at start ([`runtime`]).
 
 pub mod duration;
 pub mod glob;
 pub mod http;
 pub mod out;
+pub mod procfs;
 pub mod runtime;
 pub mod sign;
 

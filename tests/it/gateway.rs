@@ -15,6 +15,7 @@ use fanout::gateway::{
 use serde_json::{Value, json};
 
 use crate::common::http::{Reply, request};
+use crate::common::wait_until;
 use crate::fake_provider::{CACHED, FakeProvider, INPUT, OUTPUT};
 
 const ANTHROPIC_KEY: &str = "sk-ant-real-key-of-the-user";
@@ -482,6 +483,31 @@ fn an_ended_worker_s_door_is_closed_and_its_usage_kept() {
     assert_eq!(u.requests, 1);
     assert!(TcpStream::connect(w.addr).is_err());
     assert!(s.gateway.usage(1).is_none());
+}
+
+/// A call the provider has not answered when the worker's door closes (its agent
+/// killed, say) was still sent, so it is still metered: closing the door waits for
+/// its answer, and the usage it returns holds the call's cost.
+#[test]
+fn a_call_in_flight_when_the_door_closes_is_still_metered() {
+    let s = setup(None, Network::default(), None);
+    let w = s.worker(1, None);
+    let url = format!("{}/chat/completions", w.base_urls["openai"]);
+    let auth = format!("Bearer {}", w.placeholder_key);
+    let body = json!({"model": "fake-gpt", "hold": true, "messages": []}).to_string();
+    let agent = std::thread::spawn(move || {
+        let headers = [("authorization", auth.as_str())];
+        // (the door closes under it: no answer to check)
+        let _ = request("POST", &url, &headers, Some(body.into_bytes()));
+    });
+    assert!(wait_until(Duration::from_secs(30), || s.fake.seen().len() == 1));
+    // The door is closed first (end_worker's first step), then the fake answers.
+    let (u, ()) =
+        s.rt.block_on(async { tokio::join!(s.gateway.end_worker(1), async { s.fake.release() }) });
+    let u = u.unwrap();
+    assert_eq!(u.requests, 1, "{u:?}");
+    assert!((u.cost - one_answer("fake-gpt")).abs() < 1e-12, "{u:?}");
+    agent.join().unwrap();
 }
 
 /// The second address of the network namespace (on its loopback interface): a

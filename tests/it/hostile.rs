@@ -1347,10 +1347,11 @@ try "repoint .git" sh -c "echo 'gitdir: $decoy/.git' > .git"
 /// the test) re-plants what ties the worktree to the user's repository — `.git` and
 /// `commondir` pointing at a repository it built (with an fsmonitor and hooks), `gitdir`
 /// pointing at a directory of the user's, a `config`, `config.worktree` and `hooks` in
-/// the admin directory. Before each of `status`, `publish` and `cleanup` runs git there,
-/// fanout puts them back as it made them (and says so): nothing planted runs — neither
-/// in fanout's commands nor in the user's plain `git status` in the worktree afterwards —
-/// and the planted repository and the user's directory are never acted on.
+/// the admin directory. Before each of `status` and `cleanup` runs git there, fanout
+/// puts them back as it made them (and says so): nothing planted runs — neither in
+/// fanout's commands nor in the user's plain `git status` in the worktree afterwards —
+/// and the planted repository and the user's directory are never acted on. `publish`
+/// runs no git there (only in the user's checkout): nothing planted runs in it either.
 #[test]
 fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
     let a = Arena::new(Sandbox::Off);
@@ -1454,11 +1455,23 @@ fn a_replanted_worktree_admin_dir_is_put_back_before_any_git_runs_there() {
     // read through fanout's admin directory: clean (through the decoy's, it is not)
     assert_eq!(status[0]["workers"][0]["uncommitted"], 0, "{said}");
 
+    // publish runs git only in the user's checkout, never in the worktree: it leaves
+    // the files as they are, and nothing planted runs
     replant();
+    let planted: Vec<Vec<u8>> = files.iter().map(|f| truth(f)).collect();
     let gh = FakeGitHub::start("octo", "demo");
     gh.set_token(&a.token);
     let out = a.publish(&cfg, &gh, &run, &[]);
-    check("publish", &out);
+    let said = format!(
+        "publish: {:?}\n{}{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let now: Vec<Vec<u8>> = files.iter().map(|f| truth(f)).collect();
+    assert_eq!(now, planted, "{said}");
+    untouched(&said);
 
     replant();
     let out = a.output(&cfg, &["cleanup", "--run", &run]);

@@ -41,7 +41,7 @@ fn a_quiet_task_is_unchanged_and_a_findings_task_keeps_its_message() {
     let report = json(&out);
     // Nothing failed: a quiet night is green.
     assert_eq!(out.status.code(), Some(0), "{report:#}");
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
     let quiet = by_task(&report, "quiet");
     assert_eq!(quiet["status"], "unchanged", "{quiet:#}");
     assert_eq!(quiet["reason"], serde_json::Value::Null);

@@ -1591,13 +1591,16 @@ impl Setup {
 
     /// Every branch of the remote, with its tip.
     fn remote_refs(&self) -> String {
-        let out = self
-            .t
-            .command("git", self.t.root())
-            .args(["--git-dir", self.remote.to_str().unwrap(), "show-ref"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        // (checked: a failing git is an error, never "no refs")
+        self.t.git_in(
+            self.t.root(),
+            &[
+                "--git-dir",
+                self.remote.to_str().unwrap(),
+                "for-each-ref",
+                "--format=%(objectname) %(refname)",
+            ],
+        )
     }
 
     /// The requests to the fake GitHub after the first `from` that are not reads.
@@ -1722,6 +1725,48 @@ fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
     s.gh.assert_no_violations();
 }
 
+/// Only no credentials at all gives the undecided preview: credentials given and
+/// wrong (an app id that is not a number, a key file that cannot be read) are an
+/// error naming the variable or flag in a dry run too, before GitHub is asked.
+#[test]
+fn dry_run_with_bad_credentials_is_an_error() {
+    let s = setup("a");
+    let url = s.gh.url();
+    let dry = |extra: &[&str], app_id: Option<&str>| {
+        let mut args = vec![
+            "publish",
+            "--dry-run",
+            "--run",
+            &s.run,
+            "--repo",
+            "octo/demo",
+        ];
+        args.extend(["--api-url", &url]);
+        args.extend(extra);
+        let mut cmd = s.t.fanout(&args);
+        cmd.env_remove("GITHUB_TOKEN").env_remove("GH_TOKEN");
+        cmd.env_remove("FANOUT_APP_ID");
+        if let Some(id) = app_id {
+            cmd.env("FANOUT_APP_ID", id);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stderr) = dry(&[], Some("not-a-number"));
+    assert!(
+        !ok && stderr.contains("FANOUT_APP_ID \"not-a-number\""),
+        "{stderr}"
+    );
+    let missing = s.t.root().join("no-such-key.pem");
+    let key = missing.to_str().unwrap();
+    let (ok, stderr) = dry(&["--app-id", "1", "--app-private-key", key], None);
+    assert!(!ok && stderr.contains("--app-private-key"), "{stderr}");
+    assert!(s.gh.requests().is_empty(), "GitHub was not asked");
+}
+
 /// `run --publish --dry-run` runs, then says what publishing would do instead of
 /// doing it; `--dry-run` without `--publish` is a usage error before anything runs.
 #[test]
@@ -1747,19 +1792,18 @@ fn run_publish_dry_run_previews_and_publishes_nothing() {
     );
     assert!(gh.requests().iter().all(|r| r.method == "GET"));
     assert!(gh.pulls().is_empty());
+    // (checked: the remote is run_publishing's bare origin, and its main is there)
     let remote = t.root().join("remote.git");
-    let branches = t
-        .command("git", t.root())
-        .args([
+    let refs = t.git_in(
+        t.root(),
+        &[
             "--git-dir",
             remote.to_str().unwrap(),
-            "branch",
-            "--list",
-            "fanout/*",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&branches.stdout), "");
+            "for-each-ref",
+            "--format=%(refname)",
+        ],
+    );
+    assert_eq!(refs, "refs/heads/main\n", "nothing pushed");
 
     let out = t
         .fanout(&["run", "--dry-run", "Improve the docs"])

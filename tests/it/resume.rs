@@ -397,3 +397,197 @@ fn a_run_whose_tamper_snapshot_fails_runs_no_agent_and_resume_runs_them() {
     assert_eq!(ran.lines().filter(|l| l.starts_with("start")).count(), 3);
     assert_no_orphan_worktree(&t, "snap");
 }
+
+/// A run of 5 workers, one at a time: the agents of workers 1–4 end on their own with
+/// reasons worded like fanout's own causes (`interrupted` — what architect says of a
+/// user interrupt —, `not started…`, `internal error…`); worker 5's agent hangs on its
+/// first run only. Caught while worker 5 hangs.
+struct Worded {
+    t: TestEnv,
+    cfg: PathBuf,
+    trace: PathBuf,
+    script: PathBuf,
+    child: Child,
+}
+
+/// The tasks of [`Worded`]: `status|reason` the agent reports, and the one that hangs.
+const WORDED: [&str; 5] = [
+    "partial|interrupted",
+    "failed|interrupted by the user",
+    "failed|not started: x",
+    "partial|internal error: y",
+    "hang",
+];
+
+impl Worded {
+    fn start(run_id: &str) -> Worded {
+        let t = TestEnv::new();
+        let trace = t.shared().join("trace.log");
+        let hang = t.shared().join("hang-once");
+        std::fs::write(&hang, "").unwrap();
+        let script = t.root().join("worded-agent.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "echo \"start $FANOUT_WORKER_ID\" >> '{trace}'\n\
+                 echo \"$FANOUT_TASK\" > \"w$FANOUT_WORKER_ID.txt\"\n\
+                 case \"$FANOUT_TASK\" in\n\
+                 hang) if rm '{hang}' 2>/dev/null; then sleep 3600; fi\n\
+                 \x20 echo '{{\"status\":\"success\"}}' > \"$FANOUT_RESULT\" ;;\n\
+                 *) printf '{{\"status\":\"%s\",\"reason\":\"%s\"}}' \"${{FANOUT_TASK%%|*}}\" \"${{FANOUT_TASK#*|}}\" > \"$FANOUT_RESULT\" ;;\n\
+                 esac\n",
+                trace = trace.display(),
+                hang = hang.display(),
+            ),
+        )
+        .unwrap();
+        let cfg = t.config(&format!(
+            "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, '{}']\n    writable: ['{}']\n",
+            t.worktrees.display(),
+            script.display(),
+            t.shared().display(),
+        ));
+        let mut args = vec![
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--quiet",
+            "--json",
+        ];
+        args.extend(["--run-id", run_id, "-w", "1"]);
+        for task in WORDED {
+            args.extend(["-t", task]);
+        }
+        let mut child = t
+            .fanout(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let w4 = t.run_dir(run_id).join("results/w4.json");
+        if !wait_until(Duration::from_secs(60), || w4.is_file() && !hang.exists()) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("worker 5 should be hanging: {}", text(&out));
+        }
+        Worded {
+            t,
+            cfg,
+            trace,
+            script,
+            child,
+        }
+    }
+
+    /// Worker ids in the order their agents started.
+    fn starts(&self) -> Vec<String> {
+        let trace = std::fs::read_to_string(&self.trace).unwrap_or_default();
+        trace
+            .lines()
+            .filter_map(|l| l.strip_prefix("start "))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The commits of the branches `results` name.
+    fn branches(&self, results: &[serde_json::Value]) -> Vec<(String, String)> {
+        results
+            .iter()
+            .map(|r| {
+                let b = r["branch"].as_str().unwrap().to_owned();
+                let at = self.t.git(&["rev-parse", &b]).trim().to_owned();
+                assert_eq!(r["commit"].as_str(), Some(at.as_str()), "{r}");
+                (b, at)
+            })
+            .collect()
+    }
+
+    /// Resume the run: only worker 5's agent runs again; workers 1–4 keep their words,
+    /// their cause and their branches (`kept`); worker 5 succeeds.
+    fn resume_keeps(&self, run_id: &str, extra: &[&str], kept: &[(String, String)]) {
+        let mut args = vec!["--config", self.cfg.to_str().unwrap(), "resume", run_id];
+        args.extend(["--quiet", "--json"]);
+        args.extend_from_slice(extra);
+        let out = self.t.fanout(&args).output().unwrap();
+        let said = text(&out);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no JSON report ({e}): {said}"));
+        assert!(
+            said.contains("running #5; keeping #1, #2, #3, #4"),
+            "{said}"
+        );
+        assert_eq!(self.starts(), ["1", "2", "3", "4", "5", "5"], "{said}");
+        let results = report["results"].as_array().unwrap();
+        check_worded(&results[..4]);
+        assert_eq!(results[4]["status"], "success", "{:#}", results[4]);
+        assert_eq!(
+            self.branches(&results[..4]),
+            kept,
+            "branches kept as they were"
+        );
+    }
+}
+
+/// Workers 1–4 (`results`) keep their agents' words under the cause `worker`.
+fn check_worded(results: &[serde_json::Value]) {
+    let got: Vec<(&str, &str, &str)> = results
+        .iter()
+        .map(|r| {
+            let reason = r["reason"].as_str().unwrap_or("");
+            let words = reason.split(" — log: ").next().unwrap();
+            let cause = r["cause"].as_str().unwrap_or("");
+            (r["status"].as_str().unwrap(), cause, words)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("partial", "worker", "interrupted"),
+            ("failed", "worker", "interrupted by the user"),
+            ("failed", "worker", "not started: x"),
+            ("partial", "worker", "internal error: y"),
+        ],
+        "{results:#?}"
+    );
+}
+
+#[test]
+fn an_agents_words_never_make_resume_run_its_finished_worker_again_after_sigint() {
+    let mut h = Worded::start("worded-int");
+    kill(Pid::from_raw(h.child.id() as i32), Signal::SIGINT).unwrap();
+    let status = wait_child(&mut h.child, Duration::from_secs(45));
+    assert_eq!(status.code(), Some(130));
+    let report = h.t.results("worded-int");
+    let results = report["results"].as_array().unwrap();
+    check_worded(&results[..4]);
+    let last = (&results[4]["status"], &results[4]["cause"]);
+    assert_eq!(
+        last,
+        (&"failed".into(), &"interrupted".into()),
+        "{report:#}"
+    );
+    h.resume_keeps("worded-int", &[], &h.branches(&results[..4]));
+}
+
+#[test]
+fn an_agents_words_never_make_resume_run_its_finished_worker_again_after_sigkill() {
+    let mut h = Worded::start("worded-kill");
+    h.child.kill().unwrap();
+    h.child.wait().unwrap();
+    let dir = h.t.run_dir("worded-kill");
+    assert!(!dir.join("results.json").exists());
+    let records: Vec<serde_json::Value> = (1..=4)
+        .map(|id| {
+            let bytes = std::fs::read(dir.join(format!("results/w{id}.json"))).unwrap();
+            serde_json::from_slice(&bytes).unwrap()
+        })
+        .collect();
+    check_worded(&records);
+    h.resume_keeps("worded-kill", &["--stop-survivors"], &h.branches(&records));
+    let script = h.script.to_str().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || processes_with(script).is_empty()),
+        "survivors: {:?}",
+        processes_with(script)
+    );
+}

@@ -602,7 +602,7 @@ fn report_files_and_the_step_summary() {
     assert!(appended.starts_with("earlier step\n"));
     assert!(appended.contains(&md));
     let report = t.results(run);
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
     assert_eq!(report["totals"]["workers"], 2);
     let plan: serde_json::Value =
         serde_json::from_slice(&std::fs::read(t.run_dir(run).join("plan.json")).unwrap()).unwrap();

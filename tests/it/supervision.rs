@@ -205,24 +205,30 @@ fn checks_run_in_order_under_supervision_and_stop_at_the_first_failure() {
     assert!(!worktree.join("ran-3").exists());
 }
 
-/// An agent that leaves two double-forked daemons (one keeps the environment fanout
-/// gave it, one clears it) and then sleeps, on its first attempt only; then fanout is
-/// SIGKILLed. The worker's supervisor lives on with what it adopted, outside every
-/// process group fanout recorded. `command` (resume, or cleanup) stops both daemons.
-fn daemons_outlive_a_killed_fanout_until(command: &[&str]) {
-    let t = TestEnv::new();
+/// A run whose fanout was SIGKILLed while its agent slept, leaving double-forked
+/// daemons (on its first attempt only): one that keeps the environment fanout gave it
+/// and, with `cleared`, one that clears it (`env -i`). The worker's supervisor lives on
+/// with what it adopted, outside every process group fanout recorded. Returns the
+/// config and the daemons' pids (the marked one first), each already running `sleep`.
+fn killed_run_with_daemons(t: &TestEnv, cleared: bool) -> (String, Vec<i32>) {
     let shared = t.shared();
     let script = t.root().join("agent.sh");
+    let clearing = r#"( setsid sh -c 'echo $$ > "$0/cleared.pid"; exec env -i sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )"#;
     std::fs::write(
         &script,
         format!(
             r#"if [ -e '{s}/first' ]; then echo again > again.txt; exit 0; fi
 touch '{s}/first'
 ( setsid sh -c 'echo $$ > "$0/kept.pid"; exec sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )
-( setsid sh -c 'echo $$ > "$0/cleared.pid"; exec env -i sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )
+{clearing}
 exec sleep 600
 "#,
-            s = shared.display()
+            s = shared.display(),
+            clearing = if cleared {
+                clearing.replace("{s}", &shared.display().to_string())
+            } else {
+                String::new()
+            }
         ),
     )
     .unwrap();
@@ -241,32 +247,49 @@ exec sleep 600
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let names: &[&str] = if cleared {
+        &["kept.pid", "cleared.pid"]
+    } else {
+        &["kept.pid"]
+    };
     let pid = |name: &str| {
         std::fs::read_to_string(shared.join(name))
             .ok()
             .and_then(|p| p.trim().parse::<i32>().ok())
     };
+    // Each daemon has exec'd its `sleep` (before that, it still has the marks).
+    let sleeping = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    };
     assert!(
-        wait_until(Duration::from_secs(60), || pid("kept.pid").is_some()
-            && pid("cleared.pid").is_some()),
+        wait_until(Duration::from_secs(60), || names
+            .iter()
+            .all(|n| pid(n).is_some_and(sleeping))),
         "the agent's daemons did not start"
     );
     fanout.kill().unwrap();
     fanout.wait().unwrap();
-    let daemons = [pid("kept.pid").unwrap(), pid("cleared.pid").unwrap()];
-    let gone = |p: i32| {
-        let zombie = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'))
-        });
-        zombie || kill(Pid::from_raw(p), None).is_err()
-    };
+    let daemons: Vec<i32> = names.iter().map(|n| pid(n).unwrap()).collect();
     assert!(
         !daemons.iter().any(|&p| gone(p)),
         "a daemon died with fanout"
     );
-    let mut args = vec!["--config", &cfg];
+    (cfg, daemons)
+}
+
+/// Whether process `p` has exited.
+fn gone(p: i32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    });
+    zombie || kill(Pid::from_raw(p), None).is_err()
+}
+
+/// `fanout --config cfg command…`: its output, and all it said.
+fn fanout_says(t: &TestEnv, cfg: &str, command: &[&str]) -> (std::process::Output, String) {
+    let mut args = vec!["--config", cfg];
     args.extend_from_slice(command);
     let out = t.fanout(&args).output().unwrap();
     let said = format!(
@@ -275,20 +298,74 @@ exec sleep 600
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let stopped = wait_until(Duration::from_secs(30), || daemons.iter().all(|&p| gone(p)));
-    for p in daemons {
+    (out, said)
+}
+
+/// Stop `daemons` (what a failed test left).
+fn kill_all(daemons: &[i32]) {
+    for &p in daemons {
         let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
     }
+}
+
+/// A daemon that kept the run's marks is provably the run's: `command` (resume, or
+/// cleanup) stops it without asking.
+fn a_marked_daemon_is_stopped_by(command: &[&str]) {
+    let t = TestEnv::new();
+    let (cfg, daemons) = killed_run_with_daemons(&t, false);
+    let (out, said) = fanout_says(&t, &cfg, command);
+    let stopped = wait_until(Duration::from_secs(30), || daemons.iter().all(|&p| gone(p)));
+    kill_all(&daemons);
     assert!(stopped, "a daemon of the killed run still runs\n{said}");
     assert!(out.status.success(), "{said}");
 }
 
 #[test]
-fn resume_stops_the_daemons_a_killed_fanouts_supervisor_adopted() {
-    daemons_outlive_a_killed_fanout_until(&["resume", "killed", "--stop-survivors", "--json"]);
+fn resume_stops_a_marked_daemon_a_killed_fanouts_supervisor_adopted() {
+    a_marked_daemon_is_stopped_by(&["resume", "killed", "--stop-survivors", "--json"]);
 }
 
 #[test]
-fn cleanup_stops_the_daemons_a_killed_fanouts_supervisor_adopted() {
-    daemons_outlive_a_killed_fanout_until(&["cleanup", "--run", "killed", "--force"]);
+fn cleanup_stops_a_marked_daemon_a_killed_fanouts_supervisor_adopted() {
+    a_marked_daemon_is_stopped_by(&["cleanup", "--run", "killed", "--force"]);
+}
+
+/// A daemon beneath the run's supervisor that cleared its environment is not provably
+/// the run's (it could be a shell the user opened in a tmux server an agent started):
+/// `command` (resume, or cleanup) names it, says `--yes`, and stops nothing — the
+/// marked daemon neither; with `--yes` both are stopped.
+fn an_unmarked_daemon_is_stopped_only_with_yes(command: &[&str], refused: i32) {
+    let t = TestEnv::new();
+    let (cfg, daemons) = killed_run_with_daemons(&t, true);
+    let (out, said) = fanout_says(&t, &cfg, command);
+    let running = !daemons.iter().any(|&p| gone(p));
+    let named = said.contains(&format!("pid {} (sleep)", daemons[1])) && said.contains("--yes");
+    let marked_named = said.contains(&format!("pid {} (sleep)", daemons[0]));
+    let mut yes = command.to_vec();
+    yes.push("--yes");
+    let (again, said_again) = fanout_says(&t, &cfg, &yes);
+    let stopped = wait_until(Duration::from_secs(30), || daemons.iter().all(|&p| gone(p)));
+    kill_all(&daemons);
+    assert!(running, "stopped without --yes\n{said}");
+    assert_eq!(out.status.code(), Some(refused), "{said}");
+    assert!(named, "the unproven daemon is not named\n{said}");
+    assert!(!marked_named, "the marked daemon is named unproven\n{said}");
+    assert!(
+        stopped,
+        "a daemon of the killed run still runs\n{said_again}"
+    );
+    assert!(again.status.success(), "{said_again}");
+}
+
+#[test]
+fn resume_stops_a_daemon_that_cleared_its_environment_only_with_yes() {
+    an_unmarked_daemon_is_stopped_only_with_yes(
+        &["resume", "killed", "--stop-survivors", "--json"],
+        2,
+    );
+}
+
+#[test]
+fn cleanup_stops_a_daemon_that_cleared_its_environment_only_with_yes() {
+    an_unmarked_daemon_is_stopped_only_with_yes(&["cleanup", "--run", "killed", "--force"], 1);
 }

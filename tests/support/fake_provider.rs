@@ -5,7 +5,9 @@
 //! read from a cache, [`OUTPUT`] output tokens) in that API's own shape. Like OpenAI,
 //! a streamed Chat Completions answer carries usage only when the request asked for
 //! it (`stream_options.include_usage`). It refuses requests with 429 as it is told
-//! ([`Refuse`]), whoever sends them. It records every request it gets.
+//! ([`Refuse`]), whoever sends them. A request whose body says `"hold": true` is
+//! answered only once [`FakeProvider::release`] is called (a call kept in flight). It
+//! records every request it gets.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -56,6 +58,7 @@ impl Refuse {
 pub struct FakeProvider {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
+    held: Arc<tokio::sync::Notify>,
 }
 
 impl FakeProvider {
@@ -71,7 +74,8 @@ impl FakeProvider {
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let count = Arc::new(AtomicU64::new(0));
-        let log = seen.clone();
+        let held = Arc::new(tokio::sync::Notify::new());
+        let (log, hold) = (seen.clone(), held.clone());
         handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             loop {
@@ -79,10 +83,13 @@ impl FakeProvider {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let (log, count) = (log.clone(), count.clone());
+                let (log, count, hold) = (log.clone(), count.clone(), hold.clone());
                 let service = hyper::service::service_fn(move |req| {
-                    let (log, count) = (log.clone(), count.clone());
-                    async move { Ok::<_, Infallible>(serve(req, &log, &count, refuse).await) }
+                    let (log, count, hold) = (log.clone(), count.clone(), hold.clone());
+                    async move {
+                        let answer = serve(req, &log, &count, refuse, &hold).await;
+                        Ok::<_, Infallible>(answer)
+                    }
                 });
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
@@ -90,7 +97,12 @@ impl FakeProvider {
                 );
             }
         });
-        FakeProvider { addr, seen }
+        FakeProvider { addr, seen, held }
+    }
+
+    /// Answer the request held (`"hold": true`), now or as soon as it comes.
+    pub fn release(&self) {
+        self.held.notify_one();
     }
 
     /// Its base URL.
@@ -109,6 +121,7 @@ async fn serve(
     log: &Mutex<Vec<Seen>>,
     count: &AtomicU64,
     refuse: Option<Refuse>,
+    held: &tokio::sync::Notify,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_owned();
     let headers = req
@@ -128,6 +141,9 @@ async fn serve(
         headers,
         body,
     });
+    if asked["hold"] == true {
+        held.notified().await;
+    }
     let n = count.fetch_add(1, Ordering::SeqCst) + 1;
     if let Some(wait) = refuse.and_then(|r| r.nth(n)) {
         let mut r = reply(
