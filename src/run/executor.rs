@@ -10,7 +10,8 @@
 //!
 //! Nothing a worker runs — setup commands, agent, checks — starts before the run's
 //! tamper snapshot is complete ([`super::tamper::guard::Guard::ready`]); its worktree
-//! is made meanwhile, and its confinement while git checks that worktree out. When the
+//! is made meanwhile; then its gateway door opens and its confinement is made (pinned
+//! to that door). Its gateway deadline starts when its agent does. When the
 //! snapshot cannot be taken, no worker starts ([`crate::model::Cause::SnapshotFailed`]).
 //!
 //! The executor owns no terminal output: it sends typed [`Event`]s to a reporter.
