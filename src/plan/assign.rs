@@ -187,6 +187,21 @@ pub fn slug(text: &str, max: usize) -> String {
     out
 }
 
+/// The plan of `fanout.yml` text `yml` with `flags`, at base commit `0…0` and run id
+/// `r` (for unit tests of later stages).
+#[cfg(test)]
+pub(crate) fn of_text(yml: &str, flags: &super::settings::PlanFlags) -> Plan {
+    let path = std::path::Path::new("fanout.yml");
+    let cfg = crate::config::parse(yml, path).unwrap();
+    let settings = Settings::resolve(&cfg, path, flags).unwrap();
+    let base = Base {
+        requested: "HEAD".into(),
+        branch: None,
+        commit: "0".repeat(40),
+    };
+    build(&settings, base, "r")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -242,16 +242,7 @@ mod tests {
 
     /// A plan of `fanout.yml` text `yml`.
     fn plan(yml: &str) -> Plan {
-        let path = std::path::Path::new("fanout.yml");
-        let cfg = crate::config::parse(yml, path).unwrap();
-        let settings =
-            crate::plan::settings::Settings::resolve(&cfg, path, &Default::default()).unwrap();
-        let base = crate::plan::Base {
-            requested: "HEAD".into(),
-            branch: None,
-            commit: "0".repeat(40),
-        };
-        crate::plan::assign::build(&settings, base, "r")
+        crate::plan::assign::of_text(yml, &Default::default())
     }
 
     #[test]

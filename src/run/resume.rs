@@ -224,20 +224,11 @@ mod tests {
     }
 
     fn plan(workers: u32) -> Plan {
-        let cfg = crate::config::parse("tasks: [t]\n", Path::new("fanout.yml")).unwrap();
         let flags = crate::plan::settings::PlanFlags {
             workers: Some(workers),
             ..Default::default()
         };
-        let settings =
-            crate::plan::settings::Settings::resolve(&cfg, Path::new("fanout.yml"), &flags)
-                .unwrap();
-        let base = crate::plan::Base {
-            requested: "HEAD".into(),
-            branch: None,
-            commit: "0".repeat(40),
-        };
-        crate::plan::assign::build(&settings, base, "r")
+        crate::plan::assign::of_text("tasks: [t]\n", &flags)
     }
 
     #[test]
