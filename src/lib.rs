@@ -35,33 +35,33 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 // Leaves: import no stage.
-pub mod exit;
-pub mod git;
-pub mod model;
-pub mod repo;
+pub(crate) mod exit;
+pub(crate) mod git;
+pub(crate) mod model;
+pub(crate) mod repo;
 pub mod sandbox;
 pub mod secret;
-pub mod util;
+pub(crate) mod util;
 
 // Stages, in the order data flows (one per line so rustfmt keeps the order); each
 // imports only earlier stages and the leaves.
 pub mod config;
 
-pub mod agent;
+pub(crate) mod agent;
 
 pub mod gateway;
 
-pub mod plan;
+pub(crate) mod plan;
 
 pub mod run;
 
-pub mod fanin;
+pub(crate) mod fanin;
 
-pub mod report;
+pub(crate) mod report;
 
-pub mod publish;
+pub(crate) mod publish;
 
-pub mod actions;
+pub(crate) mod actions;
 
 pub mod ops;
 

@@ -78,6 +78,7 @@ pub struct ForAgents {
 
 impl ForAgents {
     /// One built-in CLI, or (`None`) an agent that is not one.
+    #[cfg(test)]
     pub fn one(cli: Option<&'static AgentCli>) -> ForAgents {
         ForAgents {
             clis: cli.into_iter().collect(),

@@ -55,7 +55,7 @@ pub use crate::config::AdapterKind;
 use crate::config::{AgentDef, Price, ResultSpec};
 pub use crate::model::CostSource;
 use crate::secret::{is_git_config_var, is_scrubbed};
-pub use template::{PLACEHOLDERS, check as check_template, expand};
+pub use template::expand;
 
 /// A resolved agent definition; serializable so a plan carries it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -422,6 +422,7 @@ pub trait Adapter: Send + Sync {
 /// The environment an agent gets: fanout's own, less [`is_scrubbed`] names, plus `extra`.
 /// Model provider keys are not its business: the run hands it `parent` already without
 /// them (`run::gated::without_keys`), and the adapters add the gateway's placeholder.
+#[cfg(test)]
 pub fn agent_env(
     parent: impl IntoIterator<Item = (OsString, OsString)>,
     extra: &[(String, String)],

@@ -81,18 +81,14 @@ pub struct TrustedConfig {
 
 impl TrustedConfig {
     /// Nothing trusted.
+    #[cfg(test)]
     pub fn new() -> TrustedConfig {
         TrustedConfig::default()
     }
 
-    /// Also trust `key = value`.
-    pub fn with(mut self, key: &str, value: &str) -> TrustedConfig {
-        self.entries.push((key.to_owned(), value.to_owned()));
-        self
-    }
-
     /// Every entry whose key starts with one of `prefixes` (`filter.lfs.`, any case)
     /// in the configuration git sees in `dir` now. Call it before any agent runs.
+    #[cfg(test)]
     pub fn capture(dir: &Path, prefixes: &[&str]) -> Result<TrustedConfig, GitError> {
         Ok(TrustedConfig::from_entries(&list_config(dir)?, prefixes))
     }
@@ -146,11 +142,6 @@ impl Listed {
         };
         (!entries.iter().any(per_worktree)).then(|| Listed(entries.into()))
     }
-
-    /// The entries.
-    pub fn entries(&self) -> &[Entry] {
-        &self.0
-    }
 }
 
 /// A git command as it will run: for callers that start it themselves (supervised).
@@ -185,7 +176,6 @@ pub struct Git {
     index_file: Option<PathBuf>,
     args: Vec<OsString>,
     parent_env: Option<Vec<(OsString, OsString)>>,
-    extra_env: Vec<(OsString, OsString)>,
     trusted: TrustedConfig,
     listed: Option<Listed>,
     own_group: bool,
@@ -201,7 +191,6 @@ impl Git {
             index_file: None,
             args: Vec::new(),
             parent_env: None,
-            extra_env: Vec::new(),
             trusted: TrustedConfig::default(),
             listed: None,
             own_group: false,
@@ -225,12 +214,6 @@ impl Git {
     /// own `GIT_INDEX_FILE` is never passed on).
     pub fn index_file(mut self, file: impl Into<PathBuf>) -> Git {
         self.index_file = Some(file.into());
-        self
-    }
-
-    /// One more argument.
-    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Git {
-        self.args.push(arg.as_ref().to_owned());
         self
     }
 
@@ -258,20 +241,11 @@ impl Git {
             Some(p) => p.clone(),
             None => std::env::vars_os().collect(),
         };
-        let mut env = parent;
-        env.extend(self.extra_env.iter().cloned());
-        let mut env = harden::env(&env);
+        let mut env = harden::env(&parent);
         if let Some(f) = &self.index_file {
             env.push(("GIT_INDEX_FILE".into(), f.into()));
         }
         env
-    }
-
-    /// Add `key=value` to the command's environment (filtered like the rest: no
-    /// credential, no repository pointer).
-    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Git {
-        self.extra_env.push((key.into(), value.into()));
-        self
     }
 
     /// Let `trusted` count (see [`TrustedConfig`]).
@@ -413,15 +387,10 @@ pub fn list_config(dir: &Path) -> Result<Vec<Entry>, GitError> {
     git.list_config(&env)
 }
 
-/// Configuration entries in `dir` that hold a credential any process of the user can
-/// read — an `http.<url>.extraheader` carrying an `Authorization` header (what
-/// `actions/checkout` leaves with `persist-credentials: true`), a URL with a password —
-/// as `key` names.
-pub fn readable_credentials(dir: &Path) -> Result<Vec<String>, GitError> {
-    Ok(credentials_in(&list_config(dir)?))
-}
-
-/// [`readable_credentials`] among `entries` (a [`list_config`]).
+/// The configuration entries among `entries` (a [`list_config`]) that hold a
+/// credential any process of the user can read — an `http.<url>.extraheader` carrying
+/// an `Authorization` header (what `actions/checkout` leaves with
+/// `persist-credentials: true`), a URL with a password — as `key` names.
 pub fn credentials_in(entries: &[Entry]) -> Vec<String> {
     let mut keys: Vec<String> = entries
         .iter()

@@ -39,6 +39,7 @@ pub struct ConflictMap {
 
 impl ConflictMap {
     /// Pairs that truly conflict.
+    #[cfg(test)]
     pub fn conflicts(&self) -> impl Iterator<Item = &Overlap> {
         self.overlaps.iter().filter(|o| o.conflicting())
     }

@@ -2,7 +2,7 @@
 //! the bundled fake agent in it ([`run`]). Everything it makes stays under one
 //! directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use git2::{Repository, Signature};
 
@@ -71,9 +71,4 @@ agents:\n  fake:\n    command: [{exe}, fake-agent, --sleep, \"1.5\", \"{{task}}\
 
 fn yaml_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
-}
-
-/// The directory a demo was made in, for tests.
-pub fn demo_repo(root: &Path) -> PathBuf {
-    root.join("repo")
 }

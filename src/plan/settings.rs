@@ -924,9 +924,6 @@ pub fn split_models(items: &[String], origin: &str) -> Result<Vec<String>, Setti
     Ok(out)
 }
 
-/// Agent definitions in the file, for [`AgentSpec::resolve`].
-pub type AgentDefs = BTreeMap<String, crate::config::AgentDef>;
-
 #[cfg(test)]
 mod tests {
     use super::*;

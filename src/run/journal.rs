@@ -117,6 +117,7 @@ impl JournalHandle {
     }
 
     /// A copy of the current journal.
+    #[cfg(test)]
     pub fn snapshot(&self) -> Journal {
         self.journal
             .lock()

@@ -2,7 +2,6 @@
 //! every worker's result, in id order, with what fan-in found. The run stage makes
 //! it; fan-in, the report and publishing read and amend it.
 
-use std::path::Path;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -10,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::fanin::{ConflictMap, Integration};
 use crate::model::{Totals, WorkerResult};
 use crate::plan::Plan;
-use crate::util::{RECORD_LIMIT, read_capped, rfc3339};
+use crate::util::rfc3339;
 
 /// Version of `results.json`'s shape. 2: the `unchanged` status (`totals.unchanged`),
 /// `findings`, and `totals.cost` `null` when no cost is known. 3: each result's
@@ -87,15 +86,6 @@ impl RunReport {
         serde_json::from_slice(bytes)
     }
 
-    /// Read the `results.json` at `path` (at most [`RECORD_LIMIT`] bytes); the error
-    /// names the file.
-    pub fn read(path: &Path) -> Result<RunReport, String> {
-        let bytes =
-            read_capped(path, RECORD_LIMIT).map_err(|e| format!("{}: {e}", path.display()))?;
-        RunReport::parse(&bytes)
-            .map_err(|e| format!("{}: not a fanout results.json: {e}", path.display()))
-    }
-
     /// Write it to `path` as `results.json` is: pretty JSON with a trailing newline,
     /// signed, streamed (the report grows with the number of workers: it is never held
     /// whole in memory).
@@ -104,35 +94,5 @@ impl RunReport {
             serde_json::to_writer_pretty(&mut *w, self)?;
             w.write_all(b"\n")
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_huge_or_odd_results_json_is_refused_without_reading_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("results.json");
-        // 4 GiB, sparse: were it read whole, this test would need that much memory.
-        std::fs::File::create(&p).unwrap().set_len(4 << 30).unwrap();
-        let e = RunReport::read(&p).unwrap_err();
-        assert_eq!(
-            e,
-            format!(
-                "{}: larger than 64.0 MiB, more than fanout reads of such a file",
-                p.display()
-            )
-        );
-        std::fs::write(&p, b"{\"schema_version\": 1}").unwrap();
-        let e = RunReport::read(&p).unwrap_err();
-        assert!(
-            e.starts_with(&format!(
-                "{}: not a fanout results.json: missing field",
-                p.display()
-            )),
-            "{e}"
-        );
     }
 }

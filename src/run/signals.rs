@@ -52,11 +52,6 @@ impl Dispatcher {
     pub fn stopped(&self) -> bool {
         *self.tx.borrow() != StopLevel::Run
     }
-
-    /// Ask for a stop without a signal (tests, embedding).
-    pub fn request(&self, level: StopLevel) {
-        self.tx.send_replace(level);
-    }
 }
 
 impl Drop for Dispatcher {

@@ -56,15 +56,6 @@ pub enum WorktreeError {
     Checkout(GitError),
 }
 
-/// What was made, for the journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Created {
-    /// The branch was created.
-    pub branch: bool,
-    /// The worktree was created.
-    pub worktree: bool,
-}
-
 /// Where a worktree's objects go until harvest (see the module docs).
 pub fn quarantine(admin: &Path) -> PathBuf {
     admin.join("objects")

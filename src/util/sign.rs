@@ -1,7 +1,7 @@
 //! Signed run records: fanout signs what it writes in a run directory and reads back
 //! (`results.json`, `journal.json`, `plan.json`, `snapshot.json`, per-worker records,
 //! process-group records) with an HMAC-SHA256 whose key is kept outside every
-//! repository ([`key_path`]: `$XDG_STATE_HOME/fanout/record.key`, else
+//! repository ([`key_dir`]: `$XDG_STATE_HOME/fanout/record.key`, else
 //! `~/.local/state/fanout/record.key`; 32 random bytes, created exclusively, mode 0600
 //! in a 0700 directory, refused when another user could read it or it is not the
 //! user's). The signature of `FILE` is `FILE.sig` (hex), over a version tag, the file's
@@ -28,11 +28,6 @@ pub fn key_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .unwrap_or_else(|| PathBuf::from("/nonexistent"));
     state.join("fanout")
-}
-
-/// The record key's file.
-pub fn key_path() -> PathBuf {
-    key_dir().join("record.key")
 }
 
 fn refuse(path: &Path, why: &str) -> std::io::Error {

@@ -653,12 +653,6 @@ impl GitHub {
             .collect())
     }
 
-    /// Close a pull request (without merging it).
-    pub async fn close_pull(&self, number: u64) -> Result<PullRequest, ApiError> {
-        self.patch_pull(number, serde_json::json!({"state": "closed"}))
-            .await
-    }
-
     /// Change a pull request: `payload` is `pulls/update`'s body.
     async fn patch_pull(&self, number: u64, payload: Value) -> Result<PullRequest, ApiError> {
         let v = self

@@ -42,13 +42,6 @@ pub struct PortLease {
     _held: Vec<File>,
 }
 
-impl PortLease {
-    /// `first-last`, as in `FANOUT_PORTS`.
-    pub fn range(&self) -> String {
-        format!("{}-{}", self.first, self.last)
-    }
-}
-
 impl PortAllocator {
     /// Blocks of `block` ports from `base`, claimed in `dir`.
     pub fn new(dir: PathBuf, base: u16, block: u16) -> PortAllocator {
@@ -196,7 +189,7 @@ mod tests {
         let three = a.claim().unwrap();
         assert_eq!((one.first, one.last), (30000, 30009));
         assert_eq!((two.first, two.last), (30010, 30019));
-        assert_eq!(three.range(), "30020-30029");
+        assert_eq!((three.first, three.last), (30020, 30029));
         // A lock file names its holder.
         let pid = std::fs::read_to_string(dir.path().join("ports/30015.lock")).unwrap();
         assert_eq!(pid.trim(), std::process::id().to_string());
@@ -247,7 +240,7 @@ mod tests {
         std::os::unix::fs::symlink(&theirs, ports.join("33000.lock")).unwrap();
         std::fs::hard_link(&linked, ports.join("33001.lock")).unwrap();
         let lease = PortAllocator::new(ports.clone(), 33000, 2).claim().unwrap();
-        assert_eq!(lease.range(), "33000-33001");
+        assert_eq!((lease.first, lease.last), (33000, 33001));
         assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "keep me\n");
         assert_eq!(std::fs::read_to_string(&linked).unwrap(), "keep me too\n");
         for port in [33000, 33001] {
