@@ -344,18 +344,10 @@ mod tests {
     fn command_line() {
         let dir = std::path::Path::new("/w");
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
             task: "fix it",
             model: Some("openai/gpt-4o"),
-            branch: "b",
-            worktree: dir,
             max_steps: 7,
-            budget: None,
-            timeout: None,
-            result_file: dir,
-            private_dir: dir,
-            sandboxed: false,
+            ..WorkerContext::for_test(dir)
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "aider");

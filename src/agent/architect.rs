@@ -264,18 +264,14 @@ mod tests {
     #[test]
     fn command_line_matches_the_seed() {
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
             task: "add a README",
             model: Some("gpt-4o"),
-            branch: "b",
-            worktree: Path::new("/w"),
             max_steps: 50,
             budget: Some(0.5),
             timeout: Some(Duration::from_secs(300)),
             result_file: Path::new("/r.json"),
             private_dir: Path::new("/r.json"),
-            sandboxed: false,
+            ..WorkerContext::for_test(Path::new("/w"))
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "architect");

@@ -84,6 +84,28 @@ pub(super) fn login_file(ctx: &WorkerContext<'_>) -> std::path::PathBuf {
     config_dir(ctx).join(".credentials.json")
 }
 
+/// Remove the API key older Claude Code versions keep in `.claude.json`
+/// (`primaryApiKey`) from the worker's private copy of that file. A copy that is not a
+/// JSON object is removed whole (nothing shows it holds no key; Claude Code makes a
+/// new one).
+pub(super) fn drop_stored_key(ctx: &WorkerContext<'_>) -> std::io::Result<()> {
+    let path = config_dir(ctx).join(".claude.json");
+    let bytes = match crate::util::read_capped(&path, private::MAX_FILE) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        read => read?,
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(mut state)) => {
+            if state.remove("primaryApiKey").is_none() {
+                return Ok(());
+            }
+            let text = serde_json::to_vec_pretty(&state).map_err(std::io::Error::other)?;
+            crate::util::write_atomic(&path, &text)
+        }
+        _ => std::fs::remove_file(&path),
+    }
+}
+
 pub(super) struct ClaudeAdapter {
     spec: AgentSpec,
 }
@@ -480,18 +502,11 @@ mod tests {
         let a = adapter();
         let dir = std::path::Path::new("/w");
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
             task: "do it",
             model: Some("claude-sonnet-4-5"),
-            branch: "b",
-            worktree: dir,
             max_steps: 7,
             budget: Some(0.5),
-            timeout: None,
-            result_file: dir,
-            private_dir: dir,
-            sandboxed: false,
+            ..WorkerContext::for_test(dir)
         };
         let c = a.command(&ctx).unwrap();
         assert_eq!(c.program, "claude");
@@ -541,18 +556,9 @@ mod tests {
         // the command points Claude Code there
         let dir = std::path::Path::new("/w");
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
-            task: "t",
-            model: None,
-            branch: "b",
-            worktree: dir,
-            max_steps: 1,
-            budget: None,
-            timeout: None,
-            result_file: dir,
             private_dir: &private,
             sandboxed: true,
+            ..WorkerContext::for_test(dir)
         };
         let c = adapter().command(&ctx).unwrap();
         assert!(

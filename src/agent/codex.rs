@@ -420,18 +420,11 @@ mod tests {
     fn command_line() {
         let dir = std::path::Path::new("/w/t");
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
             task: "-v: fix it",
             model: Some("gpt-5"),
-            branch: "b",
-            worktree: dir,
             max_steps: 7,
             budget: Some(0.5),
-            timeout: None,
-            result_file: dir,
-            private_dir: dir,
-            sandboxed: false,
+            ..WorkerContext::for_test(dir)
         };
         let c = adapter().command(&ctx).unwrap();
         assert_eq!(c.program, "codex");
@@ -470,18 +463,9 @@ mod tests {
         std::fs::write(home.join("sessions/old.jsonl"), "{}").unwrap();
         let private = d.path().join("private");
         let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
-            task: "t",
-            model: None,
-            branch: "b",
-            worktree: d.path(),
-            max_steps: 1,
-            budget: None,
-            timeout: None,
-            result_file: d.path(),
             private_dir: &private,
             sandboxed: true,
+            ..WorkerContext::for_test(d.path())
         };
         // (`home` stands for the user's $CODEX_HOME)
         seed_home(Some(home), &home_dir(&ctx)).unwrap();

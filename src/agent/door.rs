@@ -87,25 +87,30 @@ pub fn route_through(spec: &AgentSpec, door: ModelDoor<'_>, cmd: &mut CommandLin
 }
 
 /// Remove the user's login from the private configuration the adapter seeded for
-/// `ctx` when `door` holds its CLI's provider (Claude Code's `.credentials.json` for
-/// Anthropic, Codex's `auth.json` for OpenAI): the CLI calls the door with the
-/// placeholder key, and its agents have no login to use past the gateway. Left as it
-/// is when the definition's `env:` moves the configuration directory.
+/// `ctx` when `door` holds its CLI's provider (Claude Code's `.credentials.json` and
+/// the `primaryApiKey` of its `.claude.json` for Anthropic, Codex's `auth.json` for
+/// OpenAI): the CLI calls the door with the placeholder key, and its agents have no
+/// login to use past the gateway. Left as it is when the definition's `env:` moves the
+/// configuration directory.
 pub fn drop_login(
     spec: &AgentSpec,
     door: ModelDoor<'_>,
     ctx: &WorkerContext<'_>,
 ) -> std::io::Result<()> {
     let held = |p: &str| door.base_urls.contains_key(p);
-    let file = match spec.adapter {
+    match spec.adapter {
         AdapterKind::Claude if held("anthropic") && !spec.env.contains_key("CLAUDE_CONFIG_DIR") => {
-            super::claude::login_file(ctx)
+            remove(&super::claude::login_file(ctx))?;
+            super::claude::drop_stored_key(ctx)
         }
         AdapterKind::Codex if held("openai") && !spec.env.contains_key("CODEX_HOME") => {
-            super::codex::login_file(ctx)
+            remove(&super::codex::login_file(ctx))
         }
-        _ => return Ok(()),
-    };
+        _ => Ok(()),
+    }
+}
+
+fn remove(file: &std::path::Path) -> std::io::Result<()> {
     match std::fs::remove_file(file) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         done => done,
@@ -177,23 +182,17 @@ mod tests {
         );
     }
 
+    fn context(dir: &std::path::Path) -> WorkerContext<'_> {
+        WorkerContext {
+            sandboxed: true,
+            ..WorkerContext::for_test(dir)
+        }
+    }
+
     #[test]
     fn the_seeded_login_is_dropped_only_for_a_provider_the_door_holds() {
         let d = tempfile::tempdir().unwrap();
-        let ctx = WorkerContext {
-            run_id: "r",
-            worker_id: 1,
-            task: "t",
-            model: None,
-            branch: "b",
-            worktree: d.path(),
-            max_steps: 1,
-            budget: None,
-            timeout: None,
-            result_file: d.path(),
-            private_dir: d.path(),
-            sandboxed: true,
-        };
+        let ctx = context(d.path());
         let openai = BTreeMap::from([("openai".into(), "http://127.0.0.1:9/openai/v1".into())]);
         let (none, both) = (BTreeMap::new(), urls());
         for (cli, file) in [
@@ -212,6 +211,28 @@ mod tests {
             assert!(!login.exists(), "{cli}: both held");
             drop_login(&spec, door(&both), &ctx).unwrap();
         }
+    }
+
+    #[test]
+    fn claude_codes_stored_api_key_is_dropped_from_the_private_state_file_when_anthropic_is_held() {
+        let d = tempfile::tempdir().unwrap();
+        let ctx = context(d.path());
+        let spec = AgentSpec::resolve("claude", &BTreeMap::new(), "fanout.yml", true).unwrap();
+        let state = d.path().join("claude/.claude.json");
+        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+        let seeded = r#"{"primaryApiKey": "sk-ant-real", "numStartups": 7}"#;
+        std::fs::write(&state, seeded).unwrap();
+        let openai = BTreeMap::from([("openai".into(), "http://127.0.0.1:9/openai/v1".into())]);
+        drop_login(&spec, door(&openai), &ctx).unwrap();
+        assert_eq!(std::fs::read_to_string(&state).unwrap(), seeded);
+        drop_login(&spec, door(&urls()), &ctx).unwrap();
+        let kept: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        assert_eq!(kept, serde_json::json!({"numStartups": 7}));
+        // a state file that is not a JSON object cannot be shown to hold no key
+        std::fs::write(&state, "primaryApiKey: sk-ant-real").unwrap();
+        drop_login(&spec, door(&urls()), &ctx).unwrap();
+        assert!(!state.exists());
     }
 
     #[test]

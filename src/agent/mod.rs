@@ -300,6 +300,28 @@ pub struct WorkerContext<'a> {
     pub sandboxed: bool,
 }
 
+#[cfg(test)]
+impl<'a> WorkerContext<'a> {
+    /// Worker 1 of run `r`, task `t` on branch `b`, one step, no model, budget,
+    /// timeout or sandbox; `dir` its worktree, result file and private directory.
+    pub(crate) fn for_test(dir: &'a Path) -> WorkerContext<'a> {
+        WorkerContext {
+            run_id: "r",
+            worker_id: 1,
+            task: "t",
+            model: None,
+            branch: "b",
+            worktree: dir,
+            max_steps: 1,
+            budget: None,
+            timeout: None,
+            result_file: dir,
+            private_dir: dir,
+            sandboxed: false,
+        }
+    }
+}
+
 /// A command line to run; never passed through a shell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandLine {

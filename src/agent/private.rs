@@ -7,7 +7,7 @@
 use std::path::Path;
 
 /// Largest file copied.
-const MAX_FILE: u64 = 16 << 20;
+pub(super) const MAX_FILE: u64 = 16 << 20;
 /// Deepest directory level copied.
 const MAX_DEPTH: usize = 8;
 

@@ -6,8 +6,8 @@
 //! directory is shared, as `/tmp` is), git's credential stores, `gh` and `hub`
 //! configuration, `.netrc`, cloud CLIs' credentials (AWS, Google Cloud, Azure), Docker's
 //! and Kubernetes' configuration, GnuPG's keys, registry publishing tokens (cargo,
-//! PyPI, RubyGems), the model CLIs' logins (Claude Code's `.credentials.json`,
-//! Codex's `auth.json`: fanout seeds the worker's private copy of their configuration
+//! PyPI, RubyGems), the model CLIs' logins (Claude Code's `.credentials.json` and
+//! `.claude.json`, where older versions keep an API key; Codex's `auth.json`: fanout seeds the worker's private copy of their configuration
 //! itself, with the login only where the gateway holds no key for the provider) —
 //! each where its tool looks (its variable, `$XDG_CONFIG_HOME`, else
 //! under `$HOME`), and fanout's record key. `hidden:` in `fanout.yml` adds paths.
@@ -52,12 +52,16 @@ fn credentials_in(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
             ".cargo/credentials",
             ".cargo/credentials.toml",
             ".claude/.credentials.json",
+            ".claude.json",
             ".codex/auth.json",
         ] {
             out.push(home.join(p));
         }
     }
-    out.extend(abs("CLAUDE_CONFIG_DIR").map(|d| d.join(".credentials.json")));
+    if let Some(claude) = abs("CLAUDE_CONFIG_DIR") {
+        out.push(claude.join(".credentials.json"));
+        out.push(claude.join(".claude.json"));
+    }
     out.extend(abs("CODEX_HOME").map(|d| d.join("auth.json")));
     for config in &configs {
         for p in ["git/credentials", "gh", "hub", "gcloud"] {
@@ -293,6 +297,7 @@ mod tests {
             "/home/u/.config/git/credentials",
             "/home/u/.config/gh",
             "/home/u/.claude/.credentials.json",
+            "/home/u/.claude.json",
             "/home/u/.codex/auth.json",
             "/codex-home/auth.json",
             "/cfg/gh",
