@@ -25,7 +25,7 @@
 pub mod fanin;
 mod reason;
 
-pub use reason::{Cause, Reason};
+pub use reason::{Cause, Reason, timed_out_after};
 
 use std::path::PathBuf;
 

@@ -45,6 +45,13 @@ impl std::fmt::Display for Cause {
     }
 }
 
+/// The words for something stopped at its time limit, `how_long` after it started
+/// ("timed out after 300s"): a worker, a setup step, a check. The only place they are
+/// written.
+pub fn timed_out_after(how_long: &str) -> String {
+    format!("timed out after {how_long}")
+}
+
 /// A worker's reason: its [`Cause`] and the words shown for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reason {

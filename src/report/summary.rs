@@ -10,7 +10,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
 use super::table::{format_duration, format_worker_cost};
-use crate::model::{Cause, CostSource, Reason, SetupRecord, Status, WorkerResult};
+use crate::model::{Cause, CostSource, Reason, SetupRecord, Status, WorkerResult, timed_out_after};
 use crate::run::results::RunReport;
 use crate::util::{short, write_atomic};
 
@@ -331,7 +331,7 @@ fn setup_text(s: &SetupRecord) -> String {
     }
     for step in s.submodules.iter().chain(&s.commands) {
         let how = match (step.timed_out, step.exit_code) {
-            (true, _) => format!("timed out after {}", format_duration(step.duration)),
+            (true, _) => timed_out_after(&format_duration(step.duration)),
             (false, Some(0)) => format_duration(step.duration),
             (false, Some(c)) => format!("exited {c}"),
             (false, None) => "killed".to_owned(),

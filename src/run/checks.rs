@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::model::CheckResult;
+use crate::model::{CheckResult, timed_out_after};
 use crate::plan::Check;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
@@ -118,7 +118,7 @@ pub async fn run(
 pub fn failure(results: &[CheckResult], planned: usize) -> Option<String> {
     let failed = results.iter().find(|r| !r.passed)?;
     let how = if failed.timed_out {
-        format!("timed out after {:.0}s", failed.duration)
+        timed_out_after(&format!("{:.0}s", failed.duration))
     } else {
         match failed.exit_code {
             Some(c) => format!("exited {c}"),

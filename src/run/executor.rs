@@ -39,7 +39,7 @@ use crate::agent::{Adapter, AgentOutcome, AgentStatus, Observed, WorkerContext, 
 use crate::config::TaskOutput;
 use crate::gateway::WorkerCredential;
 use crate::git::TrustedConfig;
-use crate::model::{Cause, Reason, Status, WorkerResult};
+use crate::model::{Cause, Reason, Status, WorkerResult, timed_out_after};
 use crate::plan::{Plan, PlannedWorker};
 
 /// Workers' final results, by id, for the workers that depend on them.
@@ -1492,8 +1492,11 @@ pub fn decide(
         Ending::TimedOut => (
             Status::Timeout,
             format!(
-                "timed out after {}s{how}",
-                format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+                "{}{how}",
+                timed_out_after(&format!(
+                    "{}s",
+                    format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
+                ))
             ),
         ),
         Ending::OverBudget => {

@@ -37,7 +37,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::model::{PortRange, Reason, SetupRecord, SetupStep};
+use crate::model::{PortRange, Reason, SetupRecord, SetupStep, timed_out_after};
 use crate::plan::setup::SetupPlan;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
@@ -441,7 +441,7 @@ async fn run_step(
     rec.duration = sup.duration.as_secs_f64();
     let how = match (sup.ending, sup.exit_code) {
         (Ending::Interrupted, _) => return (rec, Some(Reason::interrupted())),
-        (Ending::TimedOut, _) => format!("timed out after {}s", secs(step.timeout)),
+        (Ending::TimedOut, _) => timed_out_after(&format!("{}s", secs(step.timeout))),
         (_, Some(0)) => {
             log.line(&format!(
                 "fanout: setup {} exited 0 after {:.1}s",
