@@ -15,11 +15,6 @@ use crate::run::results::RunReport;
 /// Keep any one output well under the 1 MB per-job limit.
 pub const OUTPUT_LIMIT: usize = 700 * 1024;
 
-/// Whether fanout runs inside GitHub Actions.
-pub fn in_actions() -> bool {
-    std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
-}
-
 /// `$GITHUB_OUTPUT`, when set.
 pub fn output_file() -> Option<PathBuf> {
     std::env::var_os("GITHUB_OUTPUT")

@@ -65,7 +65,7 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
         SettingsCheck {
             publish: args.publish,
             digest_checked: args.plan_sha256.is_some(),
-            in_actions: crate::actions::outputs::in_actions(),
+            in_actions: crate::util::in_actions(),
         },
     )?;
     if let (Some(config), Some(_)) = (&ctx.config, &plan.fanin) {

@@ -104,7 +104,7 @@ pub fn main() -> ExitCode {
     let secrets = crate::secret::Secrets::take_from_env();
     crate::secret::make_undumpable();
     // Under a GitHub Actions runner, nothing fanout prints may issue a workflow command.
-    crate::util::out::set_runner_reads_commands(crate::actions::outputs::in_actions());
+    crate::util::out::set_runner_reads_commands(crate::util::in_actions());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

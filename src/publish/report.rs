@@ -240,7 +240,7 @@ impl PublishContext {
         args: &PublishFlags,
         record: Option<&PushRecord>,
     ) -> Result<PublishContext, Failure> {
-        let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+        let in_actions = crate::util::in_actions();
         let target = Target::resolve(args, record, in_actions)?;
         if in_actions && let Some(c) = &target.credentials {
             mask(c);
@@ -292,7 +292,7 @@ fn next_step(e: &ApiError, api: &str) -> String {
 /// `aggregate` with `--publish`) call it before anything runs, so a bad flag is an
 /// exit 2 with nothing done.
 pub fn check_publishing(args: &PublishFlags, record: Option<&PushRecord>) -> Result<(), Failure> {
-    let in_actions = std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true");
+    let in_actions = crate::util::in_actions();
     Target::resolve(args, record, in_actions).map(|_| ())
 }
 

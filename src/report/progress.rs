@@ -40,7 +40,7 @@ impl Style {
     /// Pick from the environment: Actions, a terminal, or plain.
     pub fn detect(quiet: bool) -> Style {
         use std::io::IsTerminal;
-        if std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true") {
+        if crate::util::in_actions() {
             Style::GitHub
         } else if !quiet && std::io::stderr().is_terminal() {
             Style::Bars

@@ -1,5 +1,5 @@
 //! Small helpers every stage may use, importing nothing of fanout's: atomic file
-//! writes, bounded file reads, timestamps, short commit ids, human sizes, durations
+//! writes, bounded file reads, whether fanout runs in GitHub Actions ([`in_actions`]), timestamps, short commit ids, human sizes, durations
 //! ([`duration`]), path patterns ([`glob`]), output that a closed pipe cannot break
 //! ([`out`]), the one HTTP client stack ([`http`]), the one reader of `/proc`
 //! ([`procfs`]), and the process-wide settings made at start ([`runtime`]).
@@ -13,6 +13,12 @@ pub mod runtime;
 pub mod sign;
 
 use std::path::Path;
+
+/// Whether fanout runs inside GitHub Actions (`GITHUB_ACTIONS=true`, as the runner
+/// sets it): the one place every stage asks.
+pub fn in_actions() -> bool {
+    std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
+}
 
 /// Write `bytes` to `path` via a temporary file and a rename. The temporary file has
 /// a random name and is created exclusively (`O_EXCL`), so a symlink planted where
