@@ -357,30 +357,13 @@ impl Context {
 
     /// Load the config: `--config` (must exist) or `fanout.yml` at the repo root.
     pub fn load_config(&self, repo: &UserRepo) -> Result<(ConfigFile, PathBuf), CliError> {
-        match &self.config {
-            Some(p) => {
-                let path = if p.is_absolute() {
-                    p.clone()
-                } else {
-                    self.cwd.join(p)
-                };
-                let shown = p.clone();
-                let text = crate::util::read_capped_string(&path, crate::util::CONFIG_LIMIT)
-                    .map_err(|e| CliError::Usage(format!("--config {}: {e}", p.display())))?;
-                let file = crate::plan::settings::parse_config_for(&text, &shown, repo)?;
-                Ok((file, shown))
-            }
-            None => {
-                let path = repo.workdir.join("fanout.yml");
-                if path.is_file() {
-                    let text = crate::config::read_text(&path)?;
-                    let file = crate::plan::settings::parse_config_for(&text, &path, repo)?;
-                    Ok((file, path))
-                } else {
-                    Ok((ConfigFile::default(), path))
-                }
-            }
-        }
+        let given = self.config.as_deref();
+        let (path, text) = crate::config::read_file(given, &self.cwd, &repo.workdir)?;
+        let file = match text {
+            Some(t) => crate::plan::settings::parse_config_for(&t, &path, repo)?,
+            None => ConfigFile::default(),
+        };
+        Ok((file, path))
     }
 
     /// Repo, config and validated settings for a plan.

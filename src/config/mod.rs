@@ -1,5 +1,6 @@
 //! The `fanout.yml` file: its raw shape, its JSON Schema, and loading it with
-//! errors that name the file, line, column and key.
+//! errors that name the file, line, column and key: finding it (`--config` or
+//! `fanout.yml` at the top of the checkout) and reading it, bounded ([`read_file`]).
 //!
 //! This module owns only what the file says, and imports nothing from the stages that
 //! read it. Merging it with command-line flags and validating the combination
@@ -851,6 +852,28 @@ pub fn read_text(path: &Path) -> Result<String, ConfigError> {
             source,
         }
     })
+}
+
+/// The config file's text, and the path its messages name: `given` (`--config`, as
+/// typed, relative to `cwd`) must exist and be readable; otherwise `fanout.yml` at the
+/// top of the checkout `workdir`, whose absence means the defaults (no text).
+pub fn read_file(
+    given: Option<&Path>,
+    cwd: &Path,
+    workdir: &Path,
+) -> Result<(PathBuf, Option<String>), crate::exit::Failure> {
+    let Some(given) = given else {
+        let path = workdir.join("fanout.yml");
+        let text = if path.is_file() {
+            Some(read_text(&path)?)
+        } else {
+            None
+        };
+        return Ok((path, text));
+    };
+    let text = crate::util::read_capped_string(&cwd.join(given), crate::util::CONFIG_LIMIT)
+        .map_err(|e| crate::exit::Failure::Usage(format!("--config {}: {e}", given.display())))?;
+    Ok((given.to_owned(), Some(text)))
 }
 
 /// `FILE:LINE:COLUMN` of the value at `keys` in the config file at `path`, for a

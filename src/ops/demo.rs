@@ -7,7 +7,7 @@ use std::path::Path;
 use git2::{Repository, Signature};
 
 use crate::exit::Failure;
-use crate::plan::settings::{PlanFlags, Settings, load_config};
+use crate::plan::settings::{PlanFlags, Settings, parse_config};
 use crate::repo::UserRepo;
 use crate::report::progress::Style;
 use crate::run::attempt::ExecOptions;
@@ -17,7 +17,7 @@ use crate::run::results::RunReport;
 pub fn run(repo_dir: &Path, style: Style) -> Result<(UserRepo, RunReport), Failure> {
     let repo = UserRepo::discover(repo_dir)?;
     let config_path = repo_dir.join("fanout.yml");
-    let file = load_config(&config_path)?;
+    let file = parse_config(&crate::config::read_text(&config_path)?, &config_path)?;
     let settings = Settings::resolve(&file, &config_path, &PlanFlags::default())
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let base = repo.resolve_base(&settings.base)?;

@@ -2,9 +2,9 @@
 //! checked value (flags win). Raw flags live in [`crate::cli`]; this is the second,
 //! validated type that everything downstream reads.
 //!
-//! Reading the file ([`load_config`]) runs the raw file's own checks and then the
-//! checks that belong to the stages that use it — agent definitions
-//! ([`crate::agent::check`]), the agents tasks name, and `copy:` globs
+//! The file is read in [`crate::config`]; checking its text ([`parse_config`]) runs
+//! the raw file's own checks and then the checks that belong to the stages that use
+//! it — agent definitions ([`crate::agent::check`]), the agents tasks name, and `copy:` globs
 //! ([`crate::util::glob::check`]) — each problem located at its line, column and key.
 //!
 //! A task's own settings (`agent`, `model`, `timeout`, `budget`, `checks`, `output`)
@@ -22,12 +22,6 @@ use crate::agent::AgentSpec;
 use crate::agent::preflight::Choice;
 use crate::config::error::key;
 use crate::config::{ConfigError, ConfigFile, KeySeg, MAX_WORKERS, Problem, TaskEntry};
-
-/// Read the config file at `path` and check it ([`parse_config`]).
-pub fn load_config(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = crate::config::read_text(path)?;
-    parse_config(&text, path)
-}
 
 /// Parse config text ([`crate::config::parse`]) and run the checks later stages own
 /// ([`check_file`]); `path` is used in error messages only.
