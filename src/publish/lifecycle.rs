@@ -273,6 +273,8 @@ pub async fn dry_run(
             for step in &planned.steps {
                 previews.push(ctx.preview(step, &planned.bases).await);
             }
+            let retargets = ctx.retargets(&planned.survey, &planned.steps, &planned.bases);
+            say_retargets(&mut previews, &planned.steps, retargets);
         }
     }
     for (id, o) in out {
@@ -282,6 +284,25 @@ pub async fn dry_run(
     }
     previews.sort_by_key(|p| p.worker_id);
     previews
+}
+
+/// Each retarget said on the preview of its pull request's task; one of a task not
+/// tonight's, on the preview of the task whose branch it was based on (else the
+/// first).
+fn say_retargets(previews: &mut [Preview], steps: &[Step<'_>], retargets: Vec<Retarget>) {
+    for r in retargets {
+        let step = steps
+            .iter()
+            .find(|s| s.t.key == r.task)
+            .or_else(|| steps.iter().find(|s| s.t.branch == r.from));
+        let at = step.and_then(|s| previews.iter().position(|p| p.worker_id == s.t.r.worker_id));
+        if let Some(p) = previews.get_mut(at.unwrap_or(0)) {
+            p.also.push(format!(
+                "retarget #{} onto {} (was {}), before any branch is deleted",
+                r.number, r.to, r.from
+            ));
+        }
+    }
 }
 
 /// The base branch and tonight's tasks ([`tasks`]), or why there are none.
@@ -604,20 +625,19 @@ impl Ctx<'_> {
         let (t, known) = (&step.t, &step.known);
         let base = Preview::nothing(t.r.worker_id, &t.branch, None, "");
         let (pull_request, lease) = match (&step.action, &t.tonight) {
-            (Action::Skip(why), _) => (format!("none: {why}"), None),
+            (Action::Skip(why), _) => match merged(t, known) {
+                Some((n, gone)) => (
+                    format!("none: {why}; #{n} was merged: its branch would be deleted"),
+                    Some(gone),
+                ),
+                None => (format!("none: {why}"), None),
+            },
             (Action::Queue(why), _) => (format!("none: {why}"), None),
             (Action::Leave(n), _) => (format!("leave #{n}: it already holds this change"), None),
-            (Action::Close(n, m), _) => {
-                let owner = super::push::Owner {
-                    run_id: m.run.clone(),
-                    worker: Some(t.r.worker_id),
-                };
-                let gone = Lease::deletion(&t.branch, known.claimed(), owner);
-                (
-                    format!("close #{n} and delete its branch: nothing to change tonight"),
-                    Some(gone),
-                )
-            }
+            (Action::Close(n, m), _) => (
+                format!("close #{n} and delete its branch: nothing to change tonight"),
+                Some(deletion(t, known, m)),
+            ),
             (Action::Create, Tonight::Changed { lease, .. }) => (
                 format!("open into {}", bases.base_for(&t.key, &self.base)),
                 Some(lease.clone()),
@@ -639,8 +659,13 @@ impl Ctx<'_> {
             ..lease
         };
         let would = look_one(self.repo_dir, self.opts, self.push_token, claimed.clone()).await;
+        let push = if claimed.delete {
+            super::preview::delete_line(Some(&would))
+        } else {
+            super::preview::push_line(Some(&would))
+        };
         let p = Preview {
-            push: super::preview::push_line(Some(&would)),
+            push,
             commit: (!claimed.delete).then(|| claimed.local.to_string()),
             pull_request,
             ..base
@@ -707,6 +732,26 @@ impl Ctx<'_> {
     /// its new base; one on the branch of a pull request that is no longer open to the
     /// base branch — before any branch is deleted.
     async fn retarget(&self, survey: &Survey, steps: &[Step<'_>], bases: &Bases) {
+        for r in self.retargets(survey, steps, bases) {
+            match self.github.retarget(r.number, &r.to).await {
+                Ok(_) => errln!(
+                    "fanout: #{} now based on {} (was {})",
+                    r.number,
+                    r.to,
+                    r.from
+                ),
+                Err(e) => errln!(
+                    "fanout: warning: #{} could not be based on {}: {e}",
+                    r.number,
+                    r.to
+                ),
+            }
+        }
+    }
+
+    /// The open pull requests whose base must change tonight ([`Ctx::retarget`]).
+    fn retargets(&self, survey: &Survey, steps: &[Step<'_>], bases: &Bases) -> Vec<Retarget> {
+        let mut out = Vec::new();
         for (p, m) in survey.iter().flatten() {
             let want = match steps.iter().find(|s| s.t.key == m.task) {
                 Some(s) if matches!(s.action, Action::Close(..)) => continue,
@@ -719,21 +764,16 @@ impl Ctx<'_> {
                 }
                 None => continue,
             };
-            if p.base.branch == want {
-                continue;
-            }
-            match self.github.retarget(p.number, &want).await {
-                Ok(_) => errln!(
-                    "fanout: #{} now based on {want} (was {})",
-                    p.number,
-                    p.base.branch
-                ),
-                Err(e) => errln!(
-                    "fanout: warning: #{} could not be based on {want}: {e}",
-                    p.number
-                ),
+            if p.base.branch != want {
+                out.push(Retarget {
+                    number: p.number,
+                    task: m.task.clone(),
+                    from: p.base.branch.clone(),
+                    to: want,
+                });
             }
         }
+        out
     }
 
     /// Do a step's action.
@@ -745,7 +785,7 @@ impl Ctx<'_> {
             (Action::Skip(why), _) => self.skip(t, known, why).await,
             (Action::Queue(why), _) => outcome(Operation::Queued, Some(why.clone())),
             (Action::Close(n, m), _) => match known.pulls.iter().find(|(p, _)| p.number == *n) {
-                Some((pr, _)) => self.close(t, pr, m, claimed).await,
+                Some((pr, _)) => self.close(t, pr, m, deletion(t, known, m)).await,
                 None => outcome(Operation::Failed, Some("the pull request vanished".into())),
             },
             (Action::Leave(n), _) => self.leave(known, *n),
@@ -782,17 +822,11 @@ impl Ctx<'_> {
     /// When the task's last pull request was merged, its branch is deleted (at a tip
     /// fanout pushed); the next change starts fresh. Returns a note.
     async fn after_merge(&self, t: &Task<'_>, known: &Known) -> Option<String> {
-        let (p, m) = known.pulls.first()?;
-        p.merged_at.as_ref()?;
-        let owner = super::push::Owner {
-            run_id: m.run.clone(),
-            worker: Some(t.r.worker_id),
-        };
-        let gone = Lease::deletion(&t.branch, known.claimed(), owner);
+        let (n, gone) = merged(t, known)?;
         Some(match self.push(gone).await {
-            PushResult::Pushed => format!("#{} was merged: branch {} deleted", p.number, t.branch),
-            PushResult::UpToDate => format!("#{} was merged", p.number),
-            PushResult::Refused(why) => format!("#{} was merged; branch kept: {why}", p.number),
+            PushResult::Pushed => format!("#{n} was merged: branch {} deleted", t.branch),
+            PushResult::UpToDate => format!("#{n} was merged"),
+            PushResult::Refused(why) => format!("#{n} was merged; branch kept: {why}"),
         })
     }
 
@@ -971,7 +1005,7 @@ impl Ctx<'_> {
         t: &Task<'_>,
         open: &PullRequest,
         last: &Marker,
-        claimed: Vec<Oid>,
+        gone: Lease,
     ) -> PublishOutcome {
         let number = open.number;
         let failed = |why: String| PublishOutcome {
@@ -999,11 +1033,7 @@ impl Ctx<'_> {
             Ok(pr) => pr,
             Err(e) => return failed(e.to_string()),
         };
-        let owner = super::push::Owner {
-            run_id: last.run.clone(),
-            worker: Some(t.r.worker_id),
-        };
-        let gone = self.push(Lease::deletion(&t.branch, claimed, owner)).await;
+        let gone = self.push(gone).await;
         PublishOutcome {
             number: Some(number),
             url: Some(pr.html_url),
@@ -1122,6 +1152,33 @@ impl Ctx<'_> {
             o.reason = join_notes(o.reason.take(), note);
         }
     }
+}
+
+/// A pull request whose base changes tonight: `number`, task `task`'s, from one
+/// branch to another.
+struct Retarget {
+    number: u64,
+    task: String,
+    from: String,
+    to: String,
+}
+
+/// The deletion of a task's branch at a tip fanout pushed (any its marked pull
+/// requests claim), on behalf of the run that marker `m` names.
+fn deletion(t: &Task<'_>, known: &Known, m: &Marker) -> Lease {
+    let owner = super::push::Owner {
+        run_id: m.run.clone(),
+        worker: Some(t.r.worker_id),
+    };
+    Lease::deletion(&t.branch, known.claimed(), owner)
+}
+
+/// When the task's last pull request was merged: its number and the deletion of
+/// its branch (the next change starts fresh).
+fn merged(t: &Task<'_>, known: &Known) -> Option<(u64, Lease)> {
+    let (p, m) = known.pulls.first()?;
+    p.merged_at.as_ref()?;
+    Some((p.number, deletion(t, known, m)))
 }
 
 /// The number of the pull request `o` leaves open, if it leaves one.

@@ -62,10 +62,7 @@ pub async fn publish(
         return lifecycle::publish(report, repo_dir, github, push_token, templates, opts).await;
     }
     let mut out = BTreeMap::new();
-    let base = opts
-        .base
-        .clone()
-        .or_else(|| report.plan.base.branch.clone());
+    let base = pulls::base_of(report, opts);
     let repo = git2::Repository::open(repo_dir).ok();
     let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut out);
     drop(repo);
@@ -170,16 +167,15 @@ async fn pull_preview(
     templates: &Templates,
     opts: &PublishOptions,
 ) -> preview::Preview {
-    let (title, body) =
-        match templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref()) {
-            Ok(tb) => tb,
-            Err(e) => {
-                return preview::Preview {
-                    pull_request: format!("none: {e}"),
-                    ..p
-                };
-            }
-        };
+    let (title, body) = match pull_text(report, r, templates, opts) {
+        Ok(tb) => tb,
+        Err(e) => {
+            return preview::Preview {
+                pull_request: format!("none: {e}"),
+                ..p
+            };
+        }
+    };
     let p = preview::Preview {
         labels: opts.labels.clone(),
         ..p
@@ -260,10 +256,19 @@ async fn pull_request(
     templates: &Templates,
     opts: &PublishOptions,
 ) -> PublishOutcome {
-    let (title, body) =
-        match templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref()) {
-            Ok(tb) => tb,
-            Err(e) => return outcome(Operation::Failed, Some(e)),
-        };
+    let (title, body) = match pull_text(report, r, templates, opts) {
+        Ok(tb) => tb,
+        Err(e) => return outcome(Operation::Failed, Some(e)),
+    };
     open_or_update(&r.branch, base, &title, &body, github, opts).await
+}
+
+/// The title and body of a per-run branch's pull request.
+fn pull_text(
+    report: &RunReport,
+    r: &WorkerResult,
+    templates: &Templates,
+    opts: &PublishOptions,
+) -> Result<(String, String), String> {
+    templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref())
 }

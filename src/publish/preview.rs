@@ -41,6 +41,9 @@ pub struct Preview {
     /// The first lines of its body, when it would be written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<String>,
+    /// What else the night would do on its account (`retarget #N onto …`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 impl Preview {
@@ -55,6 +58,7 @@ impl Preview {
             labels: Vec::new(),
             title: None,
             body: Vec::new(),
+            also: Vec::new(),
         }
     }
 
@@ -94,6 +98,21 @@ pub fn push_line(would: Option<&Result<WouldPush, String>>) -> String {
     }
 }
 
+/// The push line of a branch's deletion, from what [`super::push::look`] found.
+pub fn delete_line(would: Option<&Result<WouldPush, String>>) -> String {
+    match would {
+        Some(Ok(WouldPush::Write { from })) => format!(
+            "delete: the remote's branch at {} (fanout's)",
+            from.map_or("?".into(), |tip| short(&tip.to_string()).to_owned())
+        ),
+        Some(Ok(WouldPush::Not(PushResult::UpToDate))) => {
+            "no delete: the remote has no such branch".into()
+        }
+        Some(Ok(WouldPush::Not(PushResult::Refused(why)))) => format!("no delete: {why}"),
+        other => push_line(other).replacen("push", "delete", 1),
+    }
+}
+
 /// Whether a pull request may follow the push `would` (pushed, or already there).
 pub fn pushable(would: Option<&Result<WouldPush, String>>) -> bool {
     matches!(
@@ -127,6 +146,9 @@ pub fn render(previews: &[Preview]) -> String {
         for (i, line) in p.body.iter().enumerate() {
             let head = if i == 0 { "body:" } else { "     " };
             text.push_str(&format!("  {head} {line}\n"));
+        }
+        for line in &p.also {
+            text.push_str(&format!("  also: {line}\n"));
         }
     }
     text.push_str("dry run: nothing was pushed, opened, updated or closed\n");

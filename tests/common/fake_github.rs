@@ -320,6 +320,15 @@ impl FakeGitHub {
         self.lock().requests.clone()
     }
 
+    /// The requests after the first `from` that are not reads, as `METHOD path`.
+    pub fn writes_since(&self, from: usize) -> Vec<String> {
+        self.lock().requests[from..]
+            .iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+
     /// Spec violations seen so far (by requests, or by the fake's own responses).
     pub fn violations(&self) -> Vec<String> {
         self.lock().violations.clone()

@@ -41,6 +41,8 @@ struct Nights {
     mode: Mode,
     /// `parallel_runs.workers`.
     workers: u32,
+    /// With [`Mode::DryRunFirst`], the last dry run's text.
+    previewed: std::cell::RefCell<String>,
 }
 
 /// How a night goes.
@@ -53,6 +55,9 @@ enum Mode {
     Tend,
     /// `fanout run --publish` with the token: it reads GitHub before its plan itself.
     RunPublish,
+    /// `fanout run`, `fanout publish --dry-run` (checked to write nothing; its text
+    /// kept in [`Nights::previewed`]), then `fanout publish`.
+    DryRunFirst,
 }
 
 /// The three tasks, on stable branches, with a digest.
@@ -75,6 +80,7 @@ impl Nights {
             agent: AGENT,
             mode: Mode::RunThenPublish,
             workers: 3,
+            previewed: Default::default(),
         }
     }
 
@@ -159,8 +165,50 @@ impl Nights {
             return (report, err);
         }
         let run_id = report["run_id"].as_str().unwrap().to_owned();
+        if self.mode == Mode::DryRunFirst {
+            *self.previewed.borrow_mut() = self.dry_run_text(&dir, &cfg, &report);
+        }
         let (r, more) = self.publish(&dir, &cfg, &run_id, &[]);
         (r, err + &more)
+    }
+
+    /// `fanout publish --dry-run` of `report`'s run as text, its commits and the
+    /// remote's tips named (`<commit w1>`, `<tip fanout/a>`), after checking that it
+    /// exits 0 and writes nothing: no write request reaches GitHub, no branch moves.
+    fn dry_run_text(&self, dir: &Path, cfg: &Path, report: &Value) -> String {
+        let run_id = report["run_id"].as_str().unwrap();
+        let url = self.gh.url();
+        let refs = |n: &Nights| {
+            n.t.git_in(
+                n.t.root(),
+                &["--git-dir", n.remote.to_str().unwrap(), "for-each-ref"],
+            )
+        };
+        let (asked, before) = (self.gh.requests().len(), refs(self));
+        let out = self
+            .t
+            .command(FANOUT, dir)
+            .args(["--config", cfg.to_str().unwrap(), "publish", "--dry-run"])
+            .args(["--run", run_id, "--repo", "octo/demo", "--api-url", &url])
+            .env("GITHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_eq!(self.gh.writes_since(asked), Vec::<String>::new());
+        assert!(self.gh.requests().len() > asked, "GitHub was read");
+        assert_eq!(refs(self), before, "no branch moved");
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        for r in report["results"].as_array().unwrap() {
+            if let Some(c) = r["commit"].as_str() {
+                text = text.replace(&c[..7], &format!("<commit w{}>", r["worker_id"]));
+            }
+        }
+        for line in before.lines() {
+            let (sha, name) = (&line[..7], line.rsplit("refs/heads/").next().unwrap());
+            text = text.replace(sha, &format!("<tip {name}>"));
+        }
+        text
     }
 
     /// A fresh clone of `origin` (a new runner), its config beside it.
@@ -808,7 +856,34 @@ fn a_three_task_stack_is_based_linked_and_retargeted_after_the_bottom_merges() {
     }
 
     n.gh.merge_pull(a);
+    // The dry run first: a's branch deleted after its merge, b retargeted onto main.
+    n.mode = Mode::DryRunFirst;
     let (r, err) = n.keyed_night(&outs);
+    insta::assert_snapshot!(n.previewed.borrow(), @r"
+    worker 1  fanout/a  commit none
+      delete: the remote's branch at <tip fanout/a> (fanout's)
+      pull request: none: no change against the base; #1 was merged: its branch would be deleted
+    worker 2  fanout/b  commit <commit w2>
+      push: replaces the remote's <tip fanout/b> (fanout's)
+      pull request: update #2
+      labels: fanout
+      title: b: the checker
+      body: > **A stack of pull requests** (fanout): each is based on the one before it and shows only its own change; review and merge from the top of this list down.
+            > 1. #1 `a` → `main`
+            > 2. **#2 `b` → `fanout/a` (this one)**
+            > 3. #3 `c` → `fanout/b`
+      also: retarget #2 onto main (was fanout/a), before any branch is deleted
+    worker 3  fanout/c  commit <commit w3>
+      push: replaces the remote's <tip fanout/c> (fanout's)
+      pull request: update #3
+      labels: fanout
+      title: c: the docs
+      body: > **A stack of pull requests** (fanout): each is based on the one before it and shows only its own change; review and merge from the top of this list down.
+            > 1. #1 `a` → `main`
+            > 2. #2 `b` → `fanout/a`
+            > 3. **#3 `c` → `fanout/b` (this one)**
+    dry run: nothing was pushed, opened, updated or closed
+    ");
     let ops = Nights::ops(&r);
     assert_eq!(ops[0], pair("a", "skipped"), "{err}");
     assert_eq!(
@@ -1359,18 +1434,13 @@ fn a_dry_run_of_a_night_names_update_leave_and_close_and_writes_nothing() {
             ("push".into(), format!("update #{}", number("alpha"))),
             ("no push".into(), format!("leave #{}", number("beta"))),
             (
-                "push".into(),
+                "delete".into(),
                 format!("close #{} and delete its branch", number("gamma"))
             ),
         ],
         "{previews:#}"
     );
-    let writes: Vec<String> = n.gh.requests()[asked..]
-        .iter()
-        .filter(|r| r.method != "GET")
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect();
-    assert_eq!(writes, Vec::<String>::new());
+    assert_eq!(n.gh.writes_since(asked), Vec::<String>::new());
     assert!(n.gh.requests().len() > asked, "GitHub was read");
     assert_eq!(
         ["alpha", "beta", "gamma"].map(|t| n.remote_branch(&format!("fanout/{t}"))),

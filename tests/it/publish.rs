@@ -1602,15 +1602,6 @@ impl Setup {
             ],
         )
     }
-
-    /// The requests to the fake GitHub after the first `from` that are not reads.
-    fn writes_since(&self, from: usize) -> Vec<String> {
-        self.gh.requests()[from..]
-            .iter()
-            .filter(|r| r.method != "GET")
-            .map(|r| format!("{} {}", r.method, r.path))
-            .collect()
-    }
 }
 
 /// `publish --dry-run` says per worker what publishing would do — push or no push,
@@ -1651,7 +1642,7 @@ fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
             | Agent | `sh` |
     dry run: nothing was pushed, opened, updated or closed
     ");
-    assert_eq!(s.writes_since(0), Vec::<String>::new());
+    assert_eq!(s.gh.writes_since(0), Vec::<String>::new());
     assert!(!s.gh.requests().is_empty(), "GitHub was read");
     assert_eq!(s.remote_refs(), refs, "nothing pushed");
     assert_eq!(std::fs::read(&results).unwrap(), before);
@@ -1688,7 +1679,7 @@ fn dry_run_says_what_publishing_would_do_and_writes_nothing() {
             | Agent | `sh` |
     dry run: nothing was pushed, opened, updated or closed
     ");
-    assert_eq!(s.writes_since(asked), Vec::<String>::new());
+    assert_eq!(s.gh.writes_since(asked), Vec::<String>::new());
     assert_eq!(s.remote_refs(), refs, "nothing pushed");
     assert_eq!(std::fs::read(&results).unwrap(), before);
     assert_eq!(s.gh.pulls()[0].title, "Retitled by a person");
@@ -1790,7 +1781,7 @@ fn run_publish_dry_run_previews_and_publishes_nothing() {
         stderr.contains("  pull request: open into main\n"),
         "{stderr}"
     );
-    assert!(gh.requests().iter().all(|r| r.method == "GET"));
+    assert_eq!(gh.writes_since(0), Vec::<String>::new());
     assert!(gh.pulls().is_empty());
     // (checked: the remote is run_publishing's bare origin, and its main is there)
     let remote = t.root().join("remote.git");
