@@ -21,8 +21,8 @@
 //! How the pieces fit. This file holds the [`Executor`] (what a run's workers share:
 //! the plan, the repository, the permits, the gateway, the tamper guard) and the
 //! helpers every part uses (a permit unless stopped, a result for a worker that never
-//! ran, the tamper guard's hooks). Each part below adds its methods to it, and imports
-//! only the parts after it:
+//! ran, the tamper guard's hooks). Each part below adds its methods to it; a part
+//! imports this file and only parts listed after it (the layout test forbids cycles):
 //!
 //! - [`schedule`]: [`Executor::run`], the whole run: the concurrency cap, the order
 //!   workers start in, a dependent's wait for its dependencies, the run's budget
@@ -34,10 +34,10 @@
 //!   then its agent ([`agent`]) and its end ([`finish`]); its branch at the base when
 //!   it ends before its agent runs;
 //! - [`agent`]: the agent's run as a supervised process group, and what it reported;
-//! - [`finish`]: harvest, the tamper check of its git files, checks, and the notes of
-//!   its final reason;
-//! - [`verdict`]: the status and reason from what the agent and its checks did, and
-//!   the log lines a failure's reason quotes;
+//! - [`finish`]: harvest (its worktree's git files checked and put back first), the
+//!   plan's checks, and the notes of its final reason;
+//! - [`verdict`]: the status and reason from what the agent did, and the log lines a
+//!   failure's reason quotes;
 //! - [`spend`]: what the run has spent against `budget_total` (leaf).
 
 mod agent;
