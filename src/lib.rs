@@ -10,7 +10,8 @@
 //! | [`agent`] | adapters (claude, codex, aider, architect, command), templates, prices, the checks of agent definitions | an `AgentSpec`, adapters |
 //! | [`gateway`] | the run's one door out on loopback: model keys, usage and budgets measured from the wire, the network allow-list, rate limits waited out | a `Gateway`, per-worker credentials and usage |
 //! | [`plan`] | settings (file + flags, tasks files, validated), tonight's inputs as data (issues as tasks, tends), task dependencies, assignment, worktree setup plan, matrix chunks | a `Plan` |
-//! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records; runs on disk (status, cleanup, resume) | one result per worker, a `RunReport` |
+//! | [`run`] | an attempt at a plan: worktrees, setup, supervised agents, signals, harvest, checks, journal, per-worker records, the pid file | one result per worker, a `RunReport` |
+//! | [`store`] | the runs kept on disk, read after their attempt: listing, live-fanout check, status, cleanup, finding and preparing a run to resume, stray processes, unsaved work | a run's state, a prepared `Attempt` |
 //! | [`fanin`] | best-of-N selection, conflict map, integration branch, matrix artifacts and bundles | the amended `RunReport` |
 //! | [`report`] | `results.json`, the Markdown summary, terminal tables, live progress | files people read |
 //! | [`publish`] | the GitHub client (auth, retry), push, pull-request bodies, the nightly lifecycle (stable branches, stacks, the cap), tending before a night, posted findings, the digest, publishing a report | pull requests, issues, reviews |
@@ -54,6 +55,8 @@ pub mod gateway;
 pub(crate) mod plan;
 
 pub mod run;
+
+pub(crate) mod store;
 
 pub(crate) mod fanin;
 

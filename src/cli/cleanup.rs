@@ -1,13 +1,13 @@
 //! `fanout cleanup`: remove the worktrees and branches fanout created, as its run
-//! journals record them, and nothing else ([`crate::run::cleanup`]).
+//! journals record them, and nothing else ([`crate::store::cleanup`]).
 
 use std::time::SystemTime;
 
 use clap::Args;
 
 use super::common::{CliError, Context};
-use crate::run::cleanup::{Cleaned, How, clean, sweep};
-use crate::run::runs::list_runs;
+use crate::store::cleanup::{Cleaned, How, clean, sweep};
+use crate::store::runs::list_runs;
 use crate::util::out::outln;
 
 /// `--help`'s examples.

@@ -11,8 +11,8 @@ use crate::publish::preview::render;
 use crate::publish::report::{check_stable_prefix, load_report, preview_report, publish_report};
 use crate::report::table::pr_table;
 use crate::run::journal::Journal;
-use crate::run::runs::newest_with_results;
 use crate::secret::Secrets;
+use crate::store::runs::newest_with_results;
 use crate::util::out::out;
 
 /// `--help`'s examples.

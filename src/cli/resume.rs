@@ -22,8 +22,8 @@ use crate::publish::report::check_publishing;
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
-use crate::run::resumable::{Found, Stop, prepare};
 use crate::secret::Secrets;
+use crate::store::resumable::{Found, Stop, prepare};
 use crate::util::out::{errln, out, outln};
 
 /// `--help`'s examples.

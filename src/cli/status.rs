@@ -1,10 +1,10 @@
 //! `fanout status`: runs, their workers, worktree paths, git status and disk use
-//! ([`crate::run::status`]).
+//! ([`crate::store::status`]).
 
 use clap::Args;
 
 use super::common::{CliError, Context};
-use crate::run::runs::list_runs;
+use crate::store::runs::list_runs;
 use crate::util::human_bytes;
 use crate::util::out::outln;
 
@@ -43,7 +43,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
     let git = repo
         .open()
         .map_err(|e| CliError::Fatal(format!("git: {}", e.message())))?;
-    let runs = crate::run::status::runs(&git, &runs_dir, ids);
+    let runs = crate::store::status::runs(&git, &runs_dir, ids);
     if args.json {
         crate::util::out::stdout_json(&runs);
         return Ok(0);

@@ -19,7 +19,6 @@ use secrecy::SecretString;
 use super::event::{Event, Reporter};
 use super::executor::Executor;
 use super::journal::{JOURNAL_SCHEMA_VERSION, Journal, JournalEntry, JournalHandle};
-use super::runs::PidFile;
 use super::signals::Dispatcher;
 use super::tamper::guard::Guard;
 use super::tamper::{SNAPSHOT_FILE, Snapshot};
@@ -517,4 +516,27 @@ async fn supervised(
     drop(dispatcher);
     let _ = shown.await;
     Ok((results, interrupted))
+}
+
+/// Marker file holding the pid of the fanout process running a run.
+pub const PID_FILE: &str = "fanout.pid";
+
+/// The pid file of the fanout process running a run: written when an attempt starts,
+/// removed once its report is written. One left behind by a dead process means that
+/// fanout died mid-run.
+#[derive(Debug)]
+pub struct PidFile(PathBuf);
+
+impl PidFile {
+    /// Write this process's pid into `run_dir`.
+    pub fn create(run_dir: &Path) -> PidFile {
+        let path = run_dir.join(PID_FILE);
+        let _ = std::fs::write(&path, std::process::id().to_string());
+        PidFile(path)
+    }
+
+    /// The run is done: remove the file.
+    pub fn remove(self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

@@ -15,15 +15,15 @@
 //! is recorded as soon as it is known ([`resume`]).
 //!
 //! An [`attempt`] is one go at a plan: a fresh run, or a run taken up again by
-//! `fanout resume` ([`resumable`]). The runs kept in a repository are listed, checked
-//! for a live fanout ([`runs`]), shown ([`status`]) and removed ([`cleanup`]) here too.
+//! `fanout resume` (found and prepared by [`crate::store::resumable`]). The runs kept
+//! in a repository, read after their attempt by `status`, `cleanup` and `resume`, are
+//! the next stage's: [`crate::store`].
 //!
 //! It hands the attempt's results — one per worker, in id order — to fan-in; the
 //! report of the run is a [`results::RunReport`].
 
 pub mod attempt;
 pub mod checks;
-pub mod cleanup;
 pub mod confine;
 pub mod event;
 pub mod excerpt;
@@ -37,14 +37,9 @@ pub mod links;
 pub mod process;
 pub mod reaper;
 pub mod results;
-pub mod resumable;
 pub mod resume;
-pub mod runs;
 pub mod setup;
 pub mod signals;
-pub mod status;
-pub mod strays;
 pub mod supervisor;
 pub mod tamper;
-pub mod wip;
 pub mod worktree;

@@ -96,3 +96,9 @@ impl RunReport {
         })
     }
 }
+
+/// A run's `results.json`, when it has a readable one that fanout signed.
+pub fn read_report(run_dir: &std::path::Path) -> Option<RunReport> {
+    let bytes = crate::util::sign::read_signed(&run_dir.join("results.json")).ok()?;
+    RunReport::parse(&bytes).ok()
+}

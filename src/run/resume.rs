@@ -62,7 +62,7 @@ pub fn read_record(run_dir: &Path, id: u32) -> Option<WorkerResult> {
 /// The finished workers of `plan` in `run_dir`, by id: from their records, else (for a
 /// run made before records existed) from `results.json`.
 pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult> {
-    let report = super::runs::read_report(run_dir);
+    let report = super::results::read_report(run_dir);
     let mut out = BTreeMap::new();
     for w in &plan.workers {
         let recorded = read_record(run_dir, w.id).or_else(|| {

@@ -343,7 +343,7 @@ fn same_path(a: &Path, b: &Path) -> bool {
     trim(canon(a)) == trim(canon(b))
 }
 
-/// How the message of every WIP commit fanout makes begins (see `run::wip`).
+/// How the message of every WIP commit fanout makes begins (see `store::wip`).
 pub const WIP_SUBJECT: &str = "WIP: work left uncommitted in ";
 
 /// The tip of `branch` when it is a WIP commit fanout made (work it saved so that

@@ -32,14 +32,15 @@ const ORDER: &[(&str, u32)] = &[
     ("gateway", 3),
     ("plan", 4),
     ("run", 5),
-    ("fanin", 6),
-    ("report", 7),
-    ("publish", 8),
-    ("actions", 9),
-    ("ops", 10),
-    ("cli", 11),
+    ("store", 6),
+    ("fanin", 7),
+    ("report", 8),
+    ("publish", 9),
+    ("actions", 10),
+    ("ops", 11),
+    ("cli", 12),
     // Not a stage: the fuzz entry points call every stage's parsers.
-    ("fuzzing", 12),
+    ("fuzzing", 13),
 ];
 
 /// The one `cli/` file every subcommand may import.

@@ -9,10 +9,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::journal::{Journal, JournalEntry};
-use super::results::RunReport;
-use super::runs::{PID_FILE, live_pid, read_plan, read_report};
-use super::worktree::disk_usage;
+use super::runs::{live_pid, read_plan};
+use crate::run::attempt::PID_FILE;
+use crate::run::journal::{Journal, JournalEntry};
+use crate::run::results::RunReport;
+use crate::run::results::read_report;
+use crate::run::worktree::disk_usage;
 
 /// One run.
 #[derive(Debug, Serialize)]
@@ -64,7 +66,7 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
         let report = read_report(&dir);
         let state = state(&dir, report.as_ref());
         let unfinished = read_plan(&dir).map_or(0, |p| {
-            p.workers.len() - super::resume::load_finished(&dir, &p).len()
+            p.workers.len() - crate::run::resume::load_finished(&dir, &p).len()
         });
         let workers: Vec<WorkerStatus> = journal
             .entries
@@ -85,19 +87,19 @@ pub fn runs(git: &git2::Repository, runs_dir: &Path, ids: Vec<String>) -> Vec<Ru
 }
 
 /// Whether worker `e`'s worktree is tied to the repository as fanout made it, so that
-/// it may be opened ([`super::links`]): put back first when the run is over (and said
+/// it may be opened ([`crate::run::links`]): put back first when the run is over (and said
 /// on stderr); while it runs, only compared, silently (a worktree may be being made;
 /// harvest puts them back and says so).
 fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bool {
     let over = state != "running";
-    let links = super::links::secure(git.commondir(), id, e, over);
-    if let Some(note) = super::links::said(id, e, &links).filter(|_| over) {
+    let links = crate::run::links::secure(git.commondir(), id, e, over);
+    if let Some(note) = crate::run::links::said(id, e, &links).filter(|_| over) {
         crate::util::out::errln!("fanout: note: {note}");
     }
     match links {
-        super::links::Links::Intact => true,
-        super::links::Links::Changed(_) => state != "running",
-        super::links::Links::Unchecked(_) => false,
+        crate::run::links::Links::Intact => true,
+        crate::run::links::Links::Changed(_) => state != "running",
+        crate::run::links::Links::Unchecked(_) => false,
     }
 }
 
@@ -151,7 +153,7 @@ fn worker(
         worker_id: e.worker_id,
         branch: e.branch.clone(),
         branch_exists: git.find_branch(&e.branch, git2::BranchType::Local).is_ok(),
-        status: super::resume::read_record(dir, e.worker_id)
+        status: crate::run::resume::read_record(dir, e.worker_id)
             .or_else(|| {
                 report?
                     .results

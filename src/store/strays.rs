@@ -1,5 +1,5 @@
 //! Processes of a run that outlived its fanout: after fanout itself was killed
-//! (SIGKILL: it stops nothing), each worker's supervisor ([`super::supervisor`]) lives
+//! (SIGKILL: it stops nothing), each worker's supervisor ([`crate::run::supervisor`]) lives
 //! on, re-parented, and so does everything it adopted — `setsid` and double-forked
 //! daemons, in process groups fanout never recorded. `resume` and `cleanup` find them
 //! here and stop them before they touch the run's worktrees again.
@@ -93,7 +93,7 @@ impl Found {
 }
 
 /// How long a process beneath the run's must stay unmarked to count as unproven
-/// ([`find`]), as for a recorded group's members ([`super::groups::unproven`]).
+/// ([`find`]), as for a recorded group's members ([`crate::run::groups::unproven`]).
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// The live processes of run `run_id`, whose worktrees are `worktrees` (see the module
@@ -164,7 +164,7 @@ fn scan(run: &[u8], worktrees: &[Vec<u8>]) -> Found {
 }
 
 /// [`find`] for run `run_id` with the worktrees its `journal` names.
-pub fn of_run(run_id: &str, journal: &super::journal::Journal) -> Found {
+pub fn of_run(run_id: &str, journal: &crate::run::journal::Journal) -> Found {
     let worktrees: Vec<&Path> = journal
         .entries
         .iter()

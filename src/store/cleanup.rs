@@ -6,15 +6,15 @@
 //! the worker's branch first ([`super::wip`]). What still runs of a run whose fanout
 //! died is stopped first ([`super::strays`]; a process fanout cannot prove is the
 //! run's only with `--yes`). Each worktree's git files are put back
-//! as fanout made them before anything reads them ([`super::links`]).
+//! as fanout made them before anything reads them ([`crate::run::links`]).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::journal::{Journal, JournalEntry};
 use super::runs::{list_runs, live_pid, read_plan};
-use super::worktree;
 use crate::plan::Plan;
+use crate::run::journal::{Journal, JournalEntry};
+use crate::run::worktree;
 
 /// How to clean: what `fanout cleanup`'s flags ask.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +62,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
         Ok(j) => j,
         Err(e) => return Cleaned::NoJournal(e.to_string()),
     };
-    let Some(plan) = read_plan(&run_dir) else {
+    let Ok(plan) = read_plan(&run_dir) else {
         return Cleaned::NoJournal("plan.json: missing, unreadable or not signed by fanout".into());
     };
     if let Err(left) = stop_strays(id, &plan, &journal, how.stop_unproven) {
@@ -72,7 +72,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
             kept: vec![left],
         };
     }
-    if let Ok(snap) = super::tamper::Snapshot::load(&run_dir) {
+    if let Ok(snap) = crate::run::tamper::Snapshot::load(&run_dir) {
         warn_changes(id, &snap);
     }
     let (mut trees, mut branches) = (0, 0);
@@ -83,11 +83,11 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
             continue;
         }
         // Its git files as fanout made them, before anything reads them.
-        let links = super::links::secure(git.commondir(), id, entry, true);
-        if let Some(note) = super::links::said(id, entry, &links) {
+        let links = crate::run::links::secure(git.commondir(), id, entry, true);
+        if let Some(note) = crate::run::links::said(id, entry, &links) {
             crate::util::out::errln!("fanout: note: {note}");
         }
-        if let super::links::Links::Unchecked(why) = links {
+        if let crate::run::links::Links::Unchecked(why) = links {
             kept.push(format!("worktree {}: {why}", entry.worktree_path.display()));
             continue;
         }
@@ -161,7 +161,7 @@ fn stop_strays(id: &str, plan: &Plan, journal: &Journal, unproven: bool) -> Resu
 /// is bounded by the run it was asked to clean (`id`, the run directory's name), not
 /// by what the records say.
 pub fn run_namespace(plan: &Plan, id: &str) -> Option<String> {
-    let ns = super::tamper::namespace(plan)?;
+    let ns = crate::run::tamper::namespace(plan)?;
     let prefix = ns.strip_suffix(&format!("/{id}/"))?;
     (plan.run_id == id && !prefix.is_empty()).then_some(ns)
 }
@@ -176,7 +176,7 @@ fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
     let ours = planned.is_some_and(|w| w.branch == entry.branch)
         && !ns.is_empty()
         && entry.branch.starts_with(&ns)
-        && super::links::shaped_as_fanouts(id, entry);
+        && crate::run::links::shaped_as_fanouts(id, entry);
     if ours {
         Ok(())
     } else {
@@ -246,8 +246,8 @@ fn save_or_keep(
 
 /// Say what differs from the run's tamper snapshot (reported only: the user may have
 /// changed things since the run).
-fn warn_changes(id: &str, snap: &super::tamper::Snapshot) {
-    if let Ok(changes) = snap.check(super::tamper::CheckAt::Report) {
+fn warn_changes(id: &str, snap: &crate::run::tamper::Snapshot) {
+    if let Ok(changes) = snap.check(crate::run::tamper::CheckAt::Report) {
         let changes: Vec<_> = changes.iter().filter(|c| !c.benign).collect();
         if !changes.is_empty() {
             crate::util::out::errln!(

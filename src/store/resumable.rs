@@ -1,6 +1,6 @@
 //! Getting a run that did not finish ready for `fanout resume`: which run (the one
 //! named, else the most recent one cut short that is not running), what its earlier
-//! attempt left ([`super::resume`]: finished workers are kept), stopping what still
+//! attempt left ([`crate::run::resume`]: finished workers are kept), stopping what still
 //! runs of it (only when asked), and clearing each unfinished worker's worktree and
 //! branch — only where the journal says fanout made them — so it starts afresh. The
 //! result is the next [`Attempt`] at the same plan: same run id, branch names and base
@@ -9,14 +9,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::attempt::Attempt;
-use super::journal::{Journal, JournalHandle};
-use super::results::RunReport;
-use super::runs::{list_runs, live_pid, read_report};
-use super::{resume, worktree};
+use super::runs::{list_runs, live_pid, read_plan};
 use crate::exit::Failure;
 use crate::plan::Plan;
 use crate::repo::UserRepo;
+use crate::run::attempt::Attempt;
+use crate::run::journal::{Journal, JournalHandle};
+use crate::run::results::RunReport;
+use crate::run::results::read_report;
+use crate::run::{resume, worktree};
 use crate::util::out::errln;
 
 /// What `fanout resume` found.
@@ -43,9 +44,7 @@ pub enum Found {
 /// A run ready for its next attempt.
 #[derive(Debug)]
 pub struct Resumable {
-    /// The run.
-    pub id: String,
-    /// Its directory.
+    /// The run's directory.
     pub run_dir: PathBuf,
     /// Its plan.
     pub plan: Plan,
@@ -69,8 +68,8 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
             "run {id} is still running (pid {pid}); resume it once it has stopped"
         )));
     }
-    let plan = load_plan(&id, &run_dir)?;
-    let sandbox = super::attempt::sandbox_decision(plan.sandbox, &plan.network)?;
+    let plan = read_plan(&run_dir).map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
+    let sandbox = crate::run::attempt::sandbox_decision(plan.sandbox, &plan.network)?;
     let mut journal = Journal::load(&run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: journal.json: {e}")))?;
     let kept = resume::load_finished(&run_dir, &plan);
@@ -89,9 +88,9 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
             report: Box::new(report),
         });
     }
-    let runtime = super::attempt::runtime()?;
-    let config = super::attempt::read_config(repo)?;
-    let gateway = super::attempt::gateway_config(&plan)?;
+    let runtime = crate::run::attempt::runtime()?;
+    let config = crate::run::attempt::read_config(repo)?;
+    let gateway = crate::run::attempt::gateway_config(&plan)?;
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, (&plan, &journal), stop_survivors)?;
@@ -122,7 +121,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         kept,
         agent_tokens: Vec::new(),
         sandbox,
-        trusted: super::attempt::trusted_filters(&config),
+        trusted: crate::run::attempt::trusted_filters(&config),
         // Processes of the earlier attempt may have run until just now (they were
         // stopped after the listing): each checkout lists the configuration again.
         listed: None,
@@ -131,7 +130,6 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         // `fanout resume` executes fanout's binary for each harvest.
     };
     Ok(Found::Ready(Box::new(Resumable {
-        id,
         run_dir,
         plan,
         attempt,
@@ -249,16 +247,16 @@ fn confirmed(id: &str, unproven: &[String]) -> bool {
 
 /// Compare with the run's tamper snapshot (its earlier attempt was cut short, so no
 /// check ran after its last workers): say what changed; restore config, hooks and
-/// `info/`, never a ref ([`super::tamper::CheckAt::Resume`]); then let the attempt take
+/// `info/`, never a ref ([`crate::run::tamper::CheckAt::Resume`]); then let the attempt take
 /// a snapshot of its own.
 fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
-    if !run_dir.join(super::tamper::SNAPSHOT_FILE).exists() {
+    if !run_dir.join(crate::run::tamper::SNAPSHOT_FILE).exists() {
         return Ok(());
     }
-    let snap = super::tamper::Snapshot::load(run_dir)
+    let snap = crate::run::tamper::Snapshot::load(run_dir)
         .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
     let changes = snap
-        .check(super::tamper::CheckAt::Resume)
+        .check(crate::run::tamper::CheckAt::Resume)
         .map_err(|e| Failure::Fatal(format!("run {id}: tamper check: {e}")))?;
     for c in changes.iter().filter(|c| !c.benign) {
         errln!("fanout: run {id}: since its earlier attempt started, {c}");
@@ -266,7 +264,7 @@ fn check_tamper(id: &str, run_dir: &Path) -> Result<(), Failure> {
     // What is there now is this attempt's baseline: the attempt takes a snapshot of
     // its own, so the user's changes since the crash are never blamed on a worker, nor
     // undone after one.
-    let path = run_dir.join(super::tamper::SNAPSHOT_FILE);
+    let path = run_dir.join(crate::run::tamper::SNAPSHOT_FILE);
     for p in [crate::util::sign::sig_path(&path), path] {
         if let Err(e) = std::fs::remove_file(&p)
             && e.kind() != std::io::ErrorKind::NotFound
@@ -293,11 +291,11 @@ fn clear_unfinished(
         .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
     // Every worktree's git files as fanout made them, before anything reads them.
     for entry in &journal.entries {
-        let links = super::links::secure(git.commondir(), id, entry, true);
-        if let Some(note) = super::links::said(id, entry, &links) {
+        let links = crate::run::links::secure(git.commondir(), id, entry, true);
+        if let Some(note) = crate::run::links::said(id, entry, &links) {
             errln!("fanout: note: {note}");
         }
-        if let super::links::Links::Unchecked(why) = links
+        if let crate::run::links::Links::Unchecked(why) = links
             && todo.contains(&entry.worker_id)
         {
             return Err(Failure::Fatal(format!(
@@ -333,7 +331,7 @@ fn save_unfinished(
     git: &git2::Repository,
     id: &str,
     plan: &Plan,
-    entry: &super::journal::JournalEntry,
+    entry: &crate::run::journal::JournalEntry,
     number: u32,
 ) -> Result<(), Failure> {
     if !entry.worktree_created {
@@ -385,7 +383,7 @@ fn pick(repo: &UserRepo, given: Option<&str>) -> Result<Option<(String, PathBuf)
         .filter_map(|id| {
             let dir = runs_dir.join(&id);
             let journal = Journal::load(&dir).ok()?;
-            let plan = load_plan(&id, &dir).ok()?;
+            let plan = read_plan(&dir).ok()?;
             let unfinished = resume::load_finished(&dir, &plan).len() < plan.workers.len()
                 || read_report(&dir).is_none_or(|r| r.interrupted);
             (unfinished && live_pid(&dir).is_none()).then_some((journal.created_at, id, dir))
@@ -393,11 +391,4 @@ fn pick(repo: &UserRepo, given: Option<&str>) -> Result<Option<(String, PathBuf)
         .collect();
     candidates.sort();
     Ok(candidates.pop().map(|(_, id, dir)| (id, dir)))
-}
-
-/// The run's `plan.json`.
-fn load_plan(id: &str, run_dir: &Path) -> Result<Plan, Failure> {
-    let bytes = crate::util::sign::read_signed(&run_dir.join("plan.json"))
-        .map_err(|e| Failure::Fatal(format!("run {id}: {e}")))?;
-    Plan::parse(&bytes).map_err(|e| Failure::Fatal(format!("run {id}: plan.json: {e}")))
 }

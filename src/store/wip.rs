@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use git2::{Index, IndexAddOption, Oid, Signature};
 
-use super::harvest::{is_excluded, tree_changes};
-use super::journal::JournalEntry;
-use super::worktree::WIP_SUBJECT;
+use crate::run::harvest::{is_excluded, tree_changes};
+use crate::run::journal::JournalEntry;
+use crate::run::worktree::WIP_SUBJECT;
 
 /// A worktree's files that differ from the commit they would go on.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ pub fn find(
     index.read_tree(&parent_tree).map_err(git)?;
     repo.set_index(&mut index).map_err(git)?;
     let admin = common.join("worktrees").join(&entry.worktree_name);
-    let setup = super::setup::Baseline::load(&admin);
+    let setup = crate::run::setup::Baseline::load(&admin);
     let workdir = entry.worktree_path.clone();
     let mut skip = |path: &Path, _: &[u8]| -> i32 {
         let rel = path.to_string_lossy();
