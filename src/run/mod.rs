@@ -5,7 +5,9 @@
 //! run as a supervised process group ([`process`], stopped through [`signals`]), its
 //! changes committed on its branch ([`harvest`]) and checked ([`checks`]); a
 //! dependent worker is given its dependencies' findings ([`inputs`]); the
-//! [`executor`] schedules all of that and reports typed [`event`]s as it goes, and
+//! [`executor`] schedules all of that (one file per concern: the run's scheduling, one
+//! worker's life, its agent, its end, its verdict, a dependent's merged base, the
+//! run's spend) and reports typed [`event`]s as it goes, and
 //! [`reaper`] stops what the agents left running before the run reports. Checkouts,
 //! harvests and file copies run on the runtime's blocking threads, in fanout's process;
 //! the runtime is dropped (waiting for them) before the run's last tamper check. What fanout created is recorded in the run's
