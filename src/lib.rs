@@ -46,7 +46,7 @@ pub(crate) mod util;
 
 // Stages, in the order data flows (one per line so rustfmt keeps the order); each
 // imports only earlier stages and the leaves.
-pub mod config;
+pub(crate) mod config;
 
 pub(crate) mod agent;
 
@@ -54,7 +54,7 @@ pub mod gateway;
 
 pub(crate) mod plan;
 
-pub mod run;
+pub(crate) mod run;
 
 pub(crate) mod store;
 
@@ -66,7 +66,7 @@ pub(crate) mod publish;
 
 pub(crate) mod actions;
 
-pub mod ops;
+pub(crate) mod ops;
 
 pub mod cli;
 

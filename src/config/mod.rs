@@ -838,12 +838,6 @@ pub struct CommitIdentity {
     pub email: String,
 }
 
-/// Read and parse a config file.
-pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = read_text(path)?;
-    parse(&text, path)
-}
-
 /// The text of the config file at `path` (at most [`crate::util::CONFIG_LIMIT`] bytes).
 pub fn read_text(path: &Path) -> Result<String, ConfigError> {
     crate::util::read_capped_string(path, crate::util::CONFIG_LIMIT).map_err(|source| {

@@ -19,9 +19,6 @@ use crate::config::ConfigFile;
 pub struct InitAgent {
     /// The agent's name (for `parallel_runs.agent`).
     pub name: String,
-    /// The built-in agent CLI it runs with its own program, when it does (the
-    /// workflow installs it).
-    pub cli: Option<&'static AgentCli>,
     /// What the workflow installs: this agent's CLI and those of the agents the
     /// file's tasks name (`tasks[].agent`).
     pub workflow: ForAgents,
@@ -70,7 +67,6 @@ pub fn choose_agent(
     }
     InitAgent {
         name,
-        cli,
         workflow,
         found,
     }

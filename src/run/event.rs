@@ -26,8 +26,6 @@ pub enum Event {
         id: u32,
         /// Its worktree.
         worktree: PathBuf,
-        /// Its log file.
-        log: PathBuf,
     },
     /// The latest line a worker's agent printed.
     WorkerOutput {
@@ -45,8 +43,6 @@ pub enum Event {
     /// pattern that matched no file); workers often share it, so reporters show each
     /// message once.
     Warning {
-        /// Worker id.
-        id: u32,
         /// What.
         message: String,
     },

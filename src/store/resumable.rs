@@ -127,7 +127,6 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
         listed: None,
         runtime,
         gateway,
-        // `fanout resume` executes fanout's binary for each harvest.
     };
     Ok(Found::Ready(Box::new(Resumable {
         run_dir,

@@ -74,7 +74,6 @@ impl Executor {
         let _ = events.send(Event::WorkerStarted {
             id: w.id,
             worktree: at.worktree.clone(),
-            log: at.log.clone(),
         });
         let env = crate::run::setup::with_vars(
             agent_env_with(

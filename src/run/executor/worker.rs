@@ -232,7 +232,6 @@ impl Executor {
             .await;
         for message in &prepared.record.warnings {
             let _ = live.events.send(Event::Warning {
-                id: w.id,
                 message: message.clone(),
             });
         }
