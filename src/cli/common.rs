@@ -269,32 +269,6 @@ pub fn dry_run_needs_publish(args: &PublishArgs, publish: bool) -> Result<(), Cl
     Ok(())
 }
 
-/// `GITHUB_TOKEN` and `GH_TOKEN` for the agents of `plan` whose definition says
-/// `allow_github_token: true` (said on stderr; the executor hands them to those
-/// agents only); none otherwise — nothing else fanout starts ever gets them.
-pub fn agent_tokens(plan: &crate::plan::Plan, secrets: &Secrets) -> Vec<(String, SecretString)> {
-    let allowed: Vec<&str> = plan
-        .agents_used()
-        .into_iter()
-        .filter(|a| a.allow_github_token)
-        .map(|a| a.name.as_str())
-        .collect();
-    if allowed.is_empty() {
-        return Vec::new();
-    }
-    let tokens: Vec<(String, SecretString)> = ["GITHUB_TOKEN", "GH_TOKEN"]
-        .into_iter()
-        .filter_map(|k| Some((k.to_owned(), secrets.get(k)?.clone())))
-        .collect();
-    if !tokens.is_empty() {
-        errln!(
-            "fanout: warning: agent {:?} gets the GitHub token (allow_github_token: true): it can do whatever the token allows",
-            allowed.join(", ")
-        );
-    }
-    tokens
-}
-
 /// A duration flag in seconds: humantime's syntax (`10m`, `1h30m`), a bare number
 /// being seconds ([`crate::util::duration`], the parser `fanout.yml` uses too).
 pub fn seconds(text: &str) -> Result<f64, String> {

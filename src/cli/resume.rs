@@ -16,9 +16,8 @@ use std::path::Path;
 
 use clap::Args;
 
-use super::common::{CliError, Context, PublishArgs, agent_tokens};
-use crate::ops::run::{AfterRun, after_run, run_attempt};
-use crate::publish::report::check_publishing;
+use super::common::{CliError, Context, PublishArgs};
+use crate::ops::go::{Job, Request, go};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
 use crate::run::results::RunReport;
@@ -112,38 +111,24 @@ pub fn resume(ctx: &Context, args: &ResumeArgs, secrets: Secrets) -> Result<i32,
             print_report(args.json, &report, &run_dir, false);
             return Ok(crate::exit::SUCCESS);
         }
-        Found::Ready(ready) => *ready,
+        Found::Ready(ready) => ready,
     };
-    let mut ready = ready;
-    ready.attempt.agent_tokens = agent_tokens(&ready.plan, &secrets);
     super::common::dry_run_needs_publish(&args.publish_args, args.publish)?;
-    let flags = args.publish.then(|| args.publish_args.flags(&secrets));
-    drop(secrets);
-    let record = crate::run::journal::Journal::load(&ready.run_dir)
-        .ok()
-        .and_then(|j| j.push);
-    if let Some(flags) = &flags {
-        check_publishing(flags, record.as_ref())?;
-    }
     let (file, _) = ctx.load_config(&repo)?;
-    let identity = file.commit_identity();
-    let style = Style::detect(args.quiet);
-    let mut report = run_attempt(&repo, &identity, ready.plan, style, ready.attempt)?;
-    let results_path = ready.run_dir.join("results.json");
-    let code = after_run(
-        &repo,
-        &mut report,
-        AfterRun {
-            integrate: args.integrate.then_some(&identity),
-            publish: flags.as_ref().map(|f| (&file, f)),
-            push_record: record.as_ref(),
-            results_path: &results_path,
-            published: &Default::default(),
-        },
-    )?;
-    let prs = args.publish && !args.publish_args.dry_run;
-    print_report(args.json, &report, &ready.run_dir, prs);
-    Ok(code)
+    let outcome = go(Request {
+        repo: &repo,
+        file: &file,
+        job: Job::Resume(ready),
+        publish: args.publish.then(|| args.publish_args.flags(&secrets)),
+        integrate: args.integrate,
+        style: Style::detect(args.quiet),
+        secrets,
+    })?;
+    if let Some(report) = &outcome.report {
+        let prs = args.publish && !args.publish_args.dry_run;
+        print_report(args.json, report, &outcome.dir, prs);
+    }
+    Ok(outcome.code)
 }
 
 fn print_report(json: bool, report: &RunReport, run_dir: &Path, prs: bool) {

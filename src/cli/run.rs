@@ -1,19 +1,17 @@
 //! `fanout run`: plan → worktrees → supervised agents → harvest → report
-//! ([`crate::ops::run`]), then the integration branch and publishing when asked.
+//! ([`crate::ops::go`]), then the integration branch and publishing when asked.
 
 use clap::Args;
 
-use super::common::{
-    CliError, Context, PlanArgs, PublishArgs, agent_tokens, dry_run_needs_publish,
-};
+use super::common::{CliError, Context, PlanArgs, PublishArgs, dry_run_needs_publish};
 use crate::config::PublishWhen;
-use crate::ops::run::{AfterRun, after_run, execute_plan, execute_plan_as_ready};
-use crate::publish::ready::AsReady;
+use crate::ops::go::{Job, Request, go};
 use crate::publish::report::check_publishing;
 use crate::report::next::{Hints, next_steps};
 use crate::report::progress::Style;
 use crate::report::table::{pr_table, table};
-use crate::run::attempt::{ExecOptions, push_record};
+use crate::run::attempt::push_record;
+use crate::run::results::RunReport;
 use crate::secret::Secrets;
 use crate::util::out::{errln, out, outln};
 
@@ -117,55 +115,46 @@ pub fn run(ctx: &Context, args: &RunArgs, secrets: Secrets) -> Result<i32, CliEr
     }
     let plan = crate::plan::assign::build(&settings, base, &run_id);
     plan.check_arguments().map_err(CliError::Usage)?;
-    let mut opts = ExecOptions::from_settings(&settings);
-    opts.agent_tokens = agent_tokens(&plan, &secrets);
-    let record = push_record(&repo, settings.publish_remote.clone());
-    // Nothing else needs them: gone before any agent starts.
-    drop(secrets);
-    if let Some(flags) = &flags {
-        check_publishing(flags, Some(&record))?;
-    }
-    opts.push_record = Some(record.clone());
-    let style = Style::detect(args.quiet);
     // A dry run publishes nothing while the run goes on: it says what the end would do.
     let as_ready = args.publish_when.or(file.publish.when) == Some(PublishWhen::AsReady)
         && !args.publish_args.dry_run;
-    let (mut report, published) = match &flags {
-        Some(flags) if as_ready => {
-            let ready = AsReady::new(&repo, &file, flags, Some(&record), &plan)?;
-            execute_plan_as_ready(&repo, &opts, plan, style, ready)?
-        }
-        _ => (execute_plan(&repo, &opts, plan, style)?, Default::default()),
-    };
-    let results_path = repo.run_dir(&report.run_id).join("results.json");
-    let code = after_run(
-        &repo,
-        &mut report,
-        AfterRun {
-            integrate: args.integrate.then_some(&settings.commit_identity),
-            publish: flags.as_ref().map(|f| (&file, f)),
-            push_record: Some(&record),
-            results_path: &results_path,
-            published: &published,
+    let outcome = go(Request {
+        repo: &repo,
+        file: &file,
+        job: Job::Fresh {
+            settings: &settings,
+            plan,
+            as_ready,
         },
-    )?;
-    if args.plan.json {
-        crate::util::out::stdout_json(&report);
-    } else {
-        out!("\n{}", table(&report.results));
-        if args.publish && !args.publish_args.dry_run {
-            out!("\n{}", pr_table(&report));
-        }
-        if !args.quiet {
-            let run_dir = repo.run_dir(&report.run_id);
-            let hints = Hints {
-                dir: None,
-                publish: !args.publish,
-            };
-            out!("\n{}", next_steps(&report, &run_dir, hints));
-        } else {
-            outln!("\nresults: {}", results_path.display());
-        }
+        publish: flags,
+        integrate: args.integrate,
+        style: Style::detect(args.quiet),
+        secrets,
+    })?;
+    if let Some(report) = &outcome.report {
+        print(args, report, &outcome.dir);
     }
-    Ok(code)
+    Ok(outcome.code)
+}
+
+/// The report as `args` ask: JSON, else the table (and the pull requests, the next
+/// steps).
+fn print(args: &RunArgs, report: &RunReport, run_dir: &std::path::Path) {
+    if args.plan.json {
+        crate::util::out::stdout_json(report);
+        return;
+    }
+    out!("\n{}", table(&report.results));
+    if args.publish && !args.publish_args.dry_run {
+        out!("\n{}", pr_table(report));
+    }
+    if args.quiet {
+        outln!("\nresults: {}", run_dir.join("results.json").display());
+    } else {
+        let hints = Hints {
+            dir: None,
+            publish: !args.publish,
+        };
+        out!("\n{}", next_steps(report, run_dir, hints));
+    }
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{CliError, Context, agent_tokens};
-use crate::ops::matrix::{WorkerJob, worker as run_worker};
+use super::common::{CliError, Context};
+use crate::ops::go::{Job, Request, go};
+use crate::ops::matrix::WorkerJob;
 use crate::report::progress::Style;
 use crate::secret::Secrets;
 use crate::util::out::outln;
@@ -64,10 +65,17 @@ pub fn worker(ctx: &Context, args: &WorkerArgs, secrets: Secrets) -> Result<i32,
         out: ctx.path(&args.out),
         deps_from: args.deps_from.as_deref().map(|d| ctx.path(d)),
         style: Style::detect(args.quiet),
-        agent_tokens: agent_tokens(&plan, &secrets),
+        agent_tokens: Vec::new(),
     };
-    drop(secrets);
-    let (dir, code) = run_worker(&repo, &file, &plan, &job)?;
-    outln!("{}", dir.display());
-    Ok(code)
+    let outcome = go(Request {
+        repo: &repo,
+        file: &file,
+        job: Job::Worker { plan, job },
+        publish: None,
+        integrate: false,
+        style: Style::detect(args.quiet),
+        secrets,
+    })?;
+    outln!("{}", outcome.dir.display());
+    Ok(outcome.code)
 }
