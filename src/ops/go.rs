@@ -19,7 +19,7 @@ use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::Style;
 use crate::run::attempt::{ExecOptions, push_record};
 use crate::run::results::RunReport;
-use crate::run::resumable::Resumable;
+use crate::store::resumable::Resumable;
 use crate::secret::Secrets;
 use crate::util::out::errln;
 
@@ -37,7 +37,7 @@ pub enum Job<'a> {
         /// Publish each worker as soon as it has finished (with [`Request::publish`]).
         as_ready: bool,
     },
-    /// The rest of a run cut short ([`crate::run::resumable::prepare`]).
+    /// The rest of a run cut short ([`crate::store::resumable::prepare`]).
     Resume(Box<Resumable>),
     /// One worker of a matrix plan.
     Worker {
