@@ -174,4 +174,13 @@ mod tests {
             "check `cargo test` exited 101: test x ... FAILED (1 later check not run)"
         );
     }
+
+    #[test]
+    fn a_check_stopped_at_its_limit_says_it_timed_out() {
+        let mut slow = res("sleep 9", false, None, "");
+        slow.timed_out = true;
+        slow.duration = 3.2;
+        let why = failure(&[slow], 1).expect("a failure");
+        assert!(why.contains("timed out after 3s"), "{why}");
+    }
 }
