@@ -311,6 +311,7 @@ fn aggregate_journal(
                     && r.commit.as_deref() != Some(plan.base.commit.as_str())
                     && r.commit.is_some(),
                 worktree_created: false,
+                worktree_incomplete: false,
             })
             .collect(),
     }

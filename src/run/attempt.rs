@@ -352,6 +352,7 @@ fn new_journal(
                 worktree_path: worktree::worktree_path(worktree_root, &plan.run_id, w.id),
                 branch_created: false,
                 worktree_created: false,
+                worktree_incomplete: false,
             })
             .collect(),
     }

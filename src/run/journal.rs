@@ -54,8 +54,15 @@ pub struct JournalEntry {
     pub worktree_path: PathBuf,
     /// Whether fanout created the branch.
     pub branch_created: bool,
-    /// Whether fanout created the worktree.
+    /// Whether fanout created the worktree — or began to: set (with
+    /// `worktree_incomplete`) before it is made, so that a kill while it is being made
+    /// leaves nothing the journal does not name.
     pub worktree_created: bool,
+    /// fanout began making the worktree and did not finish: a kill may have left it
+    /// half-made (its admin dir locked, files missing). No agent ever ran in it:
+    /// `resume` and `cleanup` remove it without looking for work to save.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub worktree_incomplete: bool,
 }
 
 impl Journal {
@@ -149,6 +156,7 @@ mod tests {
                 worktree_path: "/wt/r/w1".into(),
                 branch_created: false,
                 worktree_created: false,
+                worktree_incomplete: false,
             }],
         };
         let h = JournalHandle::create(dir.path(), j).unwrap();

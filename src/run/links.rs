@@ -100,12 +100,15 @@ pub enum Links {
     Changed(Vec<String>),
     /// Not checked, so not to be read: why.
     Unchecked(String),
+    /// fanout was stopped while making it (the journal says so): nothing to tie yet and
+    /// nothing to read; `resume` and `cleanup` remove it.
+    Incomplete,
 }
 
 /// Check (and with `fix`, restore) the git files of journal `entry`'s worktree, in the
-/// repository whose git directory is `common` — only for a worktree fanout made, shaped
-/// as fanout names them, whose directory and admin directory are real directories (not
-/// links).
+/// repository whose git directory is `common` — only for a worktree fanout made (not
+/// one it was stopped while making: [`Links::Incomplete`]), shaped as fanout names
+/// them, whose directory and admin directory are real directories (not links).
 pub fn secure(common: &Path, run_id: &str, entry: &JournalEntry, fix: bool) -> Links {
     let admin = common.join("worktrees").join(&entry.worktree_name);
     let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
@@ -115,6 +118,9 @@ pub fn secure(common: &Path, run_id: &str, entry: &JournalEntry, fix: bool) -> L
     }
     if !shaped_as_fanouts(run_id, entry) {
         return Links::Unchecked("not named as fanout names its worktrees".into());
+    }
+    if entry.worktree_incomplete {
+        return Links::Incomplete;
     }
     if !is_dir(&entry.worktree_path) || !is_dir(&admin) {
         return Links::Unchecked(format!(
@@ -139,6 +145,10 @@ pub fn said(run_id: &str, entry: &JournalEntry, links: &Links) -> Option<String>
             "run {run_id}: worker {}'s worktree {path}: git files not as fanout made them: {}",
             entry.worker_id,
             c.join(", ")
+        )),
+        Links::Incomplete => Some(format!(
+            "run {run_id}: worker {}'s worktree {path}: fanout was stopped while making it; `fanout resume` or `fanout cleanup` removes it",
+            entry.worker_id
         )),
         Links::Unchecked(why) => Some(format!(
             "run {run_id}: worker {}'s worktree {path}: {why}; fanout runs no git there",

@@ -6,7 +6,9 @@
 //! directory (`.git/worktrees/<name>/objects`, the *quarantine*): the worker's git
 //! writes its objects there (`GIT_OBJECT_DIRECTORY`, with the shared store as an
 //! alternate), and harvest copies what its result needs into the shared store.
-//! Creation is all-or-nothing, and removal only ever touches what the run journal says
+//! Creation is all-or-nothing — and when fanout is killed midway, the run journal
+//! (which names the worktree before it is made) says it is incomplete, and removal
+//! takes what is left — and removal only ever touches what the run journal says
 //! fanout created.
 
 use std::path::{Path, PathBuf};
@@ -240,7 +242,9 @@ pub enum BranchFate {
 /// fanout and is not checked out anywhere.
 pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Removed {
     let mut out = Removed::default();
-    if entry.worktree_created {
+    if entry.worktree_created && entry.worktree_incomplete {
+        remove_incomplete(repo, entry, &mut out);
+    } else if entry.worktree_created {
         match repo.find_worktree(&entry.worktree_name) {
             Ok(wt) => {
                 let ours = same_path(wt.path(), &entry.worktree_path);
@@ -287,7 +291,7 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
         }
         // Its administrative directory goes too, whatever its files now say (an agent
         // may have re-pointed them; git would then leave it behind).
-        remove_admin(repo, &entry.worktree_name);
+        let _ = remove_admin(repo, &entry.worktree_name);
         // Remove the now-empty run folder, never anything with content.
         if let Some(parent) = entry.worktree_path.parent() {
             let _ = std::fs::remove_dir(parent);
@@ -320,21 +324,62 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
     out
 }
 
+/// Remove what a kill while fanout made `entry`'s worktree left ([`create`], step by
+/// step: its admin dir, maybe locked and missing files; the worktree directory, maybe
+/// empty, without `.git`, or part checked out). No agent ran there. The directory goes
+/// only when it is the journal's path as fanout names it (`<run>/w<N>`, worktree name
+/// `fanout-<run>-w<N>`), a directory in a directory (no link on the way), whose
+/// `.git`, if written yet, names the admin dir; it is removed without following a link
+/// out of it.
+fn remove_incomplete(repo: &Repository, entry: &JournalEntry, out: &mut Removed) {
+    let admin = repo
+        .commondir()
+        .join("worktrees")
+        .join(&entry.worktree_name);
+    let path = &entry.worktree_path;
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let run = path.parent().and_then(Path::file_name);
+    let named = run.is_some_and(|r| {
+        entry.worktree_name == worktree_name(&r.to_string_lossy(), entry.worker_id)
+            && path.file_name() == Some(format!("w{}", entry.worker_id).as_ref())
+    });
+    let dotgit = path.join(".git");
+    let ours = named
+        && path.parent().is_some_and(is_dir)
+        && is_dir(path)
+        && (std::fs::symlink_metadata(&dotgit).is_err() || links_to(path, &admin));
+    if ours {
+        // `remove_dir_all` removes a link, never what it points at.
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => out.worktree = true,
+            Err(e) => out.kept.push(format!("{}: {e}", path.display())),
+        }
+    } else if std::fs::symlink_metadata(path).is_ok() {
+        out.kept.push(format!(
+            "{}: not the worktree fanout was making: left alone",
+            path.display()
+        ));
+    }
+    out.worktree |= remove_admin(repo, &entry.worktree_name);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
 /// Remove `.git/worktrees/<name>` when it is a directory there (not a symlink) and
-/// `name` one of fanout's worktree names.
-fn remove_admin(repo: &Repository, name: &str) {
+/// `name` one of fanout's worktree names; whether it was removed.
+fn remove_admin(repo: &Repository, name: &str) -> bool {
     let plain = Path::new(name).components().count() == 1
         && matches!(
             Path::new(name).components().next(),
             Some(std::path::Component::Normal(_))
         );
     if !plain || !name.starts_with("fanout-") {
-        return;
+        return false;
     }
     let admin = repo.commondir().join("worktrees").join(name);
-    if std::fs::symlink_metadata(&admin).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_dir_all(&admin);
-    }
+    std::fs::symlink_metadata(&admin).is_ok_and(|m| m.is_dir())
+        && std::fs::remove_dir_all(&admin).is_ok()
 }
 
 fn same_path(a: &Path, b: &Path) -> bool {

@@ -320,6 +320,7 @@ fn clear_unfinished(
         }
         entry.branch_created = false;
         entry.worktree_created = false;
+        entry.worktree_incomplete = false;
     }
     Ok(())
 }

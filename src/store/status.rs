@@ -99,7 +99,7 @@ fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bo
     match links {
         crate::run::links::Links::Intact => true,
         crate::run::links::Links::Changed(_) => state != "running",
-        crate::run::links::Links::Unchecked(_) => false,
+        crate::run::links::Links::Unchecked(_) | crate::run::links::Links::Incomplete => false,
     }
 }
 

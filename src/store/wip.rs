@@ -33,13 +33,15 @@ fn git(e: git2::Error) -> String {
 }
 
 /// What `entry`'s worktree holds that `parent` (its branch, else its base) does not;
-/// `None` when nothing (or no worktree).
+/// `None` when nothing (or no worktree, or only one fanout was stopped while making).
 pub fn find(
     common: &Path,
     entry: &JournalEntry,
     exclude: &[String],
 ) -> Result<Option<Unsaved>, String> {
-    if !entry.worktree_path.join(".git").is_file() {
+    // A worktree fanout was stopped while making holds nothing of an agent's (none ran
+    // there): its files are part of a checkout.
+    if entry.worktree_incomplete || !entry.worktree_path.join(".git").is_file() {
         return Ok(None);
     }
     let repo = git2::Repository::open(common).map_err(git)?;

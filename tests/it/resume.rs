@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
@@ -590,4 +590,308 @@ fn an_agents_words_never_make_resume_run_its_finished_worker_again_after_sigkill
         "survivors: {:?}",
         processes_with(script)
     );
+}
+
+/// How far `fanout run` got making a worktree (`src/run/worktree.rs`, step by step)
+/// when it was killed: what a SIGKILL can leave of `.git/worktrees/<name>` (the admin
+/// dir) and of the worktree directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Cut {
+    /// The admin dir made, empty.
+    AdminDir,
+    /// ... with its `locked` file.
+    Locked,
+    /// ... and the worktree directory, empty.
+    WorktreeDir,
+    /// ... `HEAD` and `objects/` in the admin dir.
+    Head,
+    /// ... `commondir` and `gitdir`; the worktree has no `.git` yet.
+    Gitdir,
+    /// As the kill in the checkout left it: `.git` written, part of the files checked
+    /// out, still locked.
+    Checkout,
+    /// Checked out and unlocked, but the journal not yet told.
+    Unlocked,
+}
+
+const CUTS: [Cut; 7] = [
+    Cut::AdminDir,
+    Cut::Locked,
+    Cut::WorktreeDir,
+    Cut::Head,
+    Cut::Gitdir,
+    Cut::Checkout,
+    Cut::Unlocked,
+];
+
+/// A repository whose `data.dat` goes through the user's `stall` smudge filter (in
+/// their global git configuration, so fanout's checkouts run it): for a run named by
+/// a file `stall-<run>` in the filter's folder, it takes that file, writes its pid and
+/// its parent's (git's), and hangs; otherwise it passes the data through.
+fn stalling_repo() -> (TestEnv, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TestEnv::new();
+    let dir = t.root().join("filters");
+    std::fs::create_dir_all(&dir).unwrap();
+    let smudge = dir.join("stall");
+    std::fs::write(
+        &smudge,
+        format!(
+            "#!/bin/sh\nrun=$(basename \"$(dirname \"$PWD\")\")\nif [ -e '{d}'/stall-\"$run\" ]; then\n  rm '{d}'/stall-\"$run\"\n  echo \"$$ $PPID\" > '{d}'/stalled-\"$run\".tmp\n  mv '{d}'/stalled-\"$run\".tmp '{d}'/stalled-\"$run\"\n  exec sleep 600\nfi\nexec cat\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&smudge, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let global = t.root().join("gitconfig");
+    std::fs::write(
+        &global,
+        format!(
+            "[filter \"stall\"]\n\tsmudge = {}\n\tclean = cat\n\trequired = true\n",
+            smudge.display()
+        ),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.dat filter=stall\n");
+    t.write("data.dat", "payload\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "data"]);
+    (t, dir, global)
+}
+
+/// Whether process `pid` is alive (not gone, not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// `fanout run --run-id <run>` of one task, SIGKILLed while git checks out its
+/// worktree (the checkout's filter stalls), the checkout then stopped too; then the
+/// worktree cut back to what a kill at `cut` leaves.
+fn killed_making_worktree(
+    t: &TestEnv,
+    cfg: &Path,
+    filters: &Path,
+    global: &Path,
+    run: &str,
+    cut: Cut,
+) {
+    std::fs::write(filters.join(format!("stall-{run}")), "").unwrap();
+    let mut child = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--quiet",
+            "--run-id",
+            run,
+            "-w",
+            "1",
+            "-t",
+            "one",
+        ])
+        .env("GIT_CONFIG_GLOBAL", global)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stalled = filters.join(format!("stalled-{run}"));
+    if !wait_until(Duration::from_secs(60), || stalled.is_file()) {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the checkout should have stalled: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let pids: Vec<i32> = std::fs::read_to_string(&stalled)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    kill(Pid::from_raw(pids[0]), Signal::SIGKILL).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || !alive(pids[0])
+            && !alive(pids[1])),
+        "the stalled checkout should end with its filter"
+    );
+    let path = t.worktrees.join(run).join("w1");
+    let admin = t.repo.join(format!(".git/worktrees/fanout-{run}-w1"));
+    assert!(admin.join("locked").is_file(), "killed while making it");
+    assert!(path.join(".git").is_file());
+    assert!(
+        !path.join("data.dat").exists(),
+        "killed before the checkout was done"
+    );
+    cut_back(t, &admin, &path, global, cut);
+}
+
+/// Leave of `admin` and the worktree `path` (as the kill in the checkout left them)
+/// only what a kill at `cut` leaves.
+fn cut_back(t: &TestEnv, admin: &Path, path: &Path, global: &Path, cut: Cut) {
+    let rm = |p: &Path| {
+        if p.is_dir() {
+            std::fs::remove_dir_all(p).unwrap();
+        } else if p.exists() {
+            std::fs::remove_file(p).unwrap();
+        }
+    };
+    if cut == Cut::Unlocked {
+        // git finishes the checkout, then fanout unlocks it.
+        t.command("git", path)
+            .env("GIT_CONFIG_GLOBAL", global)
+            .env("GIT_DIR", admin)
+            .env("GIT_WORK_TREE", path)
+            .args(["read-tree", "--reset", "-u", "HEAD"])
+            .status()
+            .unwrap()
+            .success()
+            .then_some(())
+            .expect("the checkout finishes");
+        assert_eq!(std::fs::read(path.join("data.dat")).unwrap(), b"payload\n");
+        rm(&admin.join("locked"));
+        return;
+    }
+    if cut == Cut::Checkout {
+        return;
+    }
+    let kept: &[&str] = match cut {
+        Cut::AdminDir => &[],
+        Cut::Locked | Cut::WorktreeDir => &["locked"],
+        Cut::Head => &["locked", "HEAD", "objects"],
+        _ => &["locked", "HEAD", "objects", "commondir", "gitdir"],
+    };
+    for e in std::fs::read_dir(admin).unwrap().flatten() {
+        if !kept.contains(&e.file_name().to_str().unwrap()) {
+            rm(&e.path());
+        }
+    }
+    if cut < Cut::WorktreeDir {
+        rm(path);
+        let _ = std::fs::remove_dir(path.parent().unwrap());
+    } else {
+        for e in std::fs::read_dir(path).unwrap().flatten() {
+            rm(&e.path());
+        }
+    }
+}
+
+/// fanout killed at any point of making a worktree: `fanout resume` makes it afresh and
+/// finishes the worker (its branch holds the agent's change alone, no WIP branch is
+/// made of the half-made checkout), and nothing half-made is left.
+#[test]
+fn resume_after_a_kill_while_making_a_worktree_finishes_the_worker() {
+    let (t, filters, global) = stalling_repo();
+    let cfg = t.fake_config(&[], "");
+    let base = t.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    for cut in CUTS {
+        let run = format!("cut-{}", format!("{cut:?}").to_lowercase());
+        killed_making_worktree(&t, &cfg, &filters, &global, &run, cut);
+        let out = t
+            .fanout(&[
+                "--config",
+                cfg.to_str().unwrap(),
+                "resume",
+                &run,
+                "--quiet",
+                "--json",
+            ])
+            .env("GIT_CONFIG_GLOBAL", &global)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cut:?}: {}", text(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &report["results"][0];
+        assert_eq!(r["status"], "success", "{cut:?}: {r}");
+        let branch = r["branch"].as_str().unwrap();
+        assert_eq!(
+            t.git(&["diff", "--name-only", &base, branch]),
+            "fanout-demo/w1.md\n",
+            "{cut:?}"
+        );
+        assert_eq!(
+            t.git(&["rev-list", "--count", &format!("{base}..{branch}")]),
+            "1\n",
+            "{cut:?}"
+        );
+        let ours: Vec<String> = t
+            .branches()
+            .into_iter()
+            .filter(|b| b.contains(&run))
+            .collect();
+        assert_eq!(ours, [branch.to_owned()], "{cut:?}: no WIP branch");
+        // One worktree of the run, made afresh, and nothing half-made beside it.
+        let admins: Vec<String> = std::fs::read_dir(t.repo.join(".git/worktrees"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("fanout-{run}-")))
+            .collect();
+        assert_eq!(admins, [format!("fanout-{run}-w1")], "{cut:?}");
+        let admin = t.repo.join(".git/worktrees").join(&admins[0]);
+        assert!(!admin.join("locked").exists(), "{cut:?}");
+        let trees: Vec<_> = std::fs::read_dir(t.worktrees.join(&run))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(trees, ["w1"], "{cut:?}");
+        let wt = t.worktrees.join(&run).join("w1");
+        assert_eq!(
+            std::fs::read(wt.join("data.dat")).unwrap(),
+            b"payload\n",
+            "{cut:?}"
+        );
+    }
+}
+
+/// fanout killed at any point of making a worktree: `fanout cleanup` removes what it
+/// left (worktree directory, admin dir, the run's records) and nothing of the user's:
+/// their files, branches and own worktree stay as they were.
+#[test]
+fn cleanup_after_a_kill_while_making_a_worktree_removes_it_and_nothing_else() {
+    let (t, filters, global) = stalling_repo();
+    let cfg = t.fake_config(&[], "");
+    let mine = t.root().join("mine");
+    t.git(&[
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        "mine",
+        mine.to_str().unwrap(),
+    ]);
+    std::fs::write(mine.join("notes.txt"), "the user's\n").unwrap();
+    for cut in CUTS {
+        let run = format!("cut-{}", format!("{cut:?}").to_lowercase());
+        killed_making_worktree(&t, &cfg, &filters, &global, &run, cut);
+        let (files, branches) = (t.snapshot(), t.branches());
+        let out = t
+            .fanout(&["--config", cfg.to_str().unwrap(), "cleanup", "--run", &run])
+            .env("GIT_CONFIG_GLOBAL", &global)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cut:?}: {}", text(&out));
+        let admin = t.repo.join(format!(".git/worktrees/fanout-{run}-w1"));
+        assert!(!admin.exists(), "{cut:?}: {}", text(&out));
+        assert!(!t.worktrees.join(&run).exists(), "{cut:?}: {}", text(&out));
+        assert!(!t.run_dir(&run).exists(), "{cut:?}: {}", text(&out));
+        assert_eq!(t.snapshot(), files, "{cut:?}");
+        assert_eq!(t.branches(), branches, "{cut:?}");
+        assert_eq!(
+            std::fs::read_to_string(mine.join("notes.txt")).unwrap(),
+            "the user's\n"
+        );
+        assert!(
+            t.repo.join(".git/worktrees/mine/gitdir").is_file(),
+            "{cut:?}"
+        );
+    }
 }

@@ -290,6 +290,16 @@ impl Executor {
         let Some(permit) = slot(&self.checkouts, &mut stop.clone()).await else {
             return Err(self.skeleton(w, Status::Failed, Reason::interrupted()));
         };
+        // Named before it is made: a kill while git makes it leaves nothing the journal
+        // does not name (resume and cleanup remove what it left).
+        let noted = self.journal.update(w.id, |e| {
+            e.worktree_created = true;
+            e.worktree_incomplete = true;
+        });
+        if let Err(e) = noted {
+            let why = format!("could not create worktree: journal: {e}").into();
+            return Err(self.skeleton(w, Status::Failed, why));
+        }
         let made = {
             let (repo_dir, name, path, branch) = (
                 self.repo_dir.clone(),
@@ -311,14 +321,18 @@ impl Executor {
         drop(permit);
         match made {
             Ok(Ok(())) => {
-                let _ = self.journal.update(w.id, |e| e.worktree_created = true);
+                let _ = self.journal.update(w.id, |e| e.worktree_incomplete = false);
                 Ok((base, path))
             }
-            Ok(Err(e)) => Err(self.skeleton(
-                w,
-                Status::Failed,
-                format!("could not create worktree: {e}").into(),
-            )),
+            Ok(Err(e)) => {
+                // Undone ([`worktree::create`]): nothing of it is left.
+                let _ = self.journal.update(w.id, |e| {
+                    e.worktree_created = false;
+                    e.worktree_incomplete = false;
+                });
+                let why = format!("could not create worktree: {e}").into();
+                Err(self.skeleton(w, Status::Failed, why))
+            }
             Err(_) => {
                 let why = "could not create worktree: task failed".into();
                 Err(self.skeleton(w, Status::Failed, why))
