@@ -488,4 +488,74 @@ mod tests {
         let wt = Repository::open(&path).unwrap();
         assert!(wt.statuses(None).unwrap().is_empty());
     }
+
+    /// A journal entry for worker 1 of run `r`, its worktree under `root`, that fanout
+    /// was stopped while making.
+    fn incomplete(root: &Path) -> JournalEntry {
+        JournalEntry {
+            worker_id: 1,
+            branch: "fanout/r/w1".into(),
+            base_commit: String::new(),
+            worktree_name: worktree_name("r", 1),
+            worktree_path: worktree_path(root, "r", 1),
+            branch_created: false,
+            worktree_created: true,
+            worktree_incomplete: true,
+        }
+    }
+
+    #[test]
+    fn removing_a_half_made_worktree_takes_its_dirs_and_follows_no_link_out() {
+        let (d, repo, _) = repo_with(&[("a.txt", b"a")]);
+        let (root, users) = (d.path().join("wts"), d.path().join("users"));
+        std::fs::create_dir_all(&users).unwrap();
+        std::fs::write(users.join("keep.txt"), "the user's").unwrap();
+        let entry = incomplete(&root);
+        let admin = repo
+            .commondir()
+            .join("worktrees")
+            .join(&entry.worktree_name);
+        // Killed in the checkout: locked, `.git` written, a link in the files.
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("locked"), "initializing\n").unwrap();
+        std::fs::create_dir_all(&entry.worktree_path).unwrap();
+        let admin_real = std::fs::canonicalize(&admin).unwrap();
+        for (file, body) in admin_files(&admin, &admin_real, &entry.worktree_path) {
+            std::fs::write(file, body).unwrap();
+        }
+        std::os::unix::fs::symlink(&users, entry.worktree_path.join("out")).unwrap();
+        let removed = remove(&repo, &entry, BranchFate::Delete);
+        assert!(removed.worktree && removed.kept.is_empty(), "{removed:?}");
+        assert!(!admin.exists() && !entry.worktree_path.exists());
+        assert_eq!(
+            std::fs::read(users.join("keep.txt")).unwrap(),
+            b"the user's"
+        );
+
+        // A link at the worktree's path, or at its run folder: left alone.
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::create_dir_all(root.join("r")).unwrap();
+        std::os::unix::fs::symlink(&users, &entry.worktree_path).unwrap();
+        let removed = remove(&repo, &entry, BranchFate::Delete);
+        assert_eq!(removed.kept.len(), 1, "{removed:?}");
+        std::fs::remove_file(&entry.worktree_path).unwrap();
+        std::fs::remove_dir(root.join("r")).unwrap();
+        std::fs::create_dir_all(users.join("w1")).unwrap();
+        std::os::unix::fs::symlink(&users, root.join("r")).unwrap();
+        let removed = remove(&repo, &entry, BranchFate::Delete);
+        assert_eq!(removed.kept.len(), 1, "{removed:?}");
+        assert!(users.join("w1").is_dir());
+        std::fs::remove_file(root.join("r")).unwrap();
+
+        // A directory whose `.git` names another worktree's admin dir: left alone.
+        std::fs::create_dir_all(&entry.worktree_path).unwrap();
+        std::fs::write(entry.worktree_path.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        let removed = remove(&repo, &entry, BranchFate::Delete);
+        assert_eq!(removed.kept.len(), 1, "{removed:?}");
+        assert!(entry.worktree_path.join(".git").is_file());
+        assert_eq!(
+            std::fs::read(users.join("keep.txt")).unwrap(),
+            b"the user's"
+        );
+    }
 }
