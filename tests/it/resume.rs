@@ -895,3 +895,54 @@ fn cleanup_after_a_kill_while_making_a_worktree_removes_it_and_nothing_else() {
         );
     }
 }
+
+/// A worktree fanout could not make (a directory of the user's is at its path) is no
+/// longer in the journal: `fanout cleanup` leaves that directory as it was.
+#[test]
+fn a_worktree_not_made_is_not_journaled_and_cleanup_leaves_what_was_there() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let theirs = t.worktrees.join("taken").join("w1");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("mine.txt"), "the user's\n").unwrap();
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--quiet",
+            "--json",
+            "--run-id",
+            "taken",
+            "-w",
+            "1",
+            "-t",
+            "one",
+        ])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reason = report["results"][0]["reason"].to_string();
+    assert!(reason.contains("already exists"), "{}", text(&out));
+    let bytes = std::fs::read(t.run_dir("taken").join("journal.json")).unwrap();
+    let journal: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        journal["entries"][0]["worktree_created"], false,
+        "{journal:#}"
+    );
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "cleanup",
+            "--run",
+            "taken",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("mine.txt")).unwrap(),
+        "the user's\n"
+    );
+}
