@@ -8,6 +8,9 @@
 //! [`KEEP`] nights), so a fresh runner has it. It comes from GitHub, so it is
 //! untrusted: read bounded, parsed into plain data, anything odd dropped (the marker
 //! and the finding of the issue: [`super::tracking`]).
+//!
+//! [`preview`] says which issue [`post`] would write (`publish --dry-run`), found the
+//! same way, with reads only.
 
 use std::collections::BTreeMap;
 
@@ -375,6 +378,34 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
     };
     let c = compare(&before, &tonight);
     Ok((render_comparison(&tonight, &c, !before.is_empty()), number))
+}
+
+/// What [`post`] would do: update the open digest issue, or open one (its history
+/// carried from the last closed one); with `github`, a client holding a token, else
+/// undecided. Only reads (the issues listed).
+pub async fn preview(github: Option<&GitHub>) -> String {
+    let Some(github) = github else {
+        return super::preview::NO_TOKEN_ISSUES.to_owned();
+    };
+    let undecided = |e: ApiError| format!("undecided: the digest issue cannot be looked up: {e}");
+    match tracking::marked(github, LABEL, OPEN).await {
+        Ok(open) => {
+            if let Some(issue) = open.first() {
+                return format!("update #{} with tonight's table", issue.number);
+            }
+        }
+        Err(e) => return undecided(e),
+    }
+    let closed = match github.list_closed_issues(LABEL).await {
+        Ok(closed) => closed,
+        Err(e) => return undecided(e),
+    };
+    let carried = closed
+        .iter()
+        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)))
+        .map(|i| format!(", its history carried from closed #{}", i.number))
+        .unwrap_or_default();
+    format!("open the issue \"{TITLE}\" (label {LABEL}) with tonight's table{carried}")
 }
 
 #[cfg(test)]
