@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub};
+use super::preview::Preview;
 use super::stable::task_key;
 use super::tracking;
 use crate::model::{Operation, WorkerResult};
@@ -381,12 +382,39 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
 }
 
 /// What [`post`] would do: update the open digest issue, or open one (its history
-/// carried from the last closed one); with `github`, a client holding a token, else
-/// undecided. Only reads (the issues listed).
-pub async fn preview(github: Option<&GitHub>) -> String {
-    let Some(github) = github else {
-        return super::preview::NO_TOKEN_ISSUES.to_owned();
+/// carried from the last closed one), and the tasks it would list as queued (those
+/// whose preview in `previews` is `queued: …`); with `github`, a client holding a
+/// token, else undecided. Only reads (the issues listed).
+pub async fn preview(github: Option<&GitHub>, report: &RunReport, previews: &[Preview]) -> String {
+    let mut queued: Vec<String> = Vec::new();
+    for p in previews
+        .iter()
+        .filter(|p| p.pull_request.starts_with("queued:"))
+    {
+        let key = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == p.worker_id)
+            .map(|r| key_of(report, r));
+        if let Some(key) = key.filter(|k| !queued.contains(k)) {
+            queued.push(key);
+        }
+    }
+    let queued = match queued.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; queued, waiting for room (publish.max_open): `{}`",
+            queued.join("`, `")
+        ),
     };
+    match github {
+        Some(github) => format!("{}{queued}", which_issue(github).await),
+        None => super::preview::NO_TOKEN_ISSUES.to_owned(),
+    }
+}
+
+/// The digest issue [`post`] would write: the open one, else a new one.
+async fn which_issue(github: &GitHub) -> String {
     let undecided = |e: ApiError| format!("undecided: the digest issue cannot be looked up: {e}");
     match tracking::marked(github, LABEL, OPEN).await {
         Ok(open) => {

@@ -175,7 +175,7 @@ fn would_review(report: &RunReport, p: &Poster<'_>, previews: &[Preview]) -> Str
         Some(Some(n)) => format!("review #{n}, task {of}'s pull request"),
         Some(None) => format!("review the pull request task {of} would open"),
         None if pull.starts_with("undecided") => {
-            format!("undecided: it reviews task {of}'s pull request, itself undecided")
+            format!("undecided: it reviews the pull request of task {of}, itself undecided")
         }
         None => format!(
             "none: not posted: task {of} would open or update no pull request in this publish (worker #{}: {pull})",

@@ -32,7 +32,7 @@ pub struct Preview {
     pub commit: Option<String>,
     /// `push: …`, `no push: …` or `push undecided: …`.
     pub push: String,
-    /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queue: …`, `none: …` or
+    /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queued: …`, `none: …` or
     /// `undecided: …`.
     pub pull_request: String,
     /// The labels the pull request would carry.

@@ -205,7 +205,7 @@ pub fn preview_report(
             workers.extend(dry_run(&it, &repo.workdir, github, token, templates, opts).await);
         }
         let digest = match opts.digest {
-            true => Some(super::digest::preview(github).await),
+            true => Some(super::digest::preview(github, report, &workers).await),
             false => None,
         };
         Ok(Previews { workers, digest })
