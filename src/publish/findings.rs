@@ -157,13 +157,7 @@ fn would_comment(report: &RunReport, p: &Poster<'_>, issues: &[Issue]) -> String
 /// What `findings: review` would do, from the reviewed task's pull-request preview.
 fn would_review(report: &RunReport, p: &Poster<'_>, previews: &[Preview]) -> String {
     let of = p.task.review_of.as_deref().unwrap_or_default();
-    let mut writers: Vec<&WorkerResult> = report
-        .results
-        .iter()
-        .filter(|r| r.task_id.as_deref() == Some(of))
-        .collect();
-    writers.sort_by_key(|r| r.worker_id);
-    let w = match reviewed(of, &writers) {
+    let w = match reviewed_of(report, of) {
         Ok(w) => w,
         Err(why) => return format!("none: {why}"),
     };
@@ -372,6 +366,17 @@ fn issue_body(key: &str, task: &Task, run: Option<&str>) -> String {
     )
 }
 
+/// The worker of task `of` in `report` whose pull request is reviewed ([`reviewed`]).
+fn reviewed_of<'a>(report: &'a RunReport, of: &str) -> Result<&'a WorkerResult, String> {
+    let mut writers: Vec<&WorkerResult> = report
+        .results
+        .iter()
+        .filter(|r| r.task_id.as_deref() == Some(of))
+        .collect();
+    writers.sort_by_key(|r| r.worker_id);
+    reviewed(of, &writers)
+}
+
 /// The worker of the reviewed task `of` whose pull request is reviewed (its first
 /// success), or why there is none: it found nothing to change, or it did not succeed.
 fn reviewed<'a>(of: &str, writers: &[&'a WorkerResult]) -> Result<&'a WorkerResult, String> {
@@ -398,13 +403,7 @@ async fn review(
 ) -> PublishOutcome {
     let of = p.task.review_of.as_deref().unwrap_or_default();
     let skip = |why: String| outcome(Operation::Skipped, Some(why));
-    let mut writers: Vec<&WorkerResult> = report
-        .results
-        .iter()
-        .filter(|r| r.task_id.as_deref() == Some(of))
-        .collect();
-    writers.sort_by_key(|r| r.worker_id);
-    let w = match reviewed(of, &writers) {
+    let w = match reviewed_of(report, of) {
         Ok(w) => w,
         Err(why) => return skip(why),
     };
