@@ -19,8 +19,8 @@ use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::Style;
 use crate::run::attempt::{ExecOptions, push_record};
 use crate::run::results::RunReport;
-use crate::store::resumable::Resumable;
 use crate::secret::Secrets;
+use crate::store::resumable::Resumable;
 use crate::util::out::errln;
 
 use super::matrix::WorkerJob;
