@@ -371,3 +371,22 @@ pub fn json(out: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// Every file under `dir` whose bytes hold `needle`.
+pub fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            found.extend(files_holding(&p, needle));
+        } else if std::fs::read(&p)
+            .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
+            found.push(p);
+        }
+    }
+    found
+}

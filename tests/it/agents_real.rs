@@ -527,15 +527,6 @@ fn two_workers_write_and_commit(cli: Cli) {
 }
 
 /// Every file under `dir` (relative path → bytes).
-/// Files under `dir` whose bytes hold `needle`.
-fn files_holding(dir: &Path, needle: &str) -> Vec<String> {
-    files_under(dir)
-        .into_iter()
-        .filter(|(_, b)| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        .map(|(p, _)| p)
-        .collect()
-}
-
 fn files_under(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];

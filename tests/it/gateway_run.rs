@@ -118,25 +118,6 @@ fn run(s: &Setup, cfg: &Path, args: &[&str]) -> Value {
     s.t.results(&id)
 }
 
-/// Every file under `dir` whose bytes hold `needle`.
-fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return found;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() && !p.is_symlink() {
-            found.extend(files_holding(&p, needle));
-        } else if std::fs::read(&p)
-            .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
-        {
-            found.push(p);
-        }
-    }
-    found
-}
-
 #[test]
 fn an_agent_that_ignores_its_budget_is_refused_at_the_call_that_crosses_it_and_never_sees_the_key()
 {
