@@ -165,14 +165,9 @@ mod tests {
 
     #[test]
     fn the_results_output_is_the_report_less_its_plan_or_its_totals_when_too_big() {
-        let result = |task: &str| -> crate::model::WorkerResult {
-            serde_json::from_value(json!({
-                "worker_id": 1, "branch": "b", "model": null, "status": "failed",
-                "steps": null, "cost": null, "duration": 0.0, "files_modified": [],
-                "worktree_path": null, "task": task, "agent": "a", "reason": "x",
-                "commit": null, "exit_code": null, "log_path": null,
-            }))
-            .unwrap()
+        let result = |task: &str| crate::model::WorkerResult {
+            reason: Some("x".into()),
+            ..crate::model::WorkerResult::new(1, "b", task, "a", crate::model::Status::Failed)
         };
         let at = std::time::SystemTime::UNIX_EPOCH;
         let mut report = RunReport::new(plan(), vec![result("t")], None, at, 1.0, true);

@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::{CliError, Context, PublishArgs};
-use crate::ops::matrix::{
-    AggregateAfter, SettingsCheck, aggregate as run_aggregate, aggregate_settings,
-};
+use crate::ops::matrix::{SettingsCheck, aggregate as run_aggregate, aggregate_settings};
+use crate::ops::run::After;
 use crate::report::table::{pr_table, table};
 use crate::secret::Secrets;
 use crate::util::out::{errln, out};
@@ -76,11 +75,13 @@ pub fn aggregate(ctx: &Context, args: &AggregateArgs, secrets: &Secrets) -> Resu
     }
     super::common::dry_run_needs_publish(&args.publish_args, args.publish)?;
     let flags = args.publish.then(|| args.publish_args.flags(secrets));
-    let after = AggregateAfter {
-        integrate: args.integrate,
+    let after = After {
+        repo: &repo,
+        file: &file,
         publish: flags.as_ref(),
+        integrate: args.integrate,
     };
-    let (report, _, code) = run_aggregate(&repo, &file, &plan, &ctx.path(&args.from), after)?;
+    let (report, _, code) = run_aggregate(&after, &plan, &ctx.path(&args.from))?;
     if args.json {
         crate::util::out::stdout_json(&report);
     } else {

@@ -300,12 +300,7 @@ impl Context {
         }
     }
 
-    /// The plan file given with `--plan`.
-    pub fn plan_file(&self, path: &Path) -> Result<Plan, CliError> {
-        self.plan_file_checked(path, None)
-    }
-
-    /// [`Context::plan_file`], refused unless its SHA-256 is `sha256` when given (the
+    /// The plan file given with `--plan`, refused unless its SHA-256 is `sha256` when given (the
     /// plan job's `plan-sha256` output: a later job's artifact may have been replaced).
     pub fn plan_file_checked(&self, path: &Path, sha256: Option<&str>) -> Result<Plan, CliError> {
         let path = self.path(path);
@@ -338,49 +333,6 @@ impl Context {
             None => ConfigFile::default(),
         };
         Ok((file, path))
-    }
-
-    /// Repo, config and validated settings for a plan.
-    pub fn settings(&self, args: &PlanArgs) -> Result<(UserRepo, Settings), CliError> {
-        self.settings_with(args, false)
-    }
-
-    /// [`Context::settings`], optionally allowing an empty task list.
-    pub fn settings_with(
-        &self,
-        args: &PlanArgs,
-        allow_empty: bool,
-    ) -> Result<(UserRepo, Settings), CliError> {
-        self.settings_and_file(args, allow_empty)
-            .map(|(repo, settings, _)| (repo, settings))
-    }
-
-    /// Repo, validated settings, and the config file they came from (read once).
-    pub fn settings_and_file(
-        &self,
-        args: &PlanArgs,
-        allow_empty: bool,
-    ) -> Result<(UserRepo, Settings, ConfigFile), CliError> {
-        let repo = self.repo()?;
-        let (settings, file) = self.settings_for(&repo, args, allow_empty)?;
-        Ok((repo, settings, file))
-    }
-
-    /// Validated settings for `repo`, and the config file they came from (read once),
-    /// with what `--tend-file` says of tonight.
-    pub fn settings_for(
-        &self,
-        repo: &UserRepo,
-        args: &PlanArgs,
-        allow_empty: bool,
-    ) -> Result<(Settings, ConfigFile), CliError> {
-        let (file, path) = self.load_config(repo)?;
-        let night = match &args.tend_file {
-            Some(p) => Some(crate::ops::tend::read(&self.path(p))?),
-            None => None,
-        };
-        let settings = self.resolve(&file, &path, args, allow_empty, night)?;
-        Ok((settings, file))
     }
 
     /// Validated settings from `file` (read from `path`) and `args` (`--tasks-file`

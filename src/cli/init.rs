@@ -79,8 +79,7 @@ pub fn init(ctx: &Context, args: &InitArgs) -> Result<i32, CliError> {
         None => ctx.repo()?.workdir,
     };
     let path = match &args.output {
-        Some(p) if p.is_absolute() => p.clone(),
-        Some(p) => ctx.cwd.join(p),
+        Some(p) => ctx.path(p),
         None => workdir
             .join(".github/workflows")
             .join(format!("fanout-{}.yml", args.kind.name())),

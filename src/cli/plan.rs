@@ -42,7 +42,13 @@ pub struct PlanCommand {
 /// Entry point of `fanout plan`.
 pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     let args = &cmd.plan;
-    let (repo, settings, file) = ctx.settings_and_file(args, cmd.allow_empty)?;
+    let repo = ctx.repo()?;
+    let (file, path) = ctx.load_config(&repo)?;
+    let tend_file = args.tend_file.as_ref();
+    let night = tend_file
+        .map(|p| crate::ops::tend::read(&ctx.path(p)))
+        .transpose()?;
+    let settings = ctx.resolve(&file, &path, args, cmd.allow_empty, night)?;
     let run_id = super::common::run_id(args.run_id.as_deref())?;
     let base = repo.resolve_base(&settings.base)?;
     for note in &settings.notes {
@@ -60,11 +66,7 @@ pub fn plan(ctx: &Context, cmd: &PlanCommand) -> Result<i32, CliError> {
     }
     let mut plan_sha256 = None;
     if let Some(path) = &cmd.plan_file {
-        let path = if path.is_absolute() {
-            path.clone()
-        } else {
-            ctx.cwd.join(path)
-        };
+        let path = ctx.path(path);
         let mut json = serde_json::to_vec_pretty(&plan).expect("plan serializes");
         json.push(b'\n');
         std::fs::write(&path, &json)

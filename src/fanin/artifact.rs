@@ -58,37 +58,7 @@ fn find_artifact(from: &Path, id: u32) -> Option<PathBuf> {
 
 /// A failed result for worker `w`, whose artifact is missing or refused.
 pub fn missing(w: &PlannedWorker, reason: String) -> WorkerResult {
-    WorkerResult {
-        worker_id: w.id,
-        attempt: 1,
-        cost_source: None,
-        branch: w.branch.clone(),
-        model: w.model.clone(),
-        status: Status::Failed,
-        steps: None,
-        cost: None,
-        duration: 0.0,
-        files_modified: Vec::new(),
-        worktree_path: None,
-        task: w.task.prompt.clone(),
-        task_id: w.task.id.clone(),
-        agent: w.agent.clone(),
-        reason: Some(reason.into()),
-        findings: None,
-        commit: None,
-        base_commit: None,
-        committed_by_fanout: false,
-        exit_code: None,
-        signal: None,
-        log_path: None,
-        checks: Vec::new(),
-        setup: None,
-        selection: None,
-        publish: None,
-        sandboxed: false,
-        sandbox_abi: None,
-        gateway: None,
-    }
+    w.result(Status::Failed, reason.into())
 }
 
 /// The commit worker `w`'s bundle under `from` holds for its branch, when it has one.

@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use git2::{Commit, MergeOptions, Oid, Repository, Signature};
 
 use crate::model::fanin::{ConflictMap, Integration, LeftOut, Overlap};
+use crate::model::{Status, WorkerResult};
 
 /// A successful branch to compare.
 #[derive(Debug, Clone)]
@@ -203,10 +204,10 @@ pub fn integrate(
 
 /// The successful workers of `results` (winners only, when best-of-N selected) as
 /// candidates, in worker-id order.
-pub fn candidates(results: &[crate::model::WorkerResult]) -> Vec<Candidate> {
+pub fn candidates(results: &[WorkerResult]) -> Vec<Candidate> {
     results
         .iter()
-        .filter(|r| r.status == crate::model::Status::Success && !r.files_modified.is_empty())
+        .filter(|r| r.status == Status::Success && !r.files_modified.is_empty())
         .filter(|r| r.selection.as_ref().is_none_or(|s| s.winner))
         .filter_map(|r| {
             Some(Candidate {
@@ -256,9 +257,7 @@ pub fn integrate_report(
 
 /// The integration branch as a worker-shaped record, so publishing treats it like any
 /// branch (worker id 0; its reason lists what was left out).
-pub fn integration_result(
-    report: &crate::run::results::RunReport,
-) -> Option<crate::model::WorkerResult> {
+pub fn integration_result(report: &crate::run::results::RunReport) -> Option<WorkerResult> {
     let it = report.integration.as_ref()?;
     let mut files: Vec<String> = report
         .results
@@ -279,54 +278,31 @@ pub fn integration_result(
         .iter()
         .map(|l| format!("left out #{}: {}", l.worker_id, l.reason))
         .collect();
-    Some(crate::model::WorkerResult {
-        worker_id: 0,
-        attempt: 1,
-        cost_source: None,
-        branch: it.branch.clone(),
-        model: None,
-        status: crate::model::Status::Success,
-        steps: None,
-        cost: report
-            .results
-            .iter()
-            .filter(|r| it.included.contains(&r.worker_id))
-            .filter_map(|r| r.cost)
-            .reduce(|a, b| a + b),
-        duration: 0.0,
+    let task = format!(
+        "Integration of run {}: {}",
+        report.run_id,
+        ids(&it.included)
+    );
+    let cost = report
+        .results
+        .iter()
+        .filter(|r| it.included.contains(&r.worker_id))
+        .filter_map(|r| r.cost)
+        .reduce(|a, b| a + b);
+    let agent = &report.plan.agent.name;
+    Some(WorkerResult {
+        cost,
         files_modified: files,
-        worktree_path: None,
-        task: format!(
-            "Integration of run {}: {}",
-            report.run_id,
-            ids(&it.included)
-        ),
-        task_id: None,
-        agent: report.plan.agent.name.clone(),
         reason: (!left.is_empty()).then(|| left.join("; ").into()),
-        findings: None,
         commit: Some(it.commit.clone()),
-        base_commit: None,
         committed_by_fanout: true,
-        exit_code: None,
-        signal: None,
-        log_path: None,
-        checks: Vec::new(),
-        setup: None,
-        selection: None,
         publish: it.publish.clone(),
-        sandboxed: false,
-        sandbox_abi: None,
-        gateway: None,
+        ..WorkerResult::new(0, &it.branch, &task, agent, Status::Success)
     })
 }
 
 /// The conflict map of a run's successful workers, when there are two or more.
-pub fn analyze(
-    repo: &Repository,
-    base: &str,
-    results: &[crate::model::WorkerResult],
-) -> Option<ConflictMap> {
+pub fn analyze(repo: &Repository, base: &str, results: &[WorkerResult]) -> Option<ConflictMap> {
     let c = candidates(results);
     if c.len() < 2 {
         return None;

@@ -292,6 +292,42 @@ pub struct DeniedTarget {
 }
 
 impl WorkerResult {
+    /// A result of the first attempt with nothing known beyond who the worker is and
+    /// its `status`: no agent run, no cost, no commit, no checks; callers set the rest.
+    pub fn new(worker_id: u32, branch: &str, task: &str, agent: &str, status: Status) -> Self {
+        WorkerResult {
+            worker_id,
+            attempt: 1,
+            branch: branch.to_owned(),
+            model: None,
+            status,
+            steps: None,
+            cost: None,
+            cost_source: None,
+            duration: 0.0,
+            files_modified: Vec::new(),
+            worktree_path: None,
+            task: task.to_owned(),
+            task_id: None,
+            agent: agent.to_owned(),
+            reason: None,
+            findings: None,
+            commit: None,
+            base_commit: None,
+            committed_by_fanout: false,
+            exit_code: None,
+            signal: None,
+            log_path: None,
+            checks: Vec::new(),
+            setup: None,
+            selection: None,
+            publish: None,
+            sandboxed: false,
+            sandbox_abi: None,
+            gateway: None,
+        }
+    }
+
     /// The task for a column: its id, else its prompt's first line, shortened.
     pub fn task_label(&self, max: usize) -> String {
         task_label(self.task_id.as_deref(), &self.task, max)

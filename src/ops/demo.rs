@@ -23,7 +23,7 @@ pub fn run(repo_dir: &Path, style: Style) -> Result<(UserRepo, RunReport), Failu
     let base = repo.resolve_base(&settings.base)?;
     let plan = crate::plan::assign::build(&settings, base, &crate::plan::new_run_id());
     let opts = ExecOptions::from_settings(&settings);
-    let report = super::run::execute_plan(&repo, &opts, plan, style)?;
+    let report = super::run::execute_plan(&repo, &opts, plan, style, Default::default())?;
     Ok((repo, report))
 }
 

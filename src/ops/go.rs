@@ -2,9 +2,10 @@
 //! GitHub token to the agents allowed it, record the repository's push remotes, drop
 //! every secret before any agent starts, check publishing before the first worker,
 //! run the attempt ([`super::run`], [`super::matrix`]), then integrate and publish
-//! ([`super::run::after_run`]). The command-line files turn flags into a [`Request`]
+//! ([`super::run::After::run`]). The command-line files turn flags into a [`Request`]
 //! and print the [`Outcome`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use secrecy::SecretString;
@@ -14,7 +15,7 @@ use crate::exit::Failure;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::publish::ready::AsReady;
-use crate::publish::report::{PublishFlags, check_publishing};
+use crate::publish::report::PublishFlags;
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::Style;
 use crate::run::attempt::{ExecOptions, push_record};
@@ -24,15 +25,13 @@ use crate::store::resumable::Resumable;
 use crate::util::out::errln;
 
 use super::matrix::WorkerJob;
-use super::run::{AfterRun, after_run, execute_plan, execute_plan_as_ready, run_attempt};
+use super::run::{After, Published, execute_plan, execute_plan_as_ready, run_attempt};
 
 /// What to run.
 pub enum Job<'a> {
-    /// A fresh run.
     Fresh {
         /// The settings the plan was made from.
         settings: &'a Settings,
-        /// The plan.
         plan: Plan,
         /// Publish each worker as soon as it has finished (with [`Request::publish`]).
         as_ready: bool,
@@ -41,7 +40,6 @@ pub enum Job<'a> {
     Resume(Box<Resumable>),
     /// One worker of a matrix plan.
     Worker {
-        /// The plan.
         plan: Plan,
         /// The worker (its `agent_tokens` are filled here).
         job: WorkerJob,
@@ -50,17 +48,14 @@ pub enum Job<'a> {
 
 /// One run, resume or matrix worker, and what to do after it.
 pub struct Request<'a> {
-    /// The repository.
     pub repo: &'a UserRepo,
     /// The config file, read once.
     pub file: &'a ConfigFile,
-    /// What to run.
     pub job: Job<'a>,
     /// Publish afterwards, with these flags.
     pub publish: Option<PublishFlags>,
     /// Also build the integration branch.
     pub integrate: bool,
-    /// How progress is shown.
     pub style: Style,
     /// The secrets fanout was started with: dropped before any agent starts.
     pub secrets: Secrets,
@@ -68,7 +63,6 @@ pub struct Request<'a> {
 
 /// What a request did.
 pub struct Outcome {
-    /// The exit code.
     pub code: i32,
     /// The run's directory; a matrix worker's artifact directory.
     pub dir: PathBuf,
@@ -93,15 +87,14 @@ pub fn go(req: Request<'_>) -> Result<Outcome, Failure> {
         file,
         publish: publish.as_ref(),
         integrate,
-        style,
     };
     match job {
         Job::Fresh {
             settings,
             plan,
             as_ready,
-        } => fresh(&after, settings, plan, as_ready, secrets),
-        Job::Resume(ready) => resume(&after, *ready, secrets),
+        } => fresh(&after, style, settings, (plan, as_ready), secrets),
+        Job::Resume(ready) => resume(&after, style, *ready, secrets),
         Job::Worker { plan, mut job } => {
             job.agent_tokens = agent_tokens(&plan, &secrets);
             // Nothing else needs them: gone before the agent starts.
@@ -116,59 +109,33 @@ pub fn go(req: Request<'_>) -> Result<Outcome, Failure> {
     }
 }
 
-/// What every kind of run shares.
-struct After<'a> {
-    repo: &'a UserRepo,
-    file: &'a ConfigFile,
-    publish: Option<&'a PublishFlags>,
-    integrate: bool,
-    style: Style,
-}
-
-impl After<'_> {
-    /// Publishing can go ahead (the token, the repository, its remote): checked
-    /// before the first worker starts.
-    fn check(&self, record: Option<&PushRecord>) -> Result<(), Failure> {
-        match self.publish {
-            Some(flags) => check_publishing(flags, record),
-            None => Ok(()),
-        }
-    }
-
-    /// Integrate and publish the finished run `report`; its outcome.
-    fn finish(
-        &self,
-        mut report: RunReport,
-        run_dir: PathBuf,
-        (record, identity): (Option<&PushRecord>, &(String, String)),
-        published: &super::run::Published,
-    ) -> Result<Outcome, Failure> {
-        let results_path = run_dir.join("results.json");
-        let code = after_run(
-            self.repo,
-            &mut report,
-            AfterRun {
-                integrate: self.integrate.then_some(identity),
-                publish: self.publish.map(|f| (self.file, f)),
-                push_record: record,
-                results_path: &results_path,
-                published,
-            },
-        )?;
-        Ok(Outcome {
-            code,
-            dir: run_dir,
-            report: Some(Box::new(report)),
-        })
-    }
+/// Integrate and publish the finished run `report`; its outcome.
+fn finish(
+    after: &After<'_>,
+    mut report: RunReport,
+    run_dir: PathBuf,
+    record: Option<&PushRecord>,
+    published: &Published,
+) -> Result<Outcome, Failure> {
+    let code = after.run(
+        &mut report,
+        record,
+        &run_dir.join("results.json"),
+        published,
+    )?;
+    Ok(Outcome {
+        code,
+        dir: run_dir,
+        report: Some(Box::new(report)),
+    })
 }
 
 /// A fresh run: the push remotes are recorded as the run starts.
 fn fresh(
     after: &After<'_>,
+    style: Style,
     settings: &Settings,
-    plan: Plan,
-    as_ready: bool,
+    (plan, as_ready): (Plan, bool),
     secrets: Secrets,
 ) -> Result<Outcome, Failure> {
     let repo = after.repo;
@@ -182,20 +149,24 @@ fn fresh(
     let (report, published) = match after.publish {
         Some(flags) if as_ready => {
             let ready = AsReady::new(repo, after.file, flags, Some(&record), &plan)?;
-            execute_plan_as_ready(repo, &opts, plan, after.style, ready)?
+            execute_plan_as_ready(repo, &opts, plan, style, ready)?
         }
         _ => (
-            execute_plan(repo, &opts, plan, after.style)?,
+            execute_plan(repo, &opts, plan, style, BTreeMap::new())?,
             Default::default(),
         ),
     };
     let run_dir = repo.run_dir(&report.run_id);
-    let done = (Some(&record), &settings.commit_identity);
-    after.finish(report, run_dir, done, &published)
+    finish(after, report, run_dir, Some(&record), &published)
 }
 
 /// A resumed run: the push remotes are those its journal recorded when it started.
-fn resume(after: &After<'_>, mut ready: Resumable, secrets: Secrets) -> Result<Outcome, Failure> {
+fn resume(
+    after: &After<'_>,
+    style: Style,
+    mut ready: Resumable,
+    secrets: Secrets,
+) -> Result<Outcome, Failure> {
     ready.attempt.agent_tokens = agent_tokens(&ready.plan, &secrets);
     // Nothing else needs them: gone before any agent starts.
     drop(secrets);
@@ -204,15 +175,14 @@ fn resume(after: &After<'_>, mut ready: Resumable, secrets: Secrets) -> Result<O
         .and_then(|j| j.push);
     after.check(record.as_ref())?;
     let identity = after.file.commit_identity();
-    let report = run_attempt(
-        after.repo,
-        &identity,
-        ready.plan,
-        after.style,
-        ready.attempt,
-    )?;
-    let done = (record.as_ref(), &identity);
-    after.finish(report, ready.run_dir, done, &Default::default())
+    let report = run_attempt(after.repo, &identity, ready.plan, style, ready.attempt)?;
+    finish(
+        after,
+        report,
+        ready.run_dir,
+        record.as_ref(),
+        &Default::default(),
+    )
 }
 
 /// `GITHUB_TOKEN` and `GH_TOKEN` for the agents of `plan` whose definition says

@@ -10,13 +10,12 @@ use std::time::SystemTime;
 
 use secrecy::ExposeSecret;
 
-use super::run::{AfterRun, after_run, execute_plan_keeping, write_report};
+use super::run::{After, execute_plan, write_report};
 use crate::config::ConfigFile;
 use crate::exit::Failure;
 use crate::fanin::artifact::{artifact_dir_name, collect, missing};
 use crate::model::{Totals, WorkerResult};
 use crate::plan::{Plan, PlannedWorker};
-use crate::publish::report::{PublishFlags, check_publishing};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::Style;
 use crate::report::summary::ReportPaths;
@@ -74,7 +73,7 @@ pub fn worker(
         publish_remote: file.publish.remote.clone(),
         agent_tokens: job.agent_tokens.clone(),
     };
-    let report = execute_plan_keeping(repo, &opts, one, job.style, kept)?;
+    let report = execute_plan(repo, &opts, one, job.style, kept)?;
     let result = report
         .results
         .into_iter()
@@ -201,34 +200,22 @@ pub fn aggregate_settings(
     }
 }
 
-/// What to do after aggregating.
-#[derive(Debug, Clone, Copy)]
-pub struct AggregateAfter<'a> {
-    /// Build the integration branch.
-    pub integrate: bool,
-    /// Publish, with these flags.
-    pub publish: Option<&'a PublishFlags>,
-}
-
 /// Collect every worker's artifact under `from` into a report of `plan` (its branches
 /// imported), write it, integrate and publish as `after` says, and rewrite
 /// `results.json` last; returns the report, where it was written, and the exit code.
 pub fn aggregate(
-    repo: &UserRepo,
-    file: &ConfigFile,
+    after: &After<'_>,
     plan: &Plan,
     from: &Path,
-    after: AggregateAfter<'_>,
 ) -> Result<(RunReport, ReportPaths, i32), Failure> {
+    let (repo, file) = (after.repo, after.file);
     let started = SystemTime::now();
     let git = repo
         .open()
         .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
     // (No agent ran in this checkout: its remotes are the user's.)
     let record = PushRecord::read(&git, file.publish.remote.clone());
-    if let Some(flags) = after.publish {
-        check_publishing(flags, Some(&record))?;
-    }
+    after.check(Some(&record))?;
     let results: Vec<WorkerResult> = plan
         .workers
         .iter()
@@ -263,17 +250,11 @@ pub fn aggregate(
     let duration = results.iter().map(|r| r.duration).fold(0.0, f64::max);
     let mut report = RunReport::new(plan.clone(), results, conflicts, started, duration, false);
     let paths = write_report(&report, &run_dir)?;
-    let identity = file.commit_identity();
-    let code = after_run(
-        repo,
+    let code = after.run(
         &mut report,
-        AfterRun {
-            integrate: after.integrate.then_some(&identity),
-            publish: after.publish.map(|flags| (file, flags)),
-            push_record: Some(&record),
-            results_path: &paths.results,
-            published: &Default::default(),
-        },
+        Some(&record),
+        &paths.results,
+        &Default::default(),
     )?;
     report
         .save_signed(&paths.results)

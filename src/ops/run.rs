@@ -2,7 +2,7 @@
 //! attempt ([`crate::run::attempt`], with live progress), fan-in (selection and the
 //! conflict map), the report (`results.json`, `summary.md`, the Actions step summary
 //! and outputs); then, when asked, the integration branch and publishing
-//! ([`after_run`]). With `publish.when: as-ready`, [`execute_plan_as_ready`] also
+//! ([`After::run`]). With `publish.when: as-ready`, [`execute_plan_as_ready`] also
 //! hands each finished worker, from memory, to [`crate::publish::ready`] while the run
 //! goes on (the run stage itself knows nothing of publishing).
 
@@ -16,7 +16,9 @@ use crate::model::WorkerResult;
 use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::publish::ready::AsReady;
-use crate::publish::report::{PublishFlags, preview_report, publish_report_after, record_early};
+use crate::publish::report::{
+    PublishFlags, check_publishing, preview_report, publish_report_after, record_early,
+};
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
 use crate::report::summary::{ReportPaths, render_summary};
@@ -50,20 +52,9 @@ pub fn check_agent(settings: &Settings) -> Result<Vec<String>, Failure> {
 }
 
 /// Start a new run of `plan` in `repo` (run directory, journal, plan.json), run it
-/// and write its report. Used by `run`, `worker` and `demo`.
+/// and write its report (used by `run`, `worker` and `demo`). The results in `kept` (a matrix worker's dependencies, run in
+/// earlier jobs) are not run again; they count for the workers that depend on them.
 pub fn execute_plan(
-    repo: &UserRepo,
-    opts: &ExecOptions,
-    plan: Plan,
-    style: Style,
-) -> Result<RunReport, Failure> {
-    execute_plan_keeping(repo, opts, plan, style, BTreeMap::new())
-}
-
-/// [`execute_plan`], with results of some of the plan's workers already known (not
-/// run; they count for the workers that depend on them). Used by `fanout worker` for a
-/// worker whose dependencies ran in earlier matrix jobs.
-pub fn execute_plan_keeping(
     repo: &UserRepo,
     opts: &ExecOptions,
     plan: Plan,
@@ -97,7 +88,7 @@ pub type Published = crate::publish::ready::Early;
 /// tapped on their way to the progress reporter and their results handed, in memory,
 /// to `ready` on a thread of its own, so the run never waits for GitHub. A signal
 /// stopping the run stops early publishing too. Returns the report and what was
-/// published, for [`after_run`].
+/// published, for [`After::run`].
 pub fn execute_plan_as_ready(
     repo: &UserRepo,
     opts: &ExecOptions,
@@ -226,85 +217,89 @@ pub fn write_report(report: &RunReport, run_dir: &Path) -> Result<ReportPaths, F
     Ok(paths)
 }
 
-/// What to do once a run's report is written.
-#[derive(Debug, Clone, Copy)]
-pub struct AfterRun<'a> {
-    /// Build the integration branch, with this commit identity.
-    pub integrate: Option<&'a (String, String)>,
-    /// Publish, with this config file and these flags.
-    pub publish: Option<(&'a ConfigFile, &'a PublishFlags)>,
-    /// The repository's remotes when the run started (where publishing pushes).
-    pub push_record: Option<&'a PushRecord>,
-    /// The report's `results.json` (rewritten with what publishing did).
-    pub results_path: &'a Path,
-    /// Workers already published while the run went on (`publish.when: as-ready`):
-    /// not pushed or opened again, their outcomes recorded as they are.
-    pub published: &'a Published,
+/// What to do once a run's report is written: integrate and publish.
+#[derive(Clone, Copy)]
+pub struct After<'a> {
+    pub repo: &'a UserRepo,
+    /// The config file, read once.
+    pub file: &'a ConfigFile,
+    /// Publish, with these flags.
+    pub publish: Option<&'a PublishFlags>,
+    /// Build the integration branch too (with the config's commit identity).
+    pub integrate: bool,
 }
 
-/// Integrate and publish a finished run as `after` says (neither when a signal
-/// stopped it); returns the exit code: the run's, made `1` when publishing failed
-/// for some workers of an otherwise successful run (under the exit policy: never
-/// with `fail_on: never`, `3` when all failed with `all-failed`), `4` when publishing
-/// stopped (GitHub unreachable, credentials rejected, its deadline passed).
-pub fn after_run(
-    repo: &UserRepo,
-    report: &mut RunReport,
-    after: AfterRun<'_>,
-) -> Result<i32, Failure> {
-    if let Some(identity) = after.integrate
-        && !report.interrupted
-    {
-        integrate(repo, report, identity)?;
-    }
-    let mut code = report.exit_code;
-    let early = &after.published.published;
-    if report.interrupted && !early.is_empty() {
-        record_early(report, early, after.results_path)?;
-    }
-    if let Some(why) = &after.published.stopped
-        && after.publish.is_some()
-        && !report.interrupted
-    {
-        // The same GitHub, moments later: the publish timeout is not spent twice.
-        record_early(report, early, after.results_path)?;
-        errln!(
-            "fanout: publish failed: {why}; not tried again at the end of the run: what was done is in results.json; run `fanout publish` again to continue"
-        );
-        return Ok(exit::FATAL);
-    }
-    if let Some((file, flags)) = after.publish
-        && flags.dry_run
-    {
-        if !report.interrupted {
-            let previews = preview_report(repo, file, flags, after.push_record, report)?;
-            errln!("{}", crate::publish::preview::render(&previews).trim_end());
-        }
-        return Ok(code);
-    }
-    if let Some((file, flags)) = after.publish
-        && !report.interrupted
-    {
-        let published = publish_report_after(
-            repo,
-            file,
-            flags,
-            after.push_record,
-            report,
-            after.results_path,
-            early,
-        )?;
-        if published == exit::FATAL {
-            code = exit::FATAL;
-        } else if published != exit::SUCCESS && code == exit::SUCCESS {
-            // Publishing's code already follows the exit policy (`fail_on`).
-            code = match report.plan.fail_on {
-                crate::config::FailOn::AllFailed => published,
-                _ => exit::SOME_FAILED,
-            };
+impl After<'_> {
+    /// Publishing can go ahead (the token, the repository, its remote): checked
+    /// before the first worker starts.
+    pub fn check(&self, record: Option<&PushRecord>) -> Result<(), Failure> {
+        match self.publish {
+            Some(flags) => check_publishing(flags, record),
+            None => Ok(()),
         }
     }
-    Ok(code)
+
+    /// Integrate and publish the finished run `report` (neither when a signal stopped
+    /// it), pushing to the remotes of `record` (the repository's when the run started),
+    /// rewriting `results_path` with what publishing did; workers already `published`
+    /// while the run went on (`publish.when: as-ready`) are not pushed or opened again.
+    /// Returns the exit code: the run's, made `1` when publishing failed for some
+    /// workers of an otherwise successful run (under the exit policy: never with
+    /// `fail_on: never`, `3` when all failed with `all-failed`), `4` when publishing
+    /// stopped (GitHub unreachable, credentials rejected, its deadline passed).
+    pub fn run(
+        &self,
+        report: &mut RunReport,
+        record: Option<&PushRecord>,
+        results_path: &Path,
+        published: &Published,
+    ) -> Result<i32, Failure> {
+        let (repo, file) = (self.repo, self.file);
+        if self.integrate && !report.interrupted {
+            integrate(repo, report, &file.commit_identity())?;
+        }
+        let mut code = report.exit_code;
+        let early = &published.published;
+        if report.interrupted && !early.is_empty() {
+            record_early(report, early, results_path)?;
+        }
+        if let Some(why) = &published.stopped
+            && self.publish.is_some()
+            && !report.interrupted
+        {
+            // The same GitHub, moments later: the publish timeout is not spent twice.
+            record_early(report, early, results_path)?;
+            errln!(
+                "fanout: publish failed: {why}; not tried again at the end of the run: what was done is in results.json; run `fanout publish` again to continue"
+            );
+            return Ok(exit::FATAL);
+        }
+        if let Some(flags) = self.publish
+            && flags.dry_run
+        {
+            if !report.interrupted {
+                let previews = preview_report(repo, file, flags, record, report)?;
+                errln!("{}", crate::publish::preview::render(&previews).trim_end());
+            }
+            return Ok(code);
+        }
+        if let Some(flags) = self.publish
+            && !report.interrupted
+        {
+            let published =
+                publish_report_after(repo, file, flags, record, report, results_path, early)?;
+            if published == exit::FATAL {
+                code = exit::FATAL;
+            } else if published != exit::SUCCESS && code == exit::SUCCESS {
+                // Publishing's code already follows the exit policy (`fail_on`).
+                code = match report.plan.fail_on {
+                    crate::config::FailOn::AllFailed => published,
+                    _ => exit::SOME_FAILED,
+                };
+            }
+        }
+        Ok(code)
+    }
 }
 
 /// Build the integration branch into `report`, record it in the run's journal (so

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentSpec;
+use crate::model::{Reason, Status, WorkerResult};
 pub use crate::repo::Base;
 use crate::util::{RECORD_LIMIT, read_capped};
 use setup::SetupPlan;
@@ -348,6 +349,22 @@ impl PlannedWorker {
     /// agents): `gpt-5 (codex)`.
     pub fn model_cell(&self, with_agent: bool) -> String {
         crate::model::model_cell(self.model.as_deref(), &self.agent, with_agent)
+    }
+
+    /// A first-attempt result for this worker that did not get to run its agent.
+    pub fn result(&self, status: Status, reason: Reason) -> WorkerResult {
+        WorkerResult {
+            model: self.model.clone(),
+            task_id: self.task.id.clone(),
+            reason: Some(reason),
+            ..WorkerResult::new(
+                self.id,
+                &self.branch,
+                &self.task.prompt,
+                &self.agent,
+                status,
+            )
+        }
     }
 }
 

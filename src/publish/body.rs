@@ -88,35 +88,8 @@ impl Templates {
             body: body.unwrap_or_else(|| BODY_TEMPLATE.to_owned()),
         };
         let sample = WorkerResult {
-            worker_id: 1,
-            attempt: 1,
-            cost_source: None,
-            branch: "b".into(),
-            model: None,
-            status: crate::model::Status::Success,
-            steps: None,
-            cost: None,
-            duration: 0.0,
-            files_modified: vec![],
-            worktree_path: None,
-            task: "t".into(),
-            task_id: None,
-            agent: "a".into(),
-            reason: None,
-            findings: None,
             commit: Some("0".repeat(40)),
-            base_commit: None,
-            committed_by_fanout: false,
-            exit_code: None,
-            signal: None,
-            log_path: None,
-            checks: Vec::new(),
-            setup: None,
-            selection: None,
-            publish: None,
-            sandboxed: false,
-            sandbox_abi: None,
-            gateway: None,
+            ..WorkerResult::new(1, "b", "t", "a", crate::model::Status::Success)
         };
         t.render(&sample, "run", None)?;
         Ok(t)
@@ -250,36 +223,17 @@ mod tests {
     use crate::model::Status;
 
     fn result() -> WorkerResult {
+        let task = "Fix the login bug\nand add a test";
         WorkerResult {
-            worker_id: 2,
-            attempt: 1,
-            cost_source: None,
-            branch: "fanout/r1/w2-fix".into(),
             model: Some("gpt-4o".into()),
-            status: Status::Success,
             steps: Some(5),
             cost: Some(0.0321),
             duration: 12.0,
             files_modified: vec!["src/a.rs".into(), "README.md".into()],
-            worktree_path: None,
-            task: "Fix the login bug\nand add a test".into(),
-            task_id: None,
-            agent: "build".into(),
-            reason: None,
-            findings: None,
             commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
-            base_commit: None,
             committed_by_fanout: true,
             exit_code: Some(0),
-            signal: None,
-            log_path: None,
-            checks: Vec::new(),
-            setup: None,
-            selection: None,
-            publish: None,
-            sandboxed: false,
-            sandbox_abi: None,
-            gateway: None,
+            ..WorkerResult::new(2, "fanout/r1/w2-fix", task, "build", Status::Success)
         }
     }
 

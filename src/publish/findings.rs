@@ -464,14 +464,7 @@ mod tests {
     use super::*;
 
     fn writer(id: u32, status: Status) -> WorkerResult {
-        let mut r: WorkerResult = serde_json::from_value(serde_json::json!({
-            "worker_id": id, "branch": "b", "model": null, "status": "success",
-            "steps": null, "cost": null, "duration": 0.0, "files_modified": [],
-            "worktree_path": null, "task": "t", "agent": "a",
-        }))
-        .unwrap();
-        r.status = status;
-        r
+        WorkerResult::new(id, "b", "t", "a", status)
     }
 
     #[test]

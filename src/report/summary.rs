@@ -552,36 +552,17 @@ mod snapshot_tests {
     use crate::run::results::RunReport;
 
     fn result(id: u32, status: Status, cost: Option<f64>, reason: Option<&str>) -> WorkerResult {
+        let branch = format!("fanout/r1/w{id}-fix-it");
         WorkerResult {
-            worker_id: id,
-            attempt: 1,
-            cost_source: None,
-            branch: format!("fanout/r1/w{id}-fix-it"),
             model: (id == 1).then(|| "gpt-4o".to_owned()),
-            status,
             steps: cost.map(|_| 3 * id),
             cost,
             duration: 61.5 * f64::from(id),
             files_modified: (0..id).map(|i| format!("f{i}.rs")).collect(),
-            worktree_path: None,
-            task: "fix it".into(),
-            task_id: None,
-            agent: "build".into(),
             reason: reason.map(Reason::from),
-            findings: None,
-            commit: None,
-            base_commit: None,
             committed_by_fanout: true,
             exit_code: Some(0),
-            signal: None,
-            log_path: None,
-            checks: Vec::new(),
-            setup: None,
-            selection: None,
-            publish: None,
-            sandboxed: false,
-            sandbox_abi: None,
-            gateway: None,
+            ..WorkerResult::new(id, &branch, "fix it", "build", status)
         }
     }
 

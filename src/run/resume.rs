@@ -209,14 +209,11 @@ mod tests {
     use crate::model::Status;
 
     fn result(id: u32, status: Status, reason: Option<Reason>) -> WorkerResult {
-        let r: WorkerResult = serde_json::from_value(serde_json::json!({
-            "worker_id": id, "branch": format!("fanout/r/w{id}"), "model": null,
-            "status": status, "steps": null, "cost": null, "duration": 0.0,
-            "files_modified": [], "worktree_path": null, "task": "t", "agent": "fake",
-            "reason": null, "commit": null, "exit_code": null, "log_path": null,
-        }))
-        .unwrap();
-        WorkerResult { reason, ..r }
+        let branch = format!("fanout/r/w{id}");
+        WorkerResult {
+            reason,
+            ..WorkerResult::new(id, &branch, "t", "fake", status)
+        }
     }
 
     fn own(words: &str) -> Option<Reason> {

@@ -85,9 +85,27 @@ fn months_as_m(s: &str) -> Option<usize> {
     })
 }
 
+/// Seconds as a limit is written in a reason: `300s`, `2.5s` (a tenth kept only when
+/// there is a fraction).
+pub fn format_secs(s: f64) -> String {
+    if (s - s.round()).abs() < 1e-9 {
+        format!("{}s", s.round() as u64)
+    } else {
+        format!("{s:.1}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_seconds_lose_their_fraction() {
+        assert_eq!(
+            (format_secs(300.0), format_secs(2.5)),
+            ("300s".into(), "2.5s".into())
+        );
+    }
 
     #[test]
     fn humantime_syntax_everywhere() {

@@ -171,35 +171,8 @@ impl Executor {
     /// A result for a worker that did not get to run its agent.
     fn skeleton(&self, w: &PlannedWorker, status: Status, reason: Reason) -> WorkerResult {
         WorkerResult {
-            worker_id: w.id,
             attempt: self.attempt,
-            cost_source: None,
-            branch: w.branch.clone(),
-            model: w.model.clone(),
-            status,
-            steps: None,
-            cost: None,
-            duration: 0.0,
-            files_modified: Vec::new(),
-            worktree_path: None,
-            task: w.task.prompt.clone(),
-            task_id: w.task.id.clone(),
-            agent: w.agent.clone(),
-            reason: Some(reason),
-            findings: None,
-            commit: None,
-            base_commit: None,
-            committed_by_fanout: false,
-            exit_code: None,
-            signal: None,
-            log_path: None,
-            checks: Vec::new(),
-            setup: None,
-            selection: None,
-            publish: None,
-            sandboxed: false,
-            sandbox_abi: None,
-            gateway: None,
+            ..w.result(status, reason)
         }
     }
 }

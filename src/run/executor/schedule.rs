@@ -312,15 +312,8 @@ mod tests {
     async fn reaping_takes_ended_tasks_and_leaves_running_ones() {
         let mut set = JoinSet::new();
         let mut results = Vec::new();
-        let skeleton = |id: u32| -> WorkerResult {
-            serde_json::from_value(serde_json::json!({
-                "worker_id": id, "branch": format!("b{id}"), "model": null,
-                "status": "success", "steps": null, "cost": null, "duration": 0.0,
-                "files_modified": [], "worktree_path": null, "task": "t", "agent": "a",
-                "reason": null, "commit": null, "exit_code": null, "log_path": null,
-            }))
-            .unwrap()
-        };
+        let skeleton =
+            |id: u32| WorkerResult::new(id, &format!("b{id}"), "t", "a", Status::Success);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let ended = skeleton(1);
         set.spawn(async move { (1, ended) });

@@ -6,6 +6,7 @@
 use crate::agent::{AgentOutcome, AgentStatus};
 use crate::model::{Reason, Status, WorkerResult, timed_out_after};
 use crate::run::process::{Ending, Supervised};
+use crate::util::duration::format_secs;
 
 /// What separates a reason from the log lines quoted after it.
 pub const LOG_QUOTE: &str = " — log: ";
@@ -107,10 +108,7 @@ pub fn decide(
             Status::Timeout,
             format!(
                 "{}{how}",
-                timed_out_after(&format!(
-                    "{}s",
-                    format_secs(timeout.unwrap_or(sup.duration.as_secs_f64()))
-                ))
+                timed_out_after(&format_secs(timeout.unwrap_or(sup.duration.as_secs_f64())))
             ),
         ),
         Ending::OverBudget => {
@@ -144,7 +142,7 @@ pub fn decide(
         Ending::Inactive => (
             Status::Timeout,
             format!(
-                "no output for {}s (inactivity timeout); stopped",
+                "no output for {} (inactivity timeout); stopped",
                 format_secs(inactivity.unwrap_or(0.0))
             ),
         ),
@@ -181,14 +179,6 @@ fn agent_verdict(
         AgentStatus::Partial => (Status::Partial, outcome.reason.clone().or(over_budget)),
         AgentStatus::Failed => (Status::Failed, outcome.reason.clone()),
         AgentStatus::Timeout => (Status::Timeout, outcome.reason.clone()),
-    }
-}
-
-fn format_secs(s: f64) -> String {
-    if (s - s.round()).abs() < 1e-9 {
-        format!("{}", s.round() as u64)
-    } else {
-        format!("{s:.1}")
     }
 }
 

@@ -20,6 +20,7 @@ use crate::plan::PlannedWorker;
 use crate::run::confine::{Confinement, Place};
 use crate::run::event::{Event, StopLevel};
 use crate::run::inputs::Given;
+use crate::run::setup::ports::PortLease;
 use crate::run::worktree;
 
 /// What a worker gets once its worktree is checked out (see [`Executor::reserve`]).
@@ -27,7 +28,7 @@ struct Reserved {
     /// Its confinement.
     confined: std::io::Result<Confinement>,
     /// Its port block, held until the worker is done.
-    ports: std::io::Result<crate::run::setup::ports::PortLease>,
+    ports: std::io::Result<PortLease>,
 }
 
 impl Executor {
@@ -210,10 +211,7 @@ impl Executor {
         w: &PlannedWorker,
         mut result: WorkerResult,
         base: Oid,
-        (confined, ports): (
-            &Confinement,
-            std::io::Result<crate::run::setup::ports::PortLease>,
-        ),
+        (confined, ports): (&Confinement, std::io::Result<PortLease>),
         live: Live<'_>,
         given: Option<&Given>,
     ) -> WorkerResult {
@@ -345,10 +343,7 @@ impl Executor {
         &self,
         w: &PlannedWorker,
         at: &Paths,
-        (confined, ports): (
-            &Confinement,
-            std::io::Result<crate::run::setup::ports::PortLease>,
-        ),
+        (confined, ports): (&Confinement, std::io::Result<PortLease>),
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
     ) -> crate::run::setup::SetupOutcome {

@@ -41,6 +41,7 @@ use crate::model::{PortRange, Reason, SetupRecord, SetupStep, timed_out_after};
 use crate::plan::setup::SetupPlan;
 use crate::run::event::StopLevel;
 use crate::run::process::{Ending, ProcessSpec, supervise};
+use crate::util::duration::format_secs;
 use crate::util::glob;
 
 /// Seconds `git submodule update` may run.
@@ -441,7 +442,7 @@ async fn run_step(
     rec.duration = sup.duration.as_secs_f64();
     let how = match (sup.ending, sup.exit_code) {
         (Ending::Interrupted, _) => return (rec, Some(Reason::interrupted())),
-        (Ending::TimedOut, _) => timed_out_after(&format!("{}s", secs(step.timeout))),
+        (Ending::TimedOut, _) => timed_out_after(&format_secs(step.timeout)),
         (_, Some(0)) => {
             log.line(&format!(
                 "fanout: setup {} exited 0 after {:.1}s",
@@ -459,14 +460,6 @@ async fn run_step(
         rec,
         Some(format!("setup failed: `{}` {how}{last}", step.label).into()),
     )
-}
-
-fn secs(s: f64) -> String {
-    if (s - s.round()).abs() < 1e-9 {
-        format!("{}", s.round() as u64)
-    } else {
-        format!("{s:.1}")
-    }
 }
 
 /// The last non-blank line written to `log` after byte `from`.

@@ -39,13 +39,8 @@ fn setup() -> (tempfile::TempDir, std::path::PathBuf, Snapshot) {
 }
 
 fn result(id: u32) -> crate::model::WorkerResult {
-    serde_json::from_value(serde_json::json!({
-        "worker_id": id, "branch": format!("fanout/r1/w{id}"), "model": null,
-        "status": "success", "steps": null, "cost": null, "duration": 0.0,
-        "files_modified": [], "worktree_path": null, "task": "t", "agent": "fake",
-        "reason": null, "commit": null, "exit_code": null, "log_path": null,
-    }))
-    .unwrap()
+    let branch = format!("fanout/r1/w{id}");
+    crate::model::WorkerResult::new(id, &branch, "t", "fake", crate::model::Status::Success)
 }
 
 fn named(changes: &[Change]) -> String {
