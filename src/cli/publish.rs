@@ -107,6 +107,7 @@ pub fn publish_command(
         record.as_ref(),
         &mut report,
         &path,
+        &Default::default(),
     )?;
     if args.json {
         crate::util::out::stdout_json(&report);

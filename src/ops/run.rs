@@ -17,7 +17,7 @@ use crate::plan::Plan;
 use crate::plan::settings::Settings;
 use crate::publish::ready::AsReady;
 use crate::publish::report::{
-    PublishFlags, check_publishing, preview_report, publish_report_after, record_early,
+    PublishFlags, check_publishing, preview_report, publish_report, record_early,
 };
 use crate::repo::{PushRecord, UserRepo};
 use crate::report::progress::{Style, reporter};
@@ -286,8 +286,7 @@ impl After<'_> {
         if let Some(flags) = self.publish
             && !report.interrupted
         {
-            let published =
-                publish_report_after(repo, file, flags, record, report, results_path, early)?;
+            let published = publish_report(repo, file, flags, record, report, results_path, early)?;
             if published == exit::FATAL {
                 code = exit::FATAL;
             } else if published != exit::SUCCESS && code == exit::SUCCESS {

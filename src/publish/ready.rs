@@ -5,7 +5,7 @@
 //! publishes them exactly as the end-of-run publish would ([`super::publish`]: the
 //! branch and commit checked against the plan, the lease from the remote, the push URL
 //! and token from the publishing target). What it published is handed to the
-//! end-of-run publish ([`super::report::publish_report_after`]), which does not push
+//! end-of-run publish ([`super::report::publish_report`]), which does not push
 //! or open those again and records their outcomes as they were.
 //!
 //! A worker whose pull request depends on other workers waits for the end of the run:

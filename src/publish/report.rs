@@ -99,25 +99,12 @@ pub fn load_report(path: &Path) -> Result<RunReport, Failure> {
 
 /// Publish `report` (read from `results_path`, which is rewritten with the outcomes),
 /// pushing where `record` (the repository's remotes when the run started) says.
-/// Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible failed, 4
-/// GitHub could not be reached or rejected the credentials (publishing stopped).
+/// Workers in `early`, published while the run went on (`publish.when: as-ready`,
+/// [`super::ready`]), are not pushed or opened again: their outcomes are recorded as
+/// they are. Returns the exit code: 0 nothing failed, 1 some failed, 3 all eligible
+/// failed, 4 GitHub could not be reached or rejected the credentials (publishing
+/// stopped).
 pub fn publish_report(
-    repo: &UserRepo,
-    file: &ConfigFile,
-    args: &PublishFlags,
-    record: Option<&PushRecord>,
-    report: &mut RunReport,
-    results_path: &Path,
-) -> Result<i32, Failure> {
-    let early = BTreeMap::new();
-    publish_report_after(repo, file, args, record, report, results_path, &early)
-}
-
-/// [`publish_report`] after some workers were published while the run went on
-/// (`publish.when: as-ready`, [`super::ready`]): those in `early` are not pushed or
-/// opened again, their outcomes are recorded as they are; the others, the integration
-/// branch, findings and the digest are published as usual.
-pub fn publish_report_after(
     repo: &UserRepo,
     file: &ConfigFile,
     args: &PublishFlags,

@@ -378,6 +378,20 @@ impl GitHub {
         self.request_as(verb, path, body, idempotent, false).await
     }
 
+    /// POST `payload` to `path` (under the repository) as an extra
+    /// ([`request_as`](Self::request_as)); the answer is not read.
+    async fn post_extra(
+        &self,
+        path: &str,
+        payload: &Value,
+        idempotent: bool,
+    ) -> Result<(), ApiError> {
+        let path = self.repo_path(path);
+        self.request_as(Verb::Post, &path, Some(payload), idempotent, true)
+            .await
+            .map(drop)
+    }
+
     /// [`request`](Self::request); an `extra` (labels, reviewers, comments, reviews,
     /// the digest and findings issues) refused with a 403 does not stop publishing: a
     /// token may open pull requests without being allowed to label them or to write
@@ -670,15 +684,8 @@ impl GitHub {
     /// second comment would be a duplicate).
     pub async fn comment(&self, number: u64, body: &str) -> Result<(), ApiError> {
         let payload = serde_json::json!({ "body": body });
-        self.request_as(
-            Verb::Post,
-            &self.repo_path(&format!("/issues/{number}/comments")),
-            Some(&payload),
-            false,
-            true,
-        )
-        .await
-        .map(|_| ())
+        self.post_extra(&format!("/issues/{number}/comments"), &payload, false)
+            .await
     }
 
     /// Open issues labelled `label` (the first 100, newest first), pull requests left out.
@@ -750,15 +757,8 @@ impl GitHub {
     /// publishing (an extra, like a comment).
     pub async fn review(&self, number: u64, body: &str) -> Result<(), ApiError> {
         let payload = serde_json::json!({"body": body, "event": "COMMENT"});
-        self.request_as(
-            Verb::Post,
-            &self.repo_path(&format!("/pulls/{number}/reviews")),
-            Some(&payload),
-            false,
-            true,
-        )
-        .await
-        .map(|_| ())
+        self.post_extra(&format!("/pulls/{number}/reviews"), &payload, false)
+            .await
     }
 
     /// Create a pull request. Not retried after an ambiguous failure.
@@ -784,15 +784,8 @@ impl GitHub {
     /// Add labels to an issue or pull request.
     pub async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), ApiError> {
         let payload = serde_json::json!({ "labels": labels });
-        self.request_as(
-            Verb::Post,
-            &self.repo_path(&format!("/issues/{number}/labels")),
-            Some(&payload),
-            true,
-            true,
-        )
-        .await
-        .map(|_| ())
+        self.post_extra(&format!("/issues/{number}/labels"), &payload, true)
+            .await
     }
 
     /// Request reviews from users and teams.
@@ -806,15 +799,12 @@ impl GitHub {
             "reviewers": reviewers,
             "team_reviewers": team_reviewers,
         });
-        self.request_as(
-            Verb::Post,
-            &self.repo_path(&format!("/pulls/{number}/requested_reviewers")),
-            Some(&payload),
-            true,
+        self.post_extra(
+            &format!("/pulls/{number}/requested_reviewers"),
+            &payload,
             true,
         )
         .await
-        .map(|_| ())
     }
 }
 
