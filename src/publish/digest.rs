@@ -8,12 +8,16 @@
 //! [`KEEP`] nights), so a fresh runner has it. It comes from GitHub, so it is
 //! untrusted: read bounded, parsed into plain data, anything odd dropped (the marker
 //! and the finding of the issue: [`super::tracking`]).
+//!
+//! [`preview`] says which issue [`post`] would write (`publish --dry-run`), found the
+//! same way, with reads only.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub};
+use super::preview::Preview;
 use super::stable::task_key;
 use super::tracking;
 use crate::model::{Operation, WorkerResult};
@@ -375,6 +379,61 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
     };
     let c = compare(&before, &tonight);
     Ok((render_comparison(&tonight, &c, !before.is_empty()), number))
+}
+
+/// What [`post`] would do: update the open digest issue, or open one (its history
+/// carried from the last closed one), and the tasks it would list as queued (those
+/// whose preview in `previews` is `queued: …`); with `github`, a client holding a
+/// token, else undecided. Only reads (the issues listed).
+pub async fn preview(github: Option<&GitHub>, report: &RunReport, previews: &[Preview]) -> String {
+    let mut queued: Vec<String> = Vec::new();
+    for p in previews
+        .iter()
+        .filter(|p| p.pull_request.starts_with("queued:"))
+    {
+        let key = report
+            .results
+            .iter()
+            .find(|r| r.worker_id == p.worker_id)
+            .map(|r| key_of(report, r));
+        if let Some(key) = key.filter(|k| !queued.contains(k)) {
+            queued.push(key);
+        }
+    }
+    let queued = match queued.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; queued, waiting for room (publish.max_open): `{}`",
+            queued.join("`, `")
+        ),
+    };
+    match github {
+        Some(github) => format!("{}{queued}", which_issue(github).await),
+        None => super::preview::NO_TOKEN_ISSUES.to_owned(),
+    }
+}
+
+/// The digest issue [`post`] would write: the open one, else a new one.
+async fn which_issue(github: &GitHub) -> String {
+    let undecided = |e: ApiError| format!("undecided: the digest issue cannot be looked up: {e}");
+    match tracking::marked(github, LABEL, OPEN).await {
+        Ok(open) => {
+            if let Some(issue) = open.first() {
+                return format!("update #{} with tonight's table", issue.number);
+            }
+        }
+        Err(e) => return undecided(e),
+    }
+    let closed = match github.list_closed_issues(LABEL).await {
+        Ok(closed) => closed,
+        Err(e) => return undecided(e),
+    };
+    let carried = closed
+        .iter()
+        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)))
+        .map(|i| format!(", its history carried from closed #{}", i.number))
+        .unwrap_or_default();
+    format!("open the issue \"{TITLE}\" (label {LABEL}) with tonight's table{carried}")
 }
 
 #[cfg(test)]

@@ -18,12 +18,17 @@
 //! 403 (a token without `issues: write` / `pull-requests: write`) neither stops
 //! publishing nor fails the run's publish: the outcome is `skipped`, saying which
 //! permission is missing.
+//!
+//! [`preview`] says what [`post`] would do (`publish --dry-run`) from the same
+//! posters, the tracking issues only listed and the review decided from the reviewed
+//! task's pull-request preview.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub, Issue};
+use super::preview::{NO_TOKEN_ISSUES, Preview};
 use super::pulls::{PublishOptions, outcome};
 use super::stable::task_key;
 use super::tracking;
@@ -90,6 +95,86 @@ pub async fn post(
             FindingsPost::Review => review(report, github, &p, outcomes).await,
         };
         settle(outcomes, p.r.worker_id, o);
+    }
+}
+
+/// What [`post`] would do, said on each poster's preview in `previews` (and on each
+/// quiet findings task's): the tracking issues listed (a read) with `github`, a client
+/// holding a token; without it, a comment is undecided.
+pub async fn preview(report: &RunReport, github: Option<&GitHub>, previews: &mut [Preview]) {
+    let (posters, quiet) = posters(report);
+    let mut said: Vec<(u32, String)> = quiet
+        .into_iter()
+        .map(|id| {
+            (
+                id,
+                "none: no findings to post (the agent gave no final message)".into(),
+            )
+        })
+        .collect();
+    let mut issues: Option<Result<Vec<Issue>, ApiError>> = None;
+    for p in posters {
+        let line = match (p.how, github) {
+            (FindingsPost::Comment, None) => NO_TOKEN_ISSUES.to_owned(),
+            (FindingsPost::Comment, Some(github)) => {
+                if issues.is_none() {
+                    issues = Some(tracking::marked(github, LABEL, OPEN).await);
+                }
+                match issues.as_ref().expect("listed") {
+                    Ok(list) => would_comment(report, &p, list),
+                    Err(e) => format!("undecided: the tracking issues cannot be read: {e}"),
+                }
+            }
+            (FindingsPost::Review, _) => would_review(report, &p, previews),
+        };
+        said.push((p.r.worker_id, line));
+    }
+    for (id, line) in said {
+        if let Some(pv) = previews.iter_mut().find(|pv| pv.worker_id == id) {
+            pv.findings = Some(line);
+        }
+    }
+}
+
+/// What `findings: comment` would do given the tracking issues `issues`.
+fn would_comment(report: &RunReport, p: &Poster<'_>, issues: &[Issue]) -> String {
+    let found = issues.iter().find_map(|i| {
+        let t: Tracked = tracking::reveal(i.body.as_deref()?, OPEN, MARKER_LIMIT)?;
+        (t.task == p.key).then_some((i.number, t))
+    });
+    match found {
+        Some((n, t)) if t.run.as_deref() == Some(report.run_id.as_str()) => {
+            format!("none: this run's findings are already on #{n}")
+        }
+        Some((n, _)) => format!("comment on #{n}, the tracking issue of `{}`", p.key),
+        None => format!(
+            "open the tracking issue \"fanout findings: {}\" (label {LABEL}) and comment on it",
+            p.key
+        ),
+    }
+}
+
+/// What `findings: review` would do, from the reviewed task's pull-request preview.
+fn would_review(report: &RunReport, p: &Poster<'_>, previews: &[Preview]) -> String {
+    let of = p.task.review_of.as_deref().unwrap_or_default();
+    let w = match reviewed_of(report, of) {
+        Ok(w) => w,
+        Err(why) => return format!("none: {why}"),
+    };
+    let pull = previews
+        .iter()
+        .find(|pv| pv.worker_id == w.worker_id)
+        .map_or("none", |pv| pv.pull_request.as_str());
+    match super::preview::writes_pull(pull) {
+        Some(Some(n)) => format!("review #{n}, task {of}'s pull request"),
+        Some(None) => format!("review the pull request task {of} would open"),
+        None if pull.starts_with("undecided") => {
+            format!("undecided: it reviews the pull request of task {of}, itself undecided")
+        }
+        None => format!(
+            "none: not posted: task {of} would open or update no pull request in this publish (worker #{}: {pull})",
+            w.worker_id
+        ),
     }
 }
 
@@ -281,6 +366,17 @@ fn issue_body(key: &str, task: &Task, run: Option<&str>) -> String {
     )
 }
 
+/// The worker of task `of` in `report` whose pull request is reviewed ([`reviewed`]).
+fn reviewed_of<'a>(report: &'a RunReport, of: &str) -> Result<&'a WorkerResult, String> {
+    let mut writers: Vec<&WorkerResult> = report
+        .results
+        .iter()
+        .filter(|r| r.task_id.as_deref() == Some(of))
+        .collect();
+    writers.sort_by_key(|r| r.worker_id);
+    reviewed(of, &writers)
+}
+
 /// The worker of the reviewed task `of` whose pull request is reviewed (its first
 /// success), or why there is none: it found nothing to change, or it did not succeed.
 fn reviewed<'a>(of: &str, writers: &[&'a WorkerResult]) -> Result<&'a WorkerResult, String> {
@@ -307,13 +403,7 @@ async fn review(
 ) -> PublishOutcome {
     let of = p.task.review_of.as_deref().unwrap_or_default();
     let skip = |why: String| outcome(Operation::Skipped, Some(why));
-    let mut writers: Vec<&WorkerResult> = report
-        .results
-        .iter()
-        .filter(|r| r.task_id.as_deref() == Some(of))
-        .collect();
-    writers.sort_by_key(|r| r.worker_id);
-    let w = match reviewed(of, &writers) {
+    let w = match reviewed_of(report, of) {
         Ok(w) => w,
         Err(why) => return skip(why),
     };

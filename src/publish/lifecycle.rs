@@ -632,7 +632,17 @@ impl Ctx<'_> {
                 ),
                 None => (format!("none: {why}"), None),
             },
-            (Action::Queue(why), _) => (format!("none: {why}"), None),
+            (Action::Queue(why), tonight) => {
+                return Preview {
+                    push: "no push: a queued change is pushed when it is published".into(),
+                    commit: match tonight {
+                        Tonight::Changed { lease, .. } => Some(lease.local.to_string()),
+                        _ => None,
+                    },
+                    pull_request: why.clone(),
+                    ..base
+                };
+            }
             (Action::Leave(n), _) => (format!("leave #{n}: it already holds this change"), None),
             (Action::Close(n, m), _) => (
                 format!("close #{n} and delete its branch: nothing to change tonight"),

@@ -1,6 +1,8 @@
 //! `publish --dry-run`: what publishing would do, worker by worker — the branch and
 //! commit, whether it would be pushed (and why not), and the pull request it would
-//! open, update, leave or close, with its labels, title and the body's first lines.
+//! open, update, leave or close, with its labels, title and the body's first lines;
+//! a findings task's post ([`super::findings::preview`]) and, once for the run, the
+//! digest issue ([`super::digest::preview`]).
 //!
 //! This module owns only the preview's record and how it is printed. The decisions
 //! are publishing's own: [`super::dry_run`] (per-run branches) and
@@ -30,7 +32,7 @@ pub struct Preview {
     pub commit: Option<String>,
     /// `push: …`, `no push: …` or `push undecided: …`.
     pub push: String,
-    /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queue: …`, `none: …` or
+    /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queued: …`, `none: …` or
     /// `undecided: …`.
     pub pull_request: String,
     /// The labels the pull request would carry.
@@ -41,9 +43,24 @@ pub struct Preview {
     /// The first lines of its body, when it would be written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub body: Vec<String>,
+    /// A findings task's post: `comment on #N …`, `open a tracking issue …`,
+    /// `review #N …`, `none: …` or `undecided: …`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<String>,
     /// What else the night would do on its account (`retarget #N onto …`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<String>,
+}
+
+/// What publishing a run would do: each worker's preview, and the digest issue's
+/// (`update #N …`, `open …`, `undecided: …`) when the digest is kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Previews {
+    /// One per worker, the integration branch's last.
+    pub workers: Vec<Preview>,
+    /// The digest issue's, when kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl Preview {
@@ -58,6 +75,7 @@ impl Preview {
             labels: Vec::new(),
             title: None,
             body: Vec::new(),
+            findings: None,
             also: Vec::new(),
         }
     }
@@ -123,13 +141,29 @@ pub fn pushable(would: Option<&Result<WouldPush, String>>) -> bool {
     )
 }
 
+/// Whether the pull request line `pull_request` (as [`super::dry_run`] and
+/// [`super::lifecycle::dry_run`] say it) opens or updates one: `Some(None)` for one
+/// it would open, `Some(Some(n))` for #n it would update, None otherwise.
+pub fn writes_pull(pull_request: &str) -> Option<Option<u64>> {
+    if pull_request.starts_with("open into ") {
+        return Some(None);
+    }
+    let n = pull_request.strip_prefix("update #")?;
+    n.parse().ok().map(Some)
+}
+
 /// What a preview says when GitHub's state decides and there is no token to ask.
 pub const NO_TOKEN: &str = "undecided: the pull requests on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)";
 
-/// The previews as text, one block per worker.
-pub fn render(previews: &[Preview]) -> String {
+/// What a findings or digest preview says when an issue on GitHub decides and there
+/// is no token to ask.
+pub const NO_TOKEN_ISSUES: &str =
+    "undecided: the issues on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)";
+
+/// The previews as text, one block per worker, then the digest issue's line.
+pub fn render(previews: &Previews) -> String {
     let mut text = String::new();
-    for p in previews {
+    for p in &previews.workers {
         let commit = p.commit.as_deref().map(short).unwrap_or("none");
         text.push_str(&format!(
             "worker {}  {}  commit {commit}\n",
@@ -147,9 +181,15 @@ pub fn render(previews: &[Preview]) -> String {
             let head = if i == 0 { "body:" } else { "     " };
             text.push_str(&format!("  {head} {line}\n"));
         }
+        if let Some(line) = &p.findings {
+            text.push_str(&format!("  findings: {line}\n"));
+        }
         for line in &p.also {
             text.push_str(&format!("  also: {line}\n"));
         }
+    }
+    if let Some(line) = &previews.digest {
+        text.push_str(&format!("digest: {line}\n"));
     }
     text.push_str("dry run: nothing was pushed, opened, updated or closed\n");
     text

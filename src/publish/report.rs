@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use super::body::Templates;
 use super::github::auth::{Credentials, connect};
 use super::github::{ApiError, GitHub, RepoSlug, RetryPolicy};
-use super::preview::Preview;
+use super::preview::Previews;
 use super::target::{self, PushInputs, PushTo};
 use super::{PublishOptions, counts, dry_run, publish, record as record_outcomes};
 use crate::config::{BranchMode, ConfigFile, DigestMode, IncludeStatus};
@@ -163,23 +163,25 @@ pub fn publish_report_after(
 }
 
 /// What publishing `report` would do (`--dry-run`), worker by worker, the integration
-/// branch's last ([`super::dry_run`]): nothing is pushed nor written on GitHub, and
-/// `results.json` is left as it is. GitHub is read with a token only (a GitHub App's
-/// token is not asked for: that request is a write).
+/// branch's last ([`super::dry_run`]), each findings task's post
+/// ([`super::findings::preview`]) and the digest issue ([`super::digest::preview`]):
+/// nothing is pushed nor written on GitHub, and `results.json` is left as it is.
+/// GitHub is read with a token only (a GitHub App's token is not asked for: that
+/// request is a write).
 pub fn preview_report(
     repo: &UserRepo,
     file: &ConfigFile,
     args: &PublishFlags,
     record: Option<&PushRecord>,
     report: &RunReport,
-) -> Result<Vec<Preview>, Failure> {
+) -> Result<Previews, Failure> {
     let prepared = PublishContext::new(repo, file, args, record)?;
     let api = prepared.api(super::github::auth::Scope::default());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
-    let previews = runtime.block_on(async {
+    runtime.block_on(async {
         let gh = match &prepared.target.credentials {
             Some(Credentials::Token(_)) => Some(api.connect().await?),
             Some(Credentials::App { .. }) => {
@@ -193,20 +195,21 @@ pub fn preview_report(
         let token = gh.as_ref().map(|(_, t)| t.expose_secret());
         let github = gh.as_ref().map(|(g, _)| g);
         let (templates, opts) = (&prepared.templates, &prepared.opts);
-        let mut all = dry_run(report, &repo.workdir, github, token, templates, opts).await;
+        let mut workers = dry_run(report, &repo.workdir, github, token, templates, opts).await;
+        super::findings::preview(report, github, &mut workers).await;
         if let Some(r) = crate::fanin::conflicts::integration_result(report) {
             let it = RunReport {
                 results: vec![r],
                 ..report.clone()
             };
-            all.extend(dry_run(&it, &repo.workdir, github, token, templates, opts).await);
+            workers.extend(dry_run(&it, &repo.workdir, github, token, templates, opts).await);
         }
-        Ok::<_, Failure>(all)
-    })?;
-    if writes_issues(report, &prepared.opts) {
-        errln!("fanout: dry run: findings posts and the digest issue are not previewed");
-    }
-    Ok(previews)
+        let digest = match opts.digest {
+            true => Some(super::digest::preview(github, report, &workers).await),
+            false => None,
+        };
+        Ok(Previews { workers, digest })
+    })
 }
 
 /// Record in `report` the outcomes of the workers published while the run went on,

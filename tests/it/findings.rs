@@ -351,6 +351,130 @@ impl Published {
     }
 }
 
+impl Published {
+    /// `fanout publish --dry-run` of `run_id` (with `token` in `$GITHUB_TOKEN`, none
+    /// when empty), after checking that it exits 0 and writes nothing: no write
+    /// request reaches GitHub, no branch of `origin` moves.
+    fn dry_run(&self, run_id: &str, token: &str) -> String {
+        let url = self.gh.url();
+        let origin = self.t.root().join("remote.git");
+        let refs = || {
+            self.t.git_in(
+                self.t.root(),
+                &["--git-dir", origin.to_str().unwrap(), "for-each-ref"],
+            )
+        };
+        let (asked, before) = (self.gh.requests().len(), refs());
+        let cfg = self.cfg.to_str().unwrap();
+        let out = self
+            .t
+            .fanout(&["--config", cfg, "publish", "--dry-run", "--run", run_id])
+            .args(["--repo", "octo/demo", "--api-url", &url])
+            .env("GITHUB_TOKEN", token)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert_eq!(self.gh.writes_since(asked), Vec::<String>::new());
+        assert_eq!(refs(), before, "no branch moved");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// The `findings:` line of each worker's block in a dry run's text, as
+/// `(worker, line)`.
+fn findings_lines(text: &str) -> Vec<(u32, String)> {
+    let mut worker = 0;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("worker ") {
+            worker = rest.split(' ').next().unwrap().parse().unwrap();
+        } else if let Some(f) = line.strip_prefix("  findings: ") {
+            out.push((worker, f.to_owned()));
+        }
+    }
+    out
+}
+
+/// `publish --dry-run` says what each findings task would post — the tracking issue
+/// it would open or comment on, the pull request it would review, or nothing and why
+/// — from reads alone (issue #29).
+#[test]
+fn the_dry_run_says_what_findings_would_be_posted_and_writes_nothing() {
+    let p = Published::new();
+    let night1 = p.run();
+    let owned = |v: Vec<(u32, &str)>| -> Vec<(u32, String)> {
+        v.into_iter().map(|(w, l)| (w, l.to_owned())).collect()
+    };
+    // Without a token: what GitHub decides is undecided.
+    assert_eq!(
+        findings_lines(&p.dry_run(&night1, "")),
+        owned(vec![
+            (
+                2,
+                "undecided: the issues on GitHub are read only with a token ($GITHUB_TOKEN or $GH_TOKEN)"
+            ),
+            (
+                3,
+                "undecided: it reviews the pull request of task docs, itself undecided"
+            ),
+        ])
+    );
+    let text = p.dry_run(&night1, TOKEN);
+    assert_eq!(
+        findings_lines(&text),
+        owned(vec![
+            (
+                2,
+                "open the tracking issue \"fanout findings: survey\" (label fanout-findings) and comment on it"
+            ),
+            (3, "review the pull request task docs would open"),
+        ]),
+        "{text}"
+    );
+    assert!(p.gh.issues().is_empty() && p.gh.reviews().is_empty());
+
+    let (code, r) = p.publish(&night1);
+    assert_eq!(code, Some(0), "{r:#}");
+    let (issue, pr) = (
+        outcome(&r, "survey")["number"].as_u64().unwrap(),
+        outcome(&r, "docs")["number"].as_u64().unwrap(),
+    );
+    // The same run again: nothing would be posted twice, and why.
+    let text = p.dry_run(&night1, TOKEN);
+    assert_eq!(
+        findings_lines(&text),
+        vec![
+            (
+                2,
+                format!("none: this run's findings are already on #{issue}")
+            ),
+            (
+                3,
+                format!(
+                    "none: not posted: task docs would open or update no pull request in this publish (worker #1: leave #{pr}: it already says this)"
+                )
+            ),
+        ],
+        "{text}"
+    );
+    // The next night: a comment on the same issue.
+    let night2 = p.run();
+    let text = p.dry_run(&night2, TOKEN);
+    assert_eq!(
+        findings_lines(&text),
+        owned(vec![
+            (
+                2,
+                &format!("comment on #{issue}, the tracking issue of `survey`")
+            ),
+            (3, "review the pull request task docs would open"),
+        ]),
+        "{text}"
+    );
+    p.gh.assert_no_violations();
+}
+
 fn outcome<'a>(report: &'a Value, task: &str) -> &'a Value {
     &report["results"]
         .as_array()

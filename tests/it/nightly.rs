@@ -953,7 +953,18 @@ fn max_open_queues_the_rest_and_merging_one_publishes_the_next() {
         "tasks:\n  - 'a: one'\n  - 'b: two'\n  - 'c: three'\n  - 'd: four'\n  - 'e: five'\npublish:\n  branch: stable\n  digest: issue\n  max_open: 2\n",
     );
     let outs = [("a", "1"), ("b", "1"), ("c", "1"), ("d", "1"), ("e", "1")];
+    // The dry run first (issue #29): the queue and the digest issue it would open,
+    // with nothing written.
+    n.mode = Mode::DryRunFirst;
     let (r, err) = n.keyed_night(&outs);
+    let queued = "  no push: a queued change is pushed when it is published\n  pull request: queued: 2 of fanout's pull requests are open (publish.max_open: 2); this change is published when one is merged or closed\n";
+    let previewed = n.previewed.borrow().clone();
+    assert!(
+        previewed.ends_with(&format!(
+            "worker 3  fanout/c-three  commit <commit w3>\n{queued}worker 4  fanout/d-four  commit <commit w4>\n{queued}worker 5  fanout/e-five  commit <commit w5>\n{queued}digest: open the issue \"fanout: nightly digest\" (label fanout-digest) with tonight's table; queued, waiting for room (publish.max_open): `c-three`, `d-four`, `e-five`\ndry run: nothing was pushed, opened, updated or closed\n"
+        )),
+        "{previewed}"
+    );
     let ops = in_order(&r);
     assert_eq!(
         ops,
@@ -981,6 +992,18 @@ fn max_open_queues_the_rest_and_merging_one_publishes_the_next() {
 
     n.gh.merge_pull(n.pull_of("fanout/a-one").number);
     let (r, err) = n.keyed_night(&outs);
+    let previewed = n.previewed.borrow().clone();
+    assert!(
+        previewed.contains("worker 3  fanout/c-three  commit <commit w3>\n  push: a new branch on the remote\n  pull request: open into main\n"),
+        "{previewed}"
+    );
+    let digest_number = n.gh.issues()[0].number;
+    assert!(
+        previewed.ends_with(&format!(
+            "worker 5  fanout/e-five  commit <commit w5>\n{queued}digest: update #{digest_number} with tonight's table; queued, waiting for room (publish.max_open): `d-four`, `e-five`\ndry run: nothing was pushed, opened, updated or closed\n"
+        )),
+        "{previewed}"
+    );
     let ops = in_order(&r);
     assert_eq!(ops[..2], ["skipped", "updated"], "{err}");
     assert_eq!(ops[2], "created", "c is next: {err}");
@@ -1414,7 +1437,7 @@ fn a_dry_run_of_a_night_names_update_leave_and_close_and_writes_nothing() {
     let branches = ["alpha", "beta", "gamma"].map(|t| n.remote_branch(&format!("fanout/{t}")));
     let (previews, err) = n.publish(&dir, &cfg, &run_id, &["--dry-run"]);
     assert_eq!(n.code.get(), Some(0), "{err}");
-    let said: Vec<(String, String)> = previews
+    let said: Vec<(String, String)> = previews["workers"]
         .as_array()
         .unwrap()
         .iter()
@@ -1438,6 +1461,12 @@ fn a_dry_run_of_a_night_names_update_leave_and_close_and_writes_nothing() {
                 format!("close #{} and delete its branch", number("gamma"))
             ),
         ],
+        "{previews:#}"
+    );
+    let digest = n.gh.issues()[0].number;
+    assert_eq!(
+        previews["digest"],
+        format!("update #{digest} with tonight's table"),
         "{previews:#}"
     );
     assert_eq!(n.gh.writes_since(asked), Vec::<String>::new());
