@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::model::{CheckResult, timed_out_after};
 use crate::plan::Check;
 use crate::run::event::StopLevel;
-use crate::run::process::{Ending, ProcessSpec, supervise};
+use crate::run::process::{Ending, LiveLimits, ProcessSpec, supervise};
 
 /// Lines of output kept in a check's result.
 const TAIL_LINES: usize = 20;
@@ -78,13 +78,7 @@ pub async fn run(
             log: &log,
             timeout: Some(Duration::from_secs_f64(check.timeout)),
             grace,
-            inactivity: None,
-            watch: None,
-            budget: None,
-            max_steps: None,
-            run_budget: None,
-            gateway: None,
-            on_progress: None,
+            live: LiveLimits::default(),
             confine,
         };
         let result = match supervise(spec, stop.clone(), |_| {}).await {

@@ -58,6 +58,17 @@ pub struct ProcessSpec<'a> {
     pub timeout: Option<Duration>,
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
+    /// The agent's live limits; none for checks and setup steps.
+    pub live: LiveLimits,
+    /// Run it confined: the worker's prepared sandbox ([`Confinement::prepared`]).
+    ///
+    /// [`Confinement::prepared`]: super::confine::Confinement::prepared
+    pub confine: Option<&'a crate::sandbox::Restrictions>,
+}
+
+/// What the live output is checked against while the process runs.
+#[derive(Default)]
+pub struct LiveLimits {
     /// Stop the agent when it printed nothing (stdout or stderr) for this long.
     pub inactivity: Option<Duration>,
     /// Reads stdout as it comes, for the limits below.
@@ -75,10 +86,6 @@ pub struct ProcessSpec<'a> {
     pub gateway: Option<watch::Receiver<Option<crate::gateway::Stop>>>,
     /// Told each time the live progress changes.
     pub on_progress: Option<Box<dyn FnMut(Progress) + Send>>,
-    /// Run it confined: the worker's prepared sandbox ([`Confinement::prepared`]).
-    ///
-    /// [`Confinement::prepared`]: super::confine::Confinement::prepared
-    pub confine: Option<&'a crate::sandbox::Restrictions>,
 }
 
 /// Why the process ended.
@@ -160,13 +167,13 @@ pub async fn supervise(
     let last_output = Arc::new(AtomicU64::new(0));
     let (limit_tx, limit_rx) = tokio::sync::mpsc::unbounded_channel::<Ending>();
     let watching = Watching {
-        watch: spec.watch.take(),
+        watch: spec.live.watch.take(),
         limits: LineLimits {
-            budget: spec.budget,
-            max_steps: spec.max_steps,
+            budget: spec.live.budget,
+            max_steps: spec.live.max_steps,
         },
         limit_tx,
-        on_progress: spec.on_progress.take(),
+        on_progress: spec.live.on_progress.take(),
         last_output: Arc::clone(&last_output),
         started,
     };
@@ -181,12 +188,12 @@ pub async fn supervise(
     };
     let limits = Limits {
         deadline: spec.timeout.map(|t| tokio::time::Instant::now() + t),
-        inactivity: spec.inactivity,
+        inactivity: spec.live.inactivity,
         last_output,
         started,
         reached: limit_rx,
-        run_budget: spec.run_budget.take(),
-        gateway: spec.gateway.take(),
+        run_budget: spec.live.run_budget.take(),
+        gateway: spec.live.gateway.take(),
         gateway_stop: None,
     };
     let (report, gateway_stop) = wait_for_exit(ended, &mut st, limits, &mut stop).await;

@@ -20,7 +20,7 @@ use crate::plan::PlannedWorker;
 use crate::run::confine::Confinement;
 use crate::run::event::{Event, StopLevel};
 use crate::run::inputs::Given;
-use crate::run::process::{Ending, ProcessSpec, Supervised, supervise};
+use crate::run::process::{Ending, LiveLimits, ProcessSpec, Supervised, supervise};
 
 impl Executor {
     /// `GITHUB_TOKEN` and `GH_TOKEN` for an agent allowed the token (none otherwise).
@@ -92,21 +92,23 @@ impl Executor {
             log: &at.log,
             timeout,
             grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
-            inactivity: self
-                .plan
-                .limits
-                .inactivity_timeout
-                .map(Duration::from_secs_f64),
-            watch: adapter.watch(w.model.as_deref()),
-            budget: limits.budget,
-            max_steps: Some(limits.max_steps),
-            run_budget: spend.reached(),
-            gateway: Some(door.stop.clone()),
-            on_progress: Some(Box::new(move |p: crate::agent::Progress| {
-                if let Some(c) = p.cost {
-                    spend.live(id, c);
-                }
-            })),
+            live: LiveLimits {
+                inactivity: self
+                    .plan
+                    .limits
+                    .inactivity_timeout
+                    .map(Duration::from_secs_f64),
+                watch: adapter.watch(w.model.as_deref()),
+                budget: limits.budget,
+                max_steps: Some(limits.max_steps),
+                run_budget: spend.reached(),
+                gateway: Some(door.stop.clone()),
+                on_progress: Some(Box::new(move |p: crate::agent::Progress| {
+                    if let Some(c) = p.cost {
+                        spend.live(id, c);
+                    }
+                })),
+            },
             confine: confined.prepared.as_ref(),
         };
         self.start_clock(w.id, timeout);

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use crate::model::{PortRange, Reason, SetupRecord, SetupStep, timed_out_after};
 use crate::plan::setup::SetupPlan;
 use crate::run::event::StopLevel;
-use crate::run::process::{Ending, ProcessSpec, supervise};
+use crate::run::process::{Ending, LiveLimits, ProcessSpec, supervise};
 use crate::util::duration::format_secs;
 use crate::util::glob;
 
@@ -421,13 +421,7 @@ async fn run_step(
         log: w.log,
         timeout: Some(Duration::from_secs_f64(step.timeout)),
         grace: w.grace,
-        inactivity: None,
-        watch: None,
-        budget: None,
-        max_steps: None,
-        run_budget: None,
-        gateway: None,
-        on_progress: None,
+        live: LiveLimits::default(),
         confine: w.confine.filter(|_| step.confined),
     };
     let sup = match supervise(spec, stop.clone(), on_line).await {
