@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub};
-use super::preview::Preview;
+use super::preview::{Preview, PullDecision};
 use super::stable::task_key;
 use super::tracking;
 use crate::model::{Operation, WorkerResult};
@@ -387,10 +387,7 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
 /// token, else undecided. Only reads (the issues listed).
 pub async fn preview(github: Option<&GitHub>, report: &RunReport, previews: &[Preview]) -> String {
     let mut queued: Vec<String> = Vec::new();
-    for p in previews
-        .iter()
-        .filter(|p| p.pull_request.starts_with("queued:"))
-    {
+    for p in previews.iter().filter(|p| p.pull == PullDecision::Queued) {
         let key = report
             .results
             .iter()

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::github::{ApiError, GitHub, Issue};
-use super::preview::{NO_TOKEN_ISSUES, Preview};
+use super::preview::{NO_TOKEN_ISSUES, Preview, PullDecision};
 use super::pulls::{PublishOptions, outcome};
 use super::stable::task_key;
 use super::tracking;
@@ -161,17 +161,17 @@ fn would_review(report: &RunReport, p: &Poster<'_>, previews: &[Preview]) -> Str
         Ok(w) => w,
         Err(why) => return format!("none: {why}"),
     };
-    let pull = previews
-        .iter()
-        .find(|pv| pv.worker_id == w.worker_id)
-        .map_or("none", |pv| pv.pull_request.as_str());
-    match super::preview::writes_pull(pull) {
-        Some(Some(n)) => format!("review #{n}, task {of}'s pull request"),
-        Some(None) => format!("review the pull request task {of} would open"),
-        None if pull.starts_with("undecided") => {
+    let pv = previews.iter().find(|pv| pv.worker_id == w.worker_id);
+    let (decided, pull) = pv.map_or((PullDecision::None, "none"), |pv| {
+        (pv.pull, pv.pull_request.as_str())
+    });
+    match decided {
+        PullDecision::Update(n) => format!("review #{n}, task {of}'s pull request"),
+        PullDecision::Open => format!("review the pull request task {of} would open"),
+        PullDecision::Undecided => {
             format!("undecided: it reviews the pull request of task {of}, itself undecided")
         }
-        None => format!(
+        PullDecision::None | PullDecision::Queued => format!(
             "none: not posted: task {of} would open or update no pull request in this publish (worker #{}: {pull})",
             w.worker_id
         ),

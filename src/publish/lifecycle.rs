@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 
 use git2::Oid;
 
-use super::body::Templates;
+use super::Inputs;
 use super::github::{GitHub, PullRequest};
-use super::preview::Preview;
+use super::preview::{NO_TOKEN, Preview, PullDecision};
 use super::pulls::{self, PublishOptions, outcome};
 use super::push::{Lease, PushResult, WouldPush};
 use super::stable::{self, LABEL, Marker};
@@ -183,35 +183,18 @@ type Survey = Result<Vec<(PullRequest, Marker)>, String>;
 /// Publish `report` to stable branches: one worker per task's branch (the one to
 /// publish, else one that found nothing to change), each task's pull request created,
 /// updated, left, closed, queued or kept closed, in the phases of the module docs.
-pub async fn publish(
-    report: &RunReport,
-    repo_dir: &std::path::Path,
-    github: &GitHub,
-    push_token: Option<&str>,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> BTreeMap<u32, PublishOutcome> {
+pub async fn publish(p: Inputs<'_>, github: &GitHub) -> BTreeMap<u32, PublishOutcome> {
     let mut out = BTreeMap::new();
-    let tasks = match based_tasks(report, repo_dir, opts, &mut out) {
+    let (base, tasks) = match tasks(p, &mut out) {
         Ok(t) => t,
         Err(why) => {
-            for r in &report.results {
+            for r in &p.report.results {
                 out.insert(r.worker_id, outcome(Operation::Failed, Some(why.clone())));
             }
             return out;
         }
     };
-    let (base, tasks) = tasks;
-    let ctx = Ctx {
-        base,
-        report,
-        repo_dir,
-        github,
-        push_token,
-        templates,
-        opts,
-        bodies: Default::default(),
-    };
+    let ctx = Ctx::new(p, base, github);
     let Planned {
         steps,
         survey,
@@ -235,40 +218,28 @@ pub async fn publish(
 /// What [`publish`] would do, without writing anything ([`super::preview`]): the same
 /// tasks, looked up and decided in the same phases, each step's action said instead
 /// of done. Without `github` (no token), what GitHub's state decides is undecided.
-pub async fn dry_run(
-    report: &RunReport,
-    repo_dir: &std::path::Path,
-    github: Option<&GitHub>,
-    push_token: Option<&str>,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> Vec<Preview> {
+pub async fn dry_run(p: Inputs<'_>, github: Option<&GitHub>) -> Vec<Preview> {
     let mut out = BTreeMap::new();
-    let nothing = |r: &WorkerResult, why: &str| {
-        Preview::nothing(r.worker_id, &r.branch, r.commit.as_deref(), why)
-    };
-    let (base, tasks) = match based_tasks(report, repo_dir, opts, &mut out) {
+    let (base, tasks) = match tasks(p, &mut out) {
         Ok(t) => t,
-        Err(why) => return report.results.iter().map(|r| nothing(r, &why)).collect(),
+        Err(why) => {
+            return p
+                .report
+                .results
+                .iter()
+                .map(|r| Preview::skipped(r, &why))
+                .collect();
+        }
     };
     let mut previews = Vec::new();
     match github {
         None => {
             for t in &tasks {
-                previews.push(undecided(t, repo_dir, push_token, opts).await);
+                previews.push(undecided(t, p).await);
             }
         }
         Some(github) => {
-            let ctx = Ctx {
-                base,
-                report,
-                repo_dir,
-                github,
-                push_token,
-                templates,
-                opts,
-                bodies: Default::default(),
-            };
+            let ctx = Ctx::new(p, base, github);
             let planned = ctx.plan(tasks, &mut out).await;
             for step in &planned.steps {
                 previews.push(ctx.preview(step, &planned.bases).await);
@@ -278,8 +249,8 @@ pub async fn dry_run(
         }
     }
     for (id, o) in out {
-        if let Some(r) = report.results.iter().find(|r| r.worker_id == id) {
-            previews.push(nothing(r, o.reason.as_deref().unwrap_or_default()));
+        if let Some(r) = p.report.results.iter().find(|r| r.worker_id == id) {
+            previews.push(Preview::skipped(r, o.reason.as_deref().unwrap_or_default()));
         }
     }
     previews.sort_by_key(|p| p.worker_id);
@@ -305,66 +276,38 @@ fn say_retargets(previews: &mut [Preview], steps: &[Step<'_>], retargets: Vec<Re
     }
 }
 
-/// The base branch and tonight's tasks ([`tasks`]), or why there are none.
-fn based_tasks<'a>(
-    report: &'a RunReport,
-    repo_dir: &std::path::Path,
-    opts: &PublishOptions,
-    out: &mut BTreeMap<u32, PublishOutcome>,
-) -> Result<(String, Vec<Task<'a>>), String> {
-    let base = pulls::base_of(report, opts)
-        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned())?;
-    Ok((base, tasks(report, repo_dir, opts, out)?))
-}
-
 /// A task's preview without a token: its push decided, its pull request not.
-async fn undecided(
-    t: &Task<'_>,
-    repo_dir: &std::path::Path,
-    push_token: Option<&str>,
-    opts: &PublishOptions,
-) -> Preview {
-    match &t.tonight {
-        Tonight::Nothing(why) => Preview::nothing(t.r.worker_id, &t.branch, None, why),
-        Tonight::Unchanged => Preview {
-            pull_request: super::preview::NO_TOKEN.into(),
-            ..Preview::nothing(t.r.worker_id, &t.branch, None, "no change against the base")
-        },
+async fn undecided(t: &Task<'_>, p: Inputs<'_>) -> Preview {
+    let id = t.r.worker_id;
+    let pv = match &t.tonight {
+        Tonight::Nothing(why) => return Preview::nothing(id, &t.branch, None, why),
+        Tonight::Unchanged => Preview::nothing(id, &t.branch, None, "no change against the base"),
         Tonight::Changed { lease, .. } => {
-            let would = look_one(repo_dir, opts, push_token, lease.clone()).await;
-            Preview {
-                push: super::preview::push_line(Some(&would)),
-                commit: Some(lease.local.to_string()),
-                pull_request: super::preview::NO_TOKEN.into(),
-                ..Preview::nothing(t.r.worker_id, &t.branch, None, "")
-            }
+            Preview::pushing(id, lease, Some(&look_one(p, lease.clone()).await))
         }
-    }
+    };
+    pv.with_pull(NO_TOKEN.into(), PullDecision::Undecided)
 }
 
 /// What pushing one lease would do.
-async fn look_one(
-    repo_dir: &std::path::Path,
-    opts: &PublishOptions,
-    push_token: Option<&str>,
-    lease: Lease,
-) -> Result<WouldPush, String> {
+async fn look_one(p: Inputs<'_>, lease: Lease) -> Result<WouldPush, String> {
     let branch = lease.branch.clone();
-    let mut m = pulls::look_all(repo_dir, opts, push_token, &[(0, lease)]).await?;
+    let mut m = pulls::look_all(p, &[(0, lease)]).await?;
     m.remove(&branch)
         .ok_or_else(|| "the remote's branches were not read".to_owned())
 }
 
-/// The worker speaking for each stable branch, in the plan's order; every other
-/// worker's outcome goes into `out`.
+/// The base branch and the worker speaking for each stable branch, in the plan's
+/// order; every other worker's outcome goes into `out`. Or why there are none.
 fn tasks<'a>(
-    report: &'a RunReport,
-    repo_dir: &std::path::Path,
-    opts: &PublishOptions,
+    p: Inputs<'a>,
     out: &mut BTreeMap<u32, PublishOutcome>,
-) -> Result<Vec<Task<'a>>, String> {
+) -> Result<(String, Vec<Task<'a>>), String> {
+    let base = pulls::base_of(p.report, p.opts)
+        .ok_or_else(|| "the run's base is not a branch; pass --base BRANCH".to_owned())?;
+    let (report, opts) = (p.report, p.opts);
     let ids = stable::branches(&report.plan)?;
-    let repo = git2::Repository::open(repo_dir).map_err(|e| e.message().to_owned())?;
+    let repo = git2::Repository::open(p.repo_dir).map_err(|e| e.message().to_owned())?;
     let mut chosen: BTreeMap<String, Task<'a>> = BTreeMap::new();
     for r in &report.results {
         let (Some((key, branch)), Some(w)) = (
@@ -409,7 +352,7 @@ fn tasks<'a>(
     }
     let mut tasks: Vec<Task<'a>> = chosen.into_values().collect();
     tasks.sort_by_key(|t| t.r.worker_id);
-    Ok(tasks)
+    Ok((base, tasks))
 }
 
 /// What `r` has to publish tonight on `branch`.
@@ -565,18 +508,24 @@ struct Planned<'a> {
 
 /// What every task's publishing shares.
 struct Ctx<'a> {
+    p: Inputs<'a>,
     base: String,
-    report: &'a RunReport,
-    repo_dir: &'a std::path::Path,
     github: &'a GitHub,
-    push_token: Option<&'a str>,
-    templates: &'a Templates,
-    opts: &'a PublishOptions,
     /// The bodies fanout wrote tonight, by pull request.
     bodies: std::cell::RefCell<BTreeMap<u64, String>>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(p: Inputs<'a>, base: String, github: &'a GitHub) -> Self {
+        let bodies = Default::default();
+        Ctx {
+            p,
+            base,
+            github,
+            bodies,
+        }
+    }
+
     /// fanout's open pull requests, by their markers.
     async fn survey(&self) -> Survey {
         let all = self
@@ -611,7 +560,7 @@ impl Ctx<'_> {
                 }
             }
         }
-        queue(&mut steps, &survey, self.opts.max_open);
+        queue(&mut steps, &survey, self.p.opts.max_open);
         let bases = Bases::of(&steps, &survey, &self.base);
         Planned {
             steps,
@@ -624,6 +573,11 @@ impl Ctx<'_> {
     async fn preview(&self, step: &Step<'_>, bases: &Bases) -> Preview {
         let (t, known) = (&step.t, &step.known);
         let base = Preview::nothing(t.r.worker_id, &t.branch, None, "");
+        let pull = match (&step.action, &t.tonight) {
+            (Action::Create, Tonight::Changed { .. }) => PullDecision::Open,
+            (Action::Update(n, _), Tonight::Changed { .. }) => PullDecision::Update(*n),
+            _ => PullDecision::None,
+        };
         let (pull_request, lease) = match (&step.action, &t.tonight) {
             (Action::Skip(why), _) => match merged(t, known) {
                 Some((n, gone)) => (
@@ -639,8 +593,7 @@ impl Ctx<'_> {
                         Tonight::Changed { lease, .. } => Some(lease.local.to_string()),
                         _ => None,
                     },
-                    pull_request: why.clone(),
-                    ..base
+                    ..base.with_pull(why.clone(), PullDecision::Queued)
                 };
             }
             (Action::Leave(n), _) => (format!("leave #{n}: it already holds this change"), None),
@@ -660,27 +613,16 @@ impl Ctx<'_> {
         let Some(lease) = lease else {
             return Preview {
                 push: "no push".into(),
-                pull_request,
-                ..base
+                ..base.with_pull(pull_request, pull)
             };
         };
         let claimed = Lease {
             claimed: known.claimed(),
             ..lease
         };
-        let would = look_one(self.repo_dir, self.opts, self.push_token, claimed.clone()).await;
-        let push = if claimed.delete {
-            super::preview::delete_line(Some(&would))
-        } else {
-            super::preview::push_line(Some(&would))
-        };
-        let p = Preview {
-            push,
-            commit: (!claimed.delete).then(|| claimed.local.to_string()),
-            pull_request,
-            ..base
-        };
-        self.preview_text(step, p)
+        let would = look_one(self.p, claimed.clone()).await;
+        let pv = Preview::pushing(t.r.worker_id, &claimed, Some(&would));
+        self.preview_text(step, pv.with_pull(pull_request, pull))
     }
 
     /// A preview with the labels, title and body of a pull request opened or updated.
@@ -705,10 +647,7 @@ impl Ctx<'_> {
                 ..p
             }
             .with_text(&title, &body),
-            Err(e) => Preview {
-                pull_request: format!("none: {e}"),
-                ..p
-            },
+            Err(e) => p.with_pull(format!("none: {e}"), PullDecision::None),
         }
     }
 
@@ -732,8 +671,8 @@ impl Ctx<'_> {
             &t.tonight,
             &known,
             &prompt,
-            self.opts.close_stale,
-            self.opts.reopen,
+            self.p.opts.close_stale,
+            self.p.opts.reopen,
         );
         Ok(Step { t, known, action })
     }
@@ -768,7 +707,7 @@ impl Ctx<'_> {
                 Some(_) => bases.base_for(&m.task, &self.base).to_owned(),
                 None if p.base.branch != self.base
                     && !bases.open_after.contains(&p.base.branch)
-                    && stable::is_stable_branch(&self.report.plan, &p.base.branch) =>
+                    && stable::is_stable_branch(&self.p.report.plan, &p.base.branch) =>
                 {
                     self.base.clone()
                 }
@@ -863,16 +802,16 @@ impl Ctx<'_> {
         section: Option<&str>,
     ) -> Result<(String, String, Marker), String> {
         let title = t.task.issue.as_ref().map(|i| i.title.as_str());
-        let (title, body) = self.templates.render_titled(
+        let (title, body) = self.p.templates.render_titled(
             t.r,
-            &self.report.results,
-            (&self.report.run_id, self.opts.run_url.as_deref()),
+            &self.p.report.results,
+            (&self.p.report.run_id, self.p.opts.run_url.as_deref()),
             title,
         )?;
         let marker = Marker {
             prev,
             prompt: prompt.to_owned(),
-            run: self.report.run_id.clone(),
+            run: self.p.report.run_id.clone(),
             files: t.r.files_modified.clone(),
             issue: t.task.issue.as_ref().map(|i| i.number),
             tends: t.task.tend.as_ref().map_or(0, |x| x.attempt),
@@ -889,7 +828,7 @@ impl Ctx<'_> {
     /// Push one lease (a branch, or its deletion).
     async fn push(&self, lease: Lease) -> PushResult {
         let branch = lease.branch.clone();
-        match pulls::push_all(self.repo_dir, self.opts, self.push_token, &[(0, lease)]).await {
+        match pulls::push_all(self.p, &[(0, lease)]).await {
             Ok(mut m) => m
                 .remove(&branch)
                 .unwrap_or(PushResult::Refused("not pushed".into())),
@@ -942,7 +881,7 @@ impl Ctx<'_> {
     /// The publish options with fanout's [`LABEL`] first among the labels: every
     /// pull request of a stable branch carries it (put back on one that lost it).
     fn labelled(&self) -> pulls::PublishOptions {
-        let mut opts = self.opts.clone();
+        let mut opts = self.p.opts.clone();
         if !opts.labels.iter().any(|l| l == LABEL) {
             opts.labels.insert(0, LABEL.to_owned());
         }
@@ -1024,8 +963,8 @@ impl Ctx<'_> {
         };
         let text = format!(
             "Closed by fanout: run `{}` found nothing to change for this task against the base `{}`, so this change is no longer needed. The branch `{}` is deleted.",
-            self.report.run_id,
-            short(&self.report.plan.base.commit),
+            self.p.report.run_id,
+            short(&self.p.report.plan.base.commit),
             t.branch
         );
         if let Err(e) = self.github.comment(number, &text).await {

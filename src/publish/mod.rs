@@ -39,6 +39,7 @@ use std::collections::BTreeMap;
 
 use body::Templates;
 use github::GitHub;
+use preview::{Preview, PullDecision};
 pub use pulls::{PublishOptions, counts, ineligible, record, verify};
 use pulls::{open_or_update, outcome, push_all};
 use push::{Lease, PushResult};
@@ -46,28 +47,48 @@ use push::{Lease, PushResult};
 use crate::model::{Operation, PublishOutcome, WorkerResult};
 use crate::run::results::RunReport;
 
-/// Publish every eligible worker of `report` from the repository at `repo_dir`: each
-/// branch checked against the plan ([`verify`]) and pushed with a lease asked from the
-/// remote ([`push`]). Returns one outcome per worker, by worker id.
-pub async fn publish(
-    report: &RunReport,
-    repo_dir: &std::path::Path,
-    github: &GitHub,
-    push_token: Option<&str>,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> BTreeMap<u32, PublishOutcome> {
-    let integration = report.results.iter().any(|r| r.worker_id == 0);
-    if opts.branch == stable::BranchMode::Stable && !integration {
-        return lifecycle::publish(report, repo_dir, github, push_token, templates, opts).await;
+/// What one publish reads: the run's report and repository, the token to push
+/// with, the pull requests' templates and the options.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    pub(crate) report: &'a RunReport,
+    pub(crate) repo_dir: &'a std::path::Path,
+    pub(crate) push_token: Option<&'a str>,
+    pub(crate) templates: &'a Templates,
+    pub(crate) opts: &'a PublishOptions,
+}
+
+impl<'a> Inputs<'a> {
+    /// The same, for `report`.
+    pub(crate) fn with_report(self, report: &'a RunReport) -> Self {
+        Inputs { report, ..self }
+    }
+
+    /// Whether the workers publish to stable branches ([`lifecycle`]): the integration
+    /// branch never does.
+    fn stable(&self) -> bool {
+        self.opts.branch == stable::BranchMode::Stable
+            && !self.report.results.iter().any(|r| r.worker_id == 0)
+    }
+
+    /// The title and body of a per-run branch's pull request.
+    fn pull_text(&self, r: &WorkerResult) -> Result<(String, String), String> {
+        let (report, run_url) = (self.report, self.opts.run_url.as_deref());
+        (self.templates).render_in(r, &report.results, &report.run_id, run_url)
+    }
+}
+
+/// Publish every eligible worker of `p.report` from the repository at `p.repo_dir`:
+/// each branch checked against the plan ([`verify`]) and pushed with a lease asked
+/// from the remote ([`push`]). Returns one outcome per worker, by worker id.
+pub async fn publish(p: Inputs<'_>, github: &GitHub) -> BTreeMap<u32, PublishOutcome> {
+    if p.stable() {
+        return lifecycle::publish(p, github).await;
     }
     let mut out = BTreeMap::new();
-    let base = pulls::base_of(report, opts);
-    let repo = git2::Repository::open(repo_dir).ok();
-    let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut out);
-    drop(repo);
+    let (base, leases) = leases(p, &mut out);
     let Some(base) = base else { return out };
-    let pushed = match push_all(repo_dir, opts, push_token, &leases).await {
+    let pushed = match push_all(p, &leases).await {
         Ok(map) => map,
         Err(why) => {
             for (id, _) in &leases {
@@ -77,14 +98,16 @@ pub async fn publish(
         }
     };
     for (id, lease) in &leases {
-        let r = report
-            .results
-            .iter()
-            .find(|r| r.worker_id == *id)
-            .expect("lease from a result");
+        let r = p.report.results.iter().find(|r| r.worker_id == *id);
+        let r = r.expect("lease from a result");
         let result = match pushed.get(&lease.branch) {
             Some(PushResult::Pushed) | Some(PushResult::UpToDate) => {
-                let mut o = pull_request(report, r, &base, github, templates, opts).await;
+                let mut o = match p.pull_text(r) {
+                    Ok((title, body)) => {
+                        open_or_update(&r.branch, &base, &title, &body, github, p.opts).await
+                    }
+                    Err(e) => outcome(Operation::Failed, Some(e)),
+                };
                 o.pushed_commit = Some(lease.local.to_string());
                 o
             }
@@ -100,59 +123,33 @@ pub async fn publish(
 /// checks, the push decided from the remote's branches as they are now, the pull
 /// request from the open one GitHub lists (with `github`, a client holding a token;
 /// without it, undecided). See [`preview`] for the record.
-pub async fn dry_run(
-    report: &RunReport,
-    repo_dir: &std::path::Path,
-    github: Option<&GitHub>,
-    push_token: Option<&str>,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> Vec<preview::Preview> {
-    let integration = report.results.iter().any(|r| r.worker_id == 0);
-    if opts.branch == stable::BranchMode::Stable && !integration {
-        return lifecycle::dry_run(report, repo_dir, github, push_token, templates, opts).await;
+pub async fn dry_run(p: Inputs<'_>, github: Option<&GitHub>) -> Vec<Preview> {
+    if p.stable() {
+        return lifecycle::dry_run(p, github).await;
     }
     let mut skipped = BTreeMap::new();
-    let base = pulls::base_of(report, opts);
-    let repo = git2::Repository::open(repo_dir).ok();
-    let leases = leases(repo.as_ref(), report, opts, base.is_some(), &mut skipped);
-    drop(repo);
-    let looked = pulls::look_all(repo_dir, opts, push_token, &leases).await;
+    let (base, leases) = leases(p, &mut skipped);
+    let looked = pulls::look_all(p, &leases).await;
     let mut out = Vec::new();
-    for r in &report.results {
+    for r in &p.report.results {
         let lease = leases.iter().find(|(id, _)| *id == r.worker_id);
         let (Some((_, lease)), Some(base)) = (lease, base.as_deref()) else {
-            let why = skipped
-                .get(&r.worker_id)
-                .and_then(|o| o.reason.clone())
-                .unwrap_or_default();
-            out.push(preview::Preview::nothing(
-                r.worker_id,
-                &r.branch,
-                r.commit.as_deref(),
-                &why,
-            ));
+            let why = skipped.get(&r.worker_id).and_then(|o| o.reason.as_deref());
+            out.push(Preview::skipped(r, why.unwrap_or_default()));
             continue;
         };
-        let would = looked
-            .as_ref()
-            .map(|m| m.get(&lease.branch).cloned().map(Ok));
-        let would = match would {
-            Ok(w) => w,
+        let would = match &looked {
+            Ok(m) => m.get(&lease.branch).cloned().map(Ok),
             Err(e) => Some(Err(e.clone())),
         };
-        let p = preview::Preview {
-            push: preview::push_line(would.as_ref()),
-            commit: Some(lease.local.to_string()),
-            ..preview::Preview::nothing(r.worker_id, &lease.branch, None, "")
-        };
+        let pv = Preview::pushing(r.worker_id, lease, would.as_ref());
         out.push(if preview::pushable(would.as_ref()) {
-            pull_preview(p, (report, r), base, github, templates, opts).await
+            pull_preview(pv, p, r, base, github).await
         } else {
-            preview::Preview {
-                pull_request: "none: the branch would not be pushed".into(),
-                ..p
-            }
+            pv.with_pull(
+                "none: the branch would not be pushed".into(),
+                PullDecision::None,
+            )
         });
     }
     out
@@ -160,53 +157,51 @@ pub async fn dry_run(
 
 /// The pull request part of a per-run branch's preview.
 async fn pull_preview(
-    p: preview::Preview,
-    (report, r): (&RunReport, &WorkerResult),
+    pv: Preview,
+    p: Inputs<'_>,
+    r: &WorkerResult,
     base: &str,
     github: Option<&GitHub>,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> preview::Preview {
-    let (title, body) = match pull_text(report, r, templates, opts) {
+) -> Preview {
+    let (title, body) = match p.pull_text(r) {
         Ok(tb) => tb,
-        Err(e) => {
-            return preview::Preview {
-                pull_request: format!("none: {e}"),
-                ..p
-            };
-        }
+        Err(e) => return pv.with_pull(format!("none: {e}"), PullDecision::None),
     };
-    let p = preview::Preview {
-        labels: opts.labels.clone(),
-        ..p
+    let pv = Preview {
+        labels: p.opts.labels.clone(),
+        ..pv
     }
     .with_text(&title, &body);
     let Some(github) = github else {
-        return preview::Preview {
-            pull_request: preview::NO_TOKEN.into(),
-            ..p
-        };
+        return pv.with_pull(preview::NO_TOKEN.into(), PullDecision::Undecided);
     };
-    let pull_request = match github.find_open_pull(&r.branch, base).await {
-        Ok(open) => match pulls::pull_action(open.as_ref(), &title, &body, &opts.labels) {
-            pulls::PullAction::Open => format!("open into {base}"),
-            pulls::PullAction::Update(n) => format!("update #{n}"),
-            pulls::PullAction::Leave(n) => format!("leave #{n}: it already says this"),
+    let (line, write) = match github.find_open_pull(&r.branch, base).await {
+        Ok(open) => match pulls::pull_action(open.as_ref(), &title, &body, &p.opts.labels) {
+            pulls::PullAction::Open => (format!("open into {base}"), PullDecision::Open),
+            pulls::PullAction::Update(n) => (format!("update #{n}"), PullDecision::Update(n)),
+            pulls::PullAction::Leave(n) => (
+                format!("leave #{n}: it already says this"),
+                PullDecision::None,
+            ),
         },
-        Err(e) => format!("undecided: the open pull requests cannot be read: {e}"),
+        Err(e) => (
+            format!("undecided: the open pull requests cannot be read: {e}"),
+            PullDecision::Undecided,
+        ),
     };
-    preview::Preview { pull_request, ..p }
+    pv.with_pull(line, write)
 }
 
 /// The push lease of each worker to publish (its branch and commit, checked against
-/// the plan: [`verify`]); the outcome of each that is not published goes into `out`.
+/// the plan: [`verify`]); the outcome of each that is not published goes into `out`; and the base
+/// branch, when the run's base is one.
 fn leases(
-    repo: Option<&git2::Repository>,
-    report: &RunReport,
-    opts: &PublishOptions,
-    has_base: bool,
+    p: Inputs<'_>,
     out: &mut BTreeMap<u32, PublishOutcome>,
-) -> Vec<(u32, Lease)> {
+) -> (Option<String>, Vec<(u32, Lease)>) {
+    let (report, opts) = (p.report, p.opts);
+    let base = pulls::base_of(report, opts);
+    let repo = git2::Repository::open(p.repo_dir).ok();
     let mut leases = Vec::new();
     for r in &report.results {
         if let Some(why) = ineligible(r, opts.include_partial)
@@ -215,7 +210,7 @@ fn leases(
             out.insert(r.worker_id, outcome(Operation::Skipped, Some(why)));
             continue;
         }
-        if !has_base {
+        if base.is_none() {
             out.insert(
                 r.worker_id,
                 outcome(
@@ -225,7 +220,7 @@ fn leases(
             );
             continue;
         }
-        let checked = match repo {
+        let checked = match &repo {
             Some(repo) => verify(repo, report, r).and_then(|lease| {
                 match pulls::changes_ci(repo, &lease, opts.allow_workflow_changes) {
                     Some(why) => Err(why),
@@ -244,31 +239,5 @@ fn leases(
             }
         }
     }
-    leases
-}
-
-/// Create or update the pull request of one pushed branch.
-async fn pull_request(
-    report: &RunReport,
-    r: &WorkerResult,
-    base: &str,
-    github: &GitHub,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> PublishOutcome {
-    let (title, body) = match pull_text(report, r, templates, opts) {
-        Ok(tb) => tb,
-        Err(e) => return outcome(Operation::Failed, Some(e)),
-    };
-    open_or_update(&r.branch, base, &title, &body, github, opts).await
-}
-
-/// The title and body of a per-run branch's pull request.
-fn pull_text(
-    report: &RunReport,
-    r: &WorkerResult,
-    templates: &Templates,
-    opts: &PublishOptions,
-) -> Result<(String, String), String> {
-    templates.render_in(r, &report.results, &report.run_id, opts.run_url.as_deref())
+    (base, leases)
 }

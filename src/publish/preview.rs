@@ -15,14 +15,15 @@
 
 use serde::Serialize;
 
-use super::push::{PushResult, WouldPush};
+use super::push::{Lease, PushResult, WouldPush};
+use crate::model::WorkerResult;
 use crate::util::short;
 
 /// How many lines of a pull request's body a preview shows.
 pub const BODY_LINES: usize = 4;
 
 /// What publishing would do for one worker.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Preview {
     /// The worker.
     pub worker_id: u32,
@@ -35,6 +36,10 @@ pub struct Preview {
     /// `open …`, `update #N`, `leave #N …`, `close #N …`, `queued: …`, `none: …` or
     /// `undecided: …`.
     pub pull_request: String,
+    /// What [`Preview::pull_request`] says would happen, for the decisions that
+    /// follow it (a findings review, the digest's queue).
+    #[serde(skip)]
+    pub pull: PullDecision,
     /// The labels the pull request would carry.
     pub labels: Vec<String>,
     /// Its title, when it would be written.
@@ -50,6 +55,22 @@ pub struct Preview {
     /// What else the night would do on its account (`retarget #N onto …`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also: Vec<String>,
+}
+
+/// What would happen to a preview's pull request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PullDecision {
+    /// Nothing is written (none, left as it is, closed).
+    #[default]
+    None,
+    /// One is opened.
+    Open,
+    /// The open one is updated, by number.
+    Update(u64),
+    /// The change waits for room (`publish.max_open`).
+    Queued,
+    /// GitHub's state decides, and it cannot be read.
+    Undecided,
 }
 
 /// What publishing a run would do: each worker's preview, and the digest issue's
@@ -72,11 +93,38 @@ impl Preview {
             commit: commit.map(str::to_owned),
             push: format!("no push: {why}"),
             pull_request: "none".into(),
-            labels: Vec::new(),
-            title: None,
-            body: Vec::new(),
-            findings: None,
-            also: Vec::new(),
+            ..Preview::default()
+        }
+    }
+
+    /// Worker `r`, not published, and why.
+    pub fn skipped(r: &WorkerResult, why: &str) -> Preview {
+        Preview::nothing(r.worker_id, &r.branch, r.commit.as_deref(), why)
+    }
+
+    /// Worker `worker_id`'s push of `lease` (or its deletion), from what
+    /// [`super::push::look`] found; its pull request still to say.
+    pub fn pushing(
+        worker_id: u32,
+        lease: &Lease,
+        would: Option<&Result<WouldPush, String>>,
+    ) -> Preview {
+        Preview {
+            push: match lease.delete {
+                true => delete_line(would),
+                false => push_line(would),
+            },
+            commit: (!lease.delete).then(|| lease.local.to_string()),
+            ..Preview::nothing(worker_id, &lease.branch, None, "")
+        }
+    }
+
+    /// With its pull request line and what that line decides.
+    pub fn with_pull(self, pull_request: String, pull: PullDecision) -> Preview {
+        Preview {
+            pull_request,
+            pull,
+            ..self
         }
     }
 
@@ -98,7 +146,7 @@ impl Preview {
 }
 
 /// The push line of a branch, from what [`super::push::look`] found.
-pub fn push_line(would: Option<&Result<WouldPush, String>>) -> String {
+fn push_line(would: Option<&Result<WouldPush, String>>) -> String {
     match would {
         Some(Ok(WouldPush::Write { from: None })) => "push: a new branch on the remote".into(),
         Some(Ok(WouldPush::Write { from: Some(tip) })) => format!(
@@ -117,7 +165,7 @@ pub fn push_line(would: Option<&Result<WouldPush, String>>) -> String {
 }
 
 /// The push line of a branch's deletion, from what [`super::push::look`] found.
-pub fn delete_line(would: Option<&Result<WouldPush, String>>) -> String {
+fn delete_line(would: Option<&Result<WouldPush, String>>) -> String {
     match would {
         Some(Ok(WouldPush::Write { from })) => format!(
             "delete: the remote's branch at {} (fanout's)",
@@ -139,17 +187,6 @@ pub fn pushable(would: Option<&Result<WouldPush, String>>) -> bool {
             WouldPush::Write { .. } | WouldPush::Not(PushResult::UpToDate)
         ))
     )
-}
-
-/// Whether the pull request line `pull_request` (as [`super::dry_run`] and
-/// [`super::lifecycle::dry_run`] say it) opens or updates one: `Some(None)` for one
-/// it would open, `Some(Some(n))` for #n it would update, None otherwise.
-pub fn writes_pull(pull_request: &str) -> Option<Option<u64>> {
-    if pull_request.starts_with("open into ") {
-        return Some(None);
-    }
-    let n = pull_request.strip_prefix("update #")?;
-    n.parse().ok().map(Some)
 }
 
 /// What a preview says when GitHub's state decides and there is no token to ask.

@@ -9,8 +9,8 @@ use git2::Oid;
 
 use super::github::{ApiError, GitHub, NewPull, PullRequest};
 use super::push::{self, Lease, PushResult};
-use super::stable;
 use super::target;
+use super::{Inputs, stable};
 
 use crate::model::{Operation, PublishOutcome, Status, WorkerResult};
 use crate::run::results::RunReport;
@@ -202,47 +202,45 @@ pub fn verify(
 
 /// One push for every branch; an error says why none was pushed.
 pub(super) async fn push_all(
-    repo_dir: &std::path::Path,
-    opts: &PublishOptions,
-    push_token: Option<&str>,
+    p: Inputs<'_>,
     leases: &[(u32, Lease)],
 ) -> Result<BTreeMap<String, PushResult>, String> {
-    let repo_dir = repo_dir.to_owned();
-    let to = opts.push.clone();
-    let token = push_token.map(str::to_owned);
-    let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
-    let pushed = tokio::task::spawn_blocking(move || {
-        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
-        push::push(&repo, &to, token.as_deref(), &batch)
-    })
-    .await;
-    match pushed {
-        Ok(result) => result,
-        Err(_) => Err("push task failed".into()),
-    }
+    let pushed = on_remote(p, leases, push::push).await;
+    pushed.unwrap_or_else(|_| Err("push task failed".into()))
 }
 
 /// What pushing each lease would do ([`push::look`]), by branch; an error says why
 /// the remote's branches cannot be read.
 pub(super) async fn look_all(
-    repo_dir: &std::path::Path,
-    opts: &PublishOptions,
-    push_token: Option<&str>,
+    p: Inputs<'_>,
     leases: &[(u32, Lease)],
 ) -> Result<BTreeMap<String, push::WouldPush>, String> {
     if leases.is_empty() {
         return Ok(BTreeMap::new());
     }
-    let repo_dir = repo_dir.to_owned();
-    let to = opts.push.clone();
-    let token = push_token.map(str::to_owned);
+    let looked = on_remote(p, leases, push::look).await;
+    looked.unwrap_or_else(|_| Err("the look at the remote failed".into()))
+}
+
+/// What a push or a look at the remote reads.
+type RemoteFn<T> =
+    fn(&git2::Repository, &target::PushTo, Option<&str>, &[Lease]) -> Result<T, String>;
+
+/// `f` on a blocking thread, with the repository at `p.repo_dir`, the remote to push
+/// to, the push token and the leases.
+async fn on_remote<T: Send + 'static>(
+    p: Inputs<'_>,
+    leases: &[(u32, Lease)],
+    f: RemoteFn<T>,
+) -> Result<Result<T, String>, tokio::task::JoinError> {
+    let (dir, to) = (p.repo_dir.to_owned(), p.opts.push.clone());
+    let token = p.push_token.map(str::to_owned);
     let batch: Vec<Lease> = leases.iter().map(|(_, l)| l.clone()).collect();
     tokio::task::spawn_blocking(move || {
-        let repo = git2::Repository::open(&repo_dir).map_err(|e| e.message().to_owned())?;
-        push::look(&repo, &to, token.as_deref(), &batch)
+        let repo = git2::Repository::open(&dir).map_err(|e| e.message().to_owned())?;
+        f(&repo, &to, token.as_deref(), &batch)
     })
     .await
-    .unwrap_or_else(|_| Err("the look at the remote failed".into()))
 }
 
 pub(super) fn compare_url(

@@ -136,16 +136,10 @@ impl AsReady {
             Err(Failure::Usage(e) | Failure::Fatal(e)) => return (BTreeMap::new(), Some(e)),
             Err(Failure::Interrupted) => return (BTreeMap::new(), Some("stopped".into())),
         };
-        let p = &self.prepared;
-        let out = publish(
-            report,
-            &self.repo.workdir,
-            &gh,
-            Some(token.expose_secret()),
-            &p.templates,
-            &p.opts,
-        )
-        .await;
+        let p = self
+            .prepared
+            .inputs(report, &self.repo.workdir, Some(token.expose_secret()));
+        let out = publish(p, &gh).await;
         (out, gh.stopped().map(|e| e.to_string()))
     }
 

@@ -17,7 +17,7 @@ use super::github::auth::{Credentials, connect};
 use super::github::{ApiError, GitHub, RepoSlug, RetryPolicy};
 use super::preview::Previews;
 use super::target::{self, PushInputs, PushTo};
-use super::{PublishOptions, counts, dry_run, publish, record as record_outcomes};
+use super::{Inputs, PublishOptions, counts, dry_run, publish, record as record_outcomes};
 use crate::config::{BranchMode, ConfigFile, DigestMode, IncludeStatus};
 use crate::exit::{self, Failure};
 use crate::model::{Operation, PublishOutcome};
@@ -118,7 +118,7 @@ pub fn publish_report(
         issues: writes_issues(report, &prepared.opts),
         ci: false,
     });
-    let done = gh.push_and_open(repo, report, &prepared.templates, &prepared.opts, early);
+    let done = gh.push_and_open(prepared.inputs(report, &repo.workdir, None), early);
     let ((outcomes, integrated), stopped, digest) = match done {
         Ok(d) => d,
         Err(e) => {
@@ -181,17 +181,17 @@ pub fn preview_report(
         };
         let token = gh.as_ref().map(|(_, t)| t.expose_secret());
         let github = gh.as_ref().map(|(g, _)| g);
-        let (templates, opts) = (&prepared.templates, &prepared.opts);
-        let mut workers = dry_run(report, &repo.workdir, github, token, templates, opts).await;
+        let p = prepared.inputs(report, &repo.workdir, token);
+        let mut workers = dry_run(p, github).await;
         super::findings::preview(report, github, &mut workers).await;
         if let Some(r) = crate::fanin::conflicts::integration_result(report) {
             let it = RunReport {
                 results: vec![r],
                 ..report.clone()
             };
-            workers.extend(dry_run(&it, &repo.workdir, github, token, templates, opts).await);
+            workers.extend(dry_run(p.with_report(&it), github).await);
         }
-        let digest = match opts.digest {
+        let digest = match prepared.opts.digest {
             true => Some(super::digest::preview(github, report, &workers).await),
             false => None,
         };
@@ -246,6 +246,23 @@ impl PublishContext {
             opts,
             in_actions,
         })
+    }
+
+    /// What one publish of `report` from `repo_dir` reads, pushing with `push_token`.
+    pub(super) fn inputs<'a>(
+        &'a self,
+        report: &'a RunReport,
+        repo_dir: &'a Path,
+        push_token: Option<&'a str>,
+    ) -> Inputs<'a> {
+        let (templates, opts) = (&self.templates, &self.opts);
+        Inputs {
+            report,
+            repo_dir,
+            push_token,
+            templates,
+            opts,
+        }
     }
 
     /// Talking to GitHub as prepared; `scope`: what a GitHub App's token is asked for
@@ -525,12 +542,10 @@ impl Api<'_> {
     /// where it stopped).
     fn push_and_open(
         &self,
-        repo: &UserRepo,
-        report: &RunReport,
-        templates: &Templates,
-        opts: &PublishOptions,
+        p: Inputs<'_>,
         early: &BTreeMap<u32, PublishOutcome>,
     ) -> Result<Outcomes, Failure> {
+        let (report, opts) = (p.report, p.opts);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -554,16 +569,18 @@ impl Api<'_> {
                     .collect(),
                 ..report.clone()
             };
-            let token = Some(push_token.expose_secret());
+            let p = Inputs {
+                push_token: Some(push_token.expose_secret()),
+                ..p
+            };
             let all = async {
-                let mut workers =
-                    publish(&pending, &repo.workdir, &gh, token, templates, opts).await;
+                let mut workers = publish(p.with_report(&pending), &gh).await;
                 workers.extend(early.iter().map(|(id, o)| (*id, o.clone())));
                 if gh.stopped().is_none() {
                     super::findings::post(report, &gh, opts, &mut workers).await;
                 }
                 let integrated = match &integration {
-                    Some(it) => publish(it, &repo.workdir, &gh, token, templates, opts).await,
+                    Some(it) => publish(p.with_report(it), &gh).await,
                     None => Default::default(),
                 };
                 let digest = match opts.digest && gh.stopped().is_none() {

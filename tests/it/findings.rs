@@ -458,6 +458,14 @@ fn the_dry_run_says_what_findings_would_be_posted_and_writes_nothing() {
         ],
         "{text}"
     );
+    // Retitled on GitHub: the publish would update it, and the review follows it.
+    p.gh.set_pull_title(pr, "retitled");
+    let text = p.dry_run(&night1, TOKEN);
+    assert_eq!(
+        findings_lines(&text)[1],
+        (3, format!("review #{pr}, task docs's pull request")),
+        "{text}"
+    );
     // The next night: a comment on the same issue.
     let night2 = p.run();
     let text = p.dry_run(&night2, TOKEN);
