@@ -6,7 +6,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -43,24 +43,7 @@ impl Halted {
             ],
             "",
         );
-        let mut child = t
-            .fanout(&[
-                "--config",
-                cfg.to_str().unwrap(),
-                "run",
-                "--quiet",
-                "--json",
-                "--run-id",
-                run_id,
-                "-w",
-                "1",
-                "-t",
-                "one",
-                "-t",
-                "two",
-                "-t",
-                "three",
-            ])
+        let mut child = one_at_a_time(&t, &cfg, run_id, &["one", "two", "three"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -115,6 +98,22 @@ impl Halted {
             .cloned()
             .unwrap()
     }
+}
+
+/// `fanout run --quiet --json --run-id <run_id> -w 1` of `tasks` with the config `cfg`.
+fn one_at_a_time(t: &TestEnv, cfg: &Path, run_id: &str, tasks: &[&str]) -> Command {
+    let mut args = vec![
+        "--config",
+        cfg.to_str().unwrap(),
+        "run",
+        "--quiet",
+        "--json",
+    ];
+    args.extend(["--run-id", run_id, "-w", "1"]);
+    for task in tasks {
+        args.extend(["-t", task]);
+    }
+    t.fanout(&args)
 }
 
 fn text(out: &Output) -> String {
@@ -447,19 +446,7 @@ impl Worded {
             script.display(),
             t.shared().display(),
         ));
-        let mut args = vec![
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "--quiet",
-            "--json",
-        ];
-        args.extend(["--run-id", run_id, "-w", "1"]);
-        for task in WORDED {
-            args.extend(["-t", task]);
-        }
-        let mut child = t
-            .fanout(&args)
+        let mut child = one_at_a_time(&t, &cfg, run_id, &WORDED)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -682,19 +669,7 @@ fn killed_making_worktree(
     cut: Cut,
 ) {
     std::fs::write(filters.join(format!("stall-{run}")), "").unwrap();
-    let mut child = t
-        .fanout(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "--quiet",
-            "--run-id",
-            run,
-            "-w",
-            "1",
-            "-t",
-            "one",
-        ])
+    let mut child = one_at_a_time(t, cfg, run, &["one"])
         .env("GIT_CONFIG_GLOBAL", global)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -905,22 +880,7 @@ fn a_worktree_not_made_is_not_journaled_and_cleanup_leaves_what_was_there() {
     let theirs = t.worktrees.join("taken").join("w1");
     std::fs::create_dir_all(&theirs).unwrap();
     std::fs::write(theirs.join("mine.txt"), "the user's\n").unwrap();
-    let out = t
-        .fanout(&[
-            "--config",
-            cfg.to_str().unwrap(),
-            "run",
-            "--quiet",
-            "--json",
-            "--run-id",
-            "taken",
-            "-w",
-            "1",
-            "-t",
-            "one",
-        ])
-        .output()
-        .unwrap();
+    let out = one_at_a_time(&t, &cfg, "taken", &["one"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let reason = report["results"][0]["reason"].to_string();
     assert!(reason.contains("already exists"), "{}", text(&out));
