@@ -164,10 +164,7 @@ pub fn preview_report(
 ) -> Result<Previews, Failure> {
     let prepared = PublishContext::new(repo, file, args, record)?;
     let api = prepared.api(super::github::auth::Scope::default());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+    let runtime = crate::run::attempt::runtime()?;
     runtime.block_on(async {
         let gh = match &prepared.target.credentials {
             Some(Credentials::Token(_)) => Some(api.connect().await?),
@@ -546,10 +543,7 @@ impl Api<'_> {
         early: &BTreeMap<u32, PublishOutcome>,
     ) -> Result<Outcomes, Failure> {
         let (report, opts) = (p.report, p.opts);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::Fatal(format!("tokio runtime: {e}")))?;
+        let runtime = crate::run::attempt::runtime()?;
         runtime.block_on(async {
             let (gh, push_token) = self.connect().await?;
             let mut term =

@@ -146,7 +146,7 @@ pub fn render_summary(report: &RunReport, limit: Option<usize>) -> String {
             base_branch => &report.plan.base.branch,
             agents => report.plan.agent_names().into_iter().map(str::to_owned).collect::<Vec<_>>(),
             duration => format_duration(report.duration),
-            cost_total => total_cost(report),
+            cost_total => super::table::format_total_cost(&report.totals),
             steps_total => super::table::format_total_steps(&report.totals),
             rows => Value::from(Serde(&rows(shown))),
             failures => Value::from(Serde(&failures(shown))),
@@ -344,10 +344,6 @@ fn setup_text(s: &SetupRecord) -> String {
         parts.push(format!("ports {}–{}", p.first, p.last));
     }
     parts.join(" · ")
-}
-
-fn total_cost(report: &RunReport) -> String {
-    super::table::format_total_cost(&report.totals)
 }
 
 fn icon(s: Status) -> &'static str {

@@ -125,7 +125,7 @@ pub struct Attempt {
     pub gateway: crate::gateway::GatewayConfig,
 }
 
-/// The executor's runtime.
+/// A multi-threaded runtime: the executor's, and publishing's.
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

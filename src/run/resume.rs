@@ -172,16 +172,13 @@ pub fn parse_group_record(bytes: &[u8]) -> Option<(i32, String)> {
     super::groups::parse(bytes).map(|g| (g.pgid, g.program))
 }
 
-/// Whether survivor `s` is still alive (its record re-read).
-fn group_alive(s: &Survivor) -> bool {
-    super::groups::read(&s.record).is_ok_and(|g| super::groups::alive(&g))
-}
-
 /// Stop `groups`: SIGTERM, up to `grace` for them to go, then SIGKILL. Returns the
 /// groups still alive afterwards (none, normally). Their records are removed once
 /// they are gone.
 pub fn stop_survivors(groups: &[Survivor], grace: Duration) -> Vec<Survivor> {
-    let alive = |s: &Survivor| group_alive(s);
+    // Alive: its record, re-read, names a group still alive.
+    let alive =
+        |s: &Survivor| super::groups::read(&s.record).is_ok_and(|g| super::groups::alive(&g));
     let wait = |limit: Duration| {
         let until = Instant::now() + limit;
         while groups.iter().any(alive) && Instant::now() < until {

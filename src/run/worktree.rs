@@ -443,46 +443,33 @@ mod tests {
         (dir, repo, oid)
     }
 
+    /// A repository holding `files`, and the worktree [`create`] made of it.
+    fn made(files: &[(&str, &[u8])]) -> (tempfile::TempDir, PathBuf) {
+        let (d, _repo, oid) = repo_with(files);
+        let path = d.path().join("wt");
+        let trusted = TrustedConfig::new();
+        let config = CheckoutConfig {
+            trusted: &trusted,
+            listed: None,
+        };
+        create(d.path(), "w1", &path, "fanout/t/w1", oid, config).unwrap();
+        (d, path)
+    }
+
     #[test]
     fn a_worktree_checkout_still_applies_the_repositorys_filters() {
-        let (d, _repo, oid) = repo_with(&[
+        let (_d, path) = made(&[
             (".gitattributes", b"*.txt text eol=crlf\n"),
             ("a.txt", b"one\ntwo\n"),
             ("b.bin", b"one\ntwo\n"),
         ]);
-        let path = d.path().join("wt");
-        create(
-            d.path(),
-            "w1",
-            &path,
-            "fanout/t/w1",
-            oid,
-            CheckoutConfig {
-                trusted: &TrustedConfig::new(),
-                listed: None,
-            },
-        )
-        .unwrap();
         assert_eq!(
             std::fs::read(path.join("a.txt")).unwrap(),
             b"one\r\ntwo\r\n"
         );
         assert_eq!(std::fs::read(path.join("b.bin")).unwrap(), b"one\ntwo\n");
 
-        let (d, _repo, oid) = repo_with(&[("a.txt", b"one\ntwo\n")]);
-        let path = d.path().join("wt");
-        create(
-            d.path(),
-            "w1",
-            &path,
-            "fanout/t/w1",
-            oid,
-            CheckoutConfig {
-                trusted: &TrustedConfig::new(),
-                listed: None,
-            },
-        )
-        .unwrap();
+        let (_d, path) = made(&[("a.txt", b"one\ntwo\n")]);
         assert_eq!(std::fs::read(path.join("a.txt")).unwrap(), b"one\ntwo\n");
         // The new worktree is clean: the index matches what was written.
         let wt = Repository::open(&path).unwrap();

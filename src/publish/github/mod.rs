@@ -260,10 +260,6 @@ pub struct GitHub {
 /// this process's writes, not only within one client's.
 static LAST_MUTATION: std::sync::Mutex<Option<Sent>> = std::sync::Mutex::new(None);
 
-fn last_mutation() -> Option<Sent> {
-    *LAST_MUTATION.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn note_mutation(sent: Sent) {
     *LAST_MUTATION.lock().unwrap_or_else(|e| e.into_inner()) = Some(sent);
 }
@@ -353,7 +349,9 @@ impl GitHub {
             deadline: Instant::now() + policy.total,
             policy,
             pace,
-            mutation_gate: tokio::sync::Mutex::new(last_mutation()),
+            mutation_gate: tokio::sync::Mutex::new(
+                *LAST_MUTATION.lock().unwrap_or_else(|e| e.into_inner()),
+            ),
             stopped: std::sync::Mutex::new(None),
         }
     }
