@@ -97,16 +97,12 @@ pub fn worker(
 
 /// Worker `id` of `plan`.
 fn planned_worker(plan: &Plan, id: u32) -> Result<PlannedWorker, Failure> {
-    plan.workers
-        .iter()
-        .find(|w| w.id == id)
-        .cloned()
-        .ok_or_else(|| {
-            Failure::Usage(format!(
-                "--id {id}: the plan has workers 1 to {}",
-                plan.workers.len()
-            ))
-        })
+    plan.worker(id).cloned().ok_or_else(|| {
+        Failure::Usage(format!(
+            "--id {id}: the plan has workers 1 to {}",
+            plan.workers.len()
+        ))
+    })
 }
 
 /// The plan's base commit must be in this checkout.
@@ -156,7 +152,7 @@ fn import_dependencies(
         )));
     };
     for d in &w.depends_on {
-        let Some(dw) = plan.workers.iter().find(|x| x.id == *d) else {
+        let Some(dw) = plan.worker(*d) else {
             continue;
         };
         kept.insert(*d, collect(&repo.workdir, plan, dw, deps_dir));

@@ -369,6 +369,11 @@ impl PlannedWorker {
 }
 
 impl Plan {
+    /// Worker `id`, when the plan has it.
+    pub fn worker(&self, id: u32) -> Option<&PlannedWorker> {
+        self.workers.iter().find(|w| w.id == id)
+    }
+
     /// The agent definition worker `w` runs: its task's, else the run's.
     pub fn agent_of(&self, w: &PlannedWorker) -> &AgentSpec {
         self.agents.get(&w.agent).unwrap_or(&self.agent)
@@ -427,10 +432,7 @@ impl Plan {
     /// The checks run on the result of the worker with id `id` (none for an id the
     /// plan does not have).
     pub fn checks_of_id(&self, id: u32) -> &[Check] {
-        self.workers
-            .iter()
-            .find(|w| w.id == id)
-            .map_or(&[], |w| self.checks_of(w))
+        self.worker(id).map_or(&[], |w| self.checks_of(w))
     }
 
     /// Whether every worker can start its agent: each placeholder its agent's argument

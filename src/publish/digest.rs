@@ -122,11 +122,7 @@ impl Night {
 /// kept open while tonight's worker published nothing (it failed, or an update or
 /// close failed): that pull request is still waiting for review.
 fn still_open(report: &RunReport, r: &WorkerResult, op: Operation) -> bool {
-    let changes = report
-        .plan
-        .workers
-        .iter()
-        .find(|w| w.id == r.worker_id)
+    let changes = (report.plan.worker(r.worker_id))
         .is_some_and(|w| w.task.output == crate::config::TaskOutput::Changes);
     match op {
         Operation::Created | Operation::Updated | Operation::Unchanged => true,
@@ -142,9 +138,7 @@ fn tended(report: &RunReport) -> Vec<String> {
     for w in &report.plan.workers {
         let Some(t) = &w.task.tend else { continue };
         let op = report
-            .results
-            .iter()
-            .find(|r| r.worker_id == w.id)
+            .result(w.id)
             .and_then(|r| r.publish.as_ref())
             .map_or("not published", |p| p.operation.as_str());
         let line = format!(
@@ -180,9 +174,7 @@ fn tame(text: &str) -> String {
 fn key_of(report: &RunReport, r: &WorkerResult) -> String {
     report
         .plan
-        .workers
-        .iter()
-        .find(|w| w.id == r.worker_id)
+        .worker(r.worker_id)
         .map(|w| task_key(&w.task))
         .unwrap_or_else(|| format!("worker-{}", r.worker_id))
 }
@@ -388,11 +380,7 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
 pub async fn preview(github: Option<&GitHub>, report: &RunReport, previews: &[Preview]) -> String {
     let mut queued: Vec<String> = Vec::new();
     for p in previews.iter().filter(|p| p.pull == PullDecision::Queued) {
-        let key = report
-            .results
-            .iter()
-            .find(|r| r.worker_id == p.worker_id)
-            .map(|r| key_of(report, r));
+        let key = report.result(p.worker_id).map(|r| key_of(report, r));
         if let Some(key) = key.filter(|k| !queued.contains(k)) {
             queued.push(key);
         }

@@ -186,7 +186,7 @@ fn posters(report: &RunReport) -> (Vec<Poster<'_>>, Vec<u32>) {
         if w.task.findings.is_none() {
             continue;
         }
-        let Some(r) = report.results.iter().find(|r| r.worker_id == w.id) else {
+        let Some(r) = report.result(w.id) else {
             continue;
         };
         by_key

@@ -249,7 +249,7 @@ pub async fn dry_run(p: Inputs<'_>, github: Option<&GitHub>) -> Vec<Preview> {
         }
     }
     for (id, o) in out {
-        if let Some(r) = p.report.results.iter().find(|r| r.worker_id == id) {
+        if let Some(r) = p.report.result(id) {
             previews.push(Preview::skipped(r, o.reason.as_deref().unwrap_or_default()));
         }
     }
@@ -312,7 +312,7 @@ fn tasks<'a>(
     for r in &report.results {
         let (Some((key, branch)), Some(w)) = (
             ids.get(&r.worker_id).cloned(),
-            report.plan.workers.iter().find(|w| w.id == r.worker_id),
+            report.plan.worker(r.worker_id),
         ) else {
             out.insert(
                 r.worker_id,

@@ -98,8 +98,7 @@ pub async fn publish(p: Inputs<'_>, github: &GitHub) -> BTreeMap<u32, PublishOut
         }
     };
     for (id, lease) in &leases {
-        let r = p.report.results.iter().find(|r| r.worker_id == *id);
-        let r = r.expect("lease from a result");
+        let r = p.report.result(*id).expect("lease from a result");
         let result = match pushed.get(&lease.branch) {
             Some(PushResult::Pushed) | Some(PushResult::UpToDate) => {
                 let mut o = match p.pull_text(r) {

@@ -151,10 +151,7 @@ pub fn verify(
     let (planned, worker) = if r.worker_id == 0 {
         (format!("{namespace}integration"), None)
     } else {
-        let w = plan
-            .workers
-            .iter()
-            .find(|w| w.id == r.worker_id)
+        let w = (plan.worker(r.worker_id))
             .ok_or_else(|| format!("worker {} is not in the plan", r.worker_id))?;
         (w.branch.clone(), Some(w.id))
     };

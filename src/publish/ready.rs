@@ -189,7 +189,7 @@ impl AsReady {
 /// it part of a stack (stable branches: a task that depends on another, or that
 /// another depends on).
 pub fn stands_alone(plan: &Plan, mode: BranchMode, id: u32) -> bool {
-    let Some(w) = plan.workers.iter().find(|w| w.id == id) else {
+    let Some(w) = plan.worker(id) else {
         return false;
     };
     let key = |t: &crate::plan::Task| t.id.clone().unwrap_or_else(|| t.prompt.clone());

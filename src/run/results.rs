@@ -53,6 +53,11 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The result of worker `id`, when the report has it.
+    pub fn result(&self, id: u32) -> Option<&WorkerResult> {
+        self.results.iter().find(|r| r.worker_id == id)
+    }
+
     /// The report of `results` of `plan`, finished now: totals and exit code computed,
     /// no integration branch yet.
     pub fn new(

@@ -66,11 +66,7 @@ pub fn load_finished(run_dir: &Path, plan: &Plan) -> BTreeMap<u32, WorkerResult>
     let mut out = BTreeMap::new();
     for w in &plan.workers {
         let recorded = read_record(run_dir, w.id).or_else(|| {
-            let r = report
-                .as_ref()?
-                .results
-                .iter()
-                .find(|r| r.worker_id == w.id)?;
+            let r = report.as_ref()?.result(w.id)?;
             // Selection is recomputed over the merged results.
             Some(WorkerResult {
                 selection: None,

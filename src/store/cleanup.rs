@@ -172,7 +172,7 @@ pub fn run_namespace(plan: &Plan, id: &str) -> Option<String> {
 /// where it is: [`worktree::remove`]).
 fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
     let ns = run_namespace(plan, id).unwrap_or_default();
-    let planned = plan.workers.iter().find(|w| w.id == entry.worker_id);
+    let planned = plan.worker(entry.worker_id);
     let ours = planned.is_some_and(|w| w.branch == entry.branch)
         && !ns.is_empty()
         && entry.branch.starts_with(&ns)

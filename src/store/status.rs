@@ -154,13 +154,7 @@ fn worker(
         branch: e.branch.clone(),
         branch_exists: git.find_branch(&e.branch, git2::BranchType::Local).is_ok(),
         status: crate::run::resume::read_record(dir, e.worker_id)
-            .or_else(|| {
-                report?
-                    .results
-                    .iter()
-                    .find(|x| x.worker_id == e.worker_id)
-                    .cloned()
-            })
+            .or_else(|| report?.result(e.worker_id).cloned())
             .map(|x| x.status.to_string()),
         worktree_path: e.worktree_path.display().to_string(),
         worktree_exists: exists,
