@@ -326,7 +326,9 @@ pub fn results_json(data: &[u8]) {
     let _ = crate::fanin::conflicts::integration_result(&report);
     let templates = crate::publish::body::Templates::default();
     for r in &report.results {
-        if let Ok((title, body)) = templates.render_in(r, &report.results, &report.run_id, None) {
+        if let Ok((title, body)) =
+            templates.render_titled(r, &report.results, (&report.run_id, None), None)
+        {
             assert!(title.chars().count() <= crate::publish::body::TITLE_LIMIT);
             assert!(body.chars().count() <= crate::publish::body::BODY_LIMIT);
         }

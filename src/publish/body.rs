@@ -102,22 +102,11 @@ impl Templates {
         run_id: &str,
         run_url: Option<&str>,
     ) -> Result<(String, String), String> {
-        self.render_in(r, &[], run_id, run_url)
+        self.render_titled(r, &[], (run_id, run_url), None)
     }
 
     /// `(title, body)` for a worker of a run whose results are `all` (for the
-    /// runners-up of a best-of-N winner).
-    pub fn render_in(
-        &self,
-        r: &WorkerResult,
-        all: &[WorkerResult],
-        run_id: &str,
-        run_url: Option<&str>,
-    ) -> Result<(String, String), String> {
-        self.render_titled(r, all, (run_id, run_url), None)
-    }
-
-    /// [`Templates::render_in`], the task's title (`task_title`) given instead of
+    /// runners-up of a best-of-N winner); with `title`, the task's title instead of
     /// the first line of its prompt (an issue task's: the issue's title).
     pub fn render_titled(
         &self,

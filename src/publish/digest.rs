@@ -345,7 +345,7 @@ pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), 
     let carried = match &found {
         Some(_) => None,
         None => github
-            .list_closed_issues(LABEL)
+            .list_issues("closed", LABEL)
             .await?
             .into_iter()
             .find(marked),
@@ -409,7 +409,7 @@ async fn which_issue(github: &GitHub) -> String {
         }
         Err(e) => return undecided(e),
     }
-    let closed = match github.list_closed_issues(LABEL).await {
+    let closed = match github.list_issues("closed", LABEL).await {
         Ok(closed) => closed,
         Err(e) => return undecided(e),
     };

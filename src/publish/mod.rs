@@ -74,7 +74,7 @@ impl<'a> Inputs<'a> {
     /// The title and body of a per-run branch's pull request.
     fn pull_text(&self, r: &WorkerResult) -> Result<(String, String), String> {
         let (report, run_url) = (self.report, self.opts.run_url.as_deref());
-        (self.templates).render_in(r, &report.results, &report.run_id, run_url)
+        (self.templates).render_titled(r, &report.results, (&report.run_id, run_url), None)
     }
 }
 

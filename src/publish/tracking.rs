@@ -45,7 +45,7 @@ pub fn reveal<T: DeserializeOwned>(body: &str, open: &str, limit: usize) -> Opti
 /// marker opened by `open`.
 pub async fn marked(github: &GitHub, label: &str, open: &str) -> Result<Vec<Issue>, ApiError> {
     Ok(github
-        .list_issues(label)
+        .list_issues("open", label)
         .await?
         .into_iter()
         .filter(|i| i.body.as_deref().is_some_and(|b| b.contains(open)))

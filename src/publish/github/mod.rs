@@ -686,18 +686,9 @@ impl GitHub {
             .await
     }
 
-    /// Open issues labelled `label` (the first 100, newest first), pull requests left out.
-    pub async fn list_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
-        self.list_issues_in("open", label).await
-    }
-
-    /// Closed issues labelled `label` (the first 100, newest first), pull requests left
-    /// out.
-    pub async fn list_closed_issues(&self, label: &str) -> Result<Vec<Issue>, ApiError> {
-        self.list_issues_in("closed", label).await
-    }
-
-    async fn list_issues_in(&self, state: &str, label: &str) -> Result<Vec<Issue>, ApiError> {
+    /// Issues in `state` (`open`, `closed`) labelled `label` (the first 100, newest
+    /// first), pull requests left out.
+    pub async fn list_issues(&self, state: &str, label: &str) -> Result<Vec<Issue>, ApiError> {
         let path = self.repo_path(&format!(
             "/issues?state={state}&labels={}&sort=created&direction=desc&per_page=100",
             encode(label)
