@@ -82,17 +82,7 @@ pub fn find(
 impl Unsaved {
     /// The paths, shortened for a message.
     pub fn listed(&self) -> String {
-        let mut s = self
-            .paths
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if self.paths.len() > 5 {
-            s.push_str(&format!(" and {} more", self.paths.len() - 5));
-        }
-        s
+        crate::util::some_of(&self.paths, 5, ", ")
     }
 
     /// Commit the worktree's files on `parent` and point `refname` at the commit.

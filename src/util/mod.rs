@@ -201,6 +201,21 @@ pub fn head(s: &str, n: usize) -> &str {
     s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
 }
 
+/// The first `shown` of `items` joined by `sep`, then `…, N more` for the rest: a
+/// list a message can hold however long it grows.
+pub fn some_of<T: std::fmt::Display>(items: &[T], shown: usize, sep: &str) -> String {
+    let mut s = items
+        .iter()
+        .take(shown)
+        .map(T::to_string)
+        .collect::<Vec<_>>()
+        .join(sep);
+    if items.len() > shown {
+        s.push_str(&format!("{sep}… {} more", items.len() - shown));
+    }
+    s
+}
+
 /// Human size: `12.3 MiB`.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -220,6 +235,17 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn some_of_names_the_first_and_counts_the_rest() {
+        let refs: Vec<String> = (1..=300).map(|i| format!("refs/heads/x{i}")).collect();
+        assert_eq!(
+            some_of(&refs, 2, "; "),
+            "refs/heads/x1; refs/heads/x2; … 298 more"
+        );
+        assert_eq!(some_of(&refs[..2], 2, ", "), "refs/heads/x1, refs/heads/x2");
+        assert_eq!(some_of::<String>(&[], 2, ", "), "");
+    }
 
     #[test]
     fn read_regular_refuses_links_fifos_and_bounds_the_size() {

@@ -151,7 +151,7 @@ impl Executor {
         let tampered = (!changed.is_empty()).then(|| {
             format!(
                 "changed what an agent must not: {} (its work is on its branch, not published)",
-                changed.join(", ")
+                crate::util::some_of(&changed, 10, ", ")
             )
         });
         Ok((h, tampered))

@@ -340,11 +340,7 @@ fn copy_files(
 
 /// The warning for entries not copied (special files, names that are not UTF-8).
 fn skipped_line(skipped: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut names = skipped[..skipped.len().min(SHOWN)].join(", ");
-    if skipped.len() > SHOWN {
-        names.push_str(&format!(", … {} more", skipped.len() - SHOWN));
-    }
+    let names = crate::util::some_of(skipped, 5, ", ");
     format!(
         "not copied: {} (FIFOs, sockets and devices are skipped, as are names that are not UTF-8): {names}",
         match skipped.len() {
@@ -355,11 +351,7 @@ fn skipped_line(skipped: &[String]) -> String {
 }
 
 fn copied_line(copied: &[String]) -> String {
-    const SHOWN: usize = 20;
-    let mut names = copied[..copied.len().min(SHOWN)].join(", ");
-    if copied.len() > SHOWN {
-        names.push_str(&format!(", … {} more", copied.len() - SHOWN));
-    }
+    let names = crate::util::some_of(copied, 20, ", ");
     match copied.len() {
         0 => "fanout: setup: copied no files (none matched, or the worktree has them)".into(),
         1 => format!("fanout: setup: copied 1 file: {names}"),

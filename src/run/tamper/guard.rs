@@ -46,13 +46,9 @@ pub struct Guard {
     state: Mutex<State>,
 }
 
-/// `changes` as one reason.
+/// `changes` as one reason (the first 10: a hostile agent may change thousands).
 pub fn describe(changes: &[Change]) -> String {
-    changes
-        .iter()
-        .map(Change::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
+    crate::util::some_of(changes, 10, "; ")
 }
 
 impl Guard {
