@@ -22,10 +22,9 @@ use std::collections::BTreeMap;
 
 use git2::Oid;
 
-use super::Inputs;
 use super::github::{GitHub, PullRequest};
 use super::preview::{NO_TOKEN, Preview, PullDecision};
-use super::pulls::{self, PublishOptions, outcome};
+use super::pulls::{self, Inputs, PublishOptions, outcome};
 use super::push::{Lease, PushResult, WouldPush};
 use super::stable::{self, LABEL, Marker};
 use super::stack::{self, Member};

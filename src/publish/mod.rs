@@ -37,46 +37,13 @@ pub mod tracking;
 
 use std::collections::BTreeMap;
 
-use body::Templates;
 use github::GitHub;
 use preview::{Preview, PullDecision};
-pub use pulls::{PublishOptions, counts, ineligible, record, verify};
+pub use pulls::{Inputs, PublishOptions, counts, ineligible, record, verify};
 use pulls::{open_or_update, outcome, push_all};
 use push::{Lease, PushResult};
 
 use crate::model::{Operation, PublishOutcome, WorkerResult};
-use crate::run::results::RunReport;
-
-/// What one publish reads: the run's report and repository, the token to push
-/// with, the pull requests' templates and the options.
-#[derive(Clone, Copy)]
-pub struct Inputs<'a> {
-    pub(crate) report: &'a RunReport,
-    pub(crate) repo_dir: &'a std::path::Path,
-    pub(crate) push_token: Option<&'a str>,
-    pub(crate) templates: &'a Templates,
-    pub(crate) opts: &'a PublishOptions,
-}
-
-impl<'a> Inputs<'a> {
-    /// The same, for `report`.
-    pub(crate) fn with_report(self, report: &'a RunReport) -> Self {
-        Inputs { report, ..self }
-    }
-
-    /// Whether the workers publish to stable branches ([`lifecycle`]): the integration
-    /// branch never does.
-    fn stable(&self) -> bool {
-        self.opts.branch == stable::BranchMode::Stable
-            && !self.report.results.iter().any(|r| r.worker_id == 0)
-    }
-
-    /// The title and body of a per-run branch's pull request.
-    fn pull_text(&self, r: &WorkerResult) -> Result<(String, String), String> {
-        let (report, run_url) = (self.report, self.opts.run_url.as_deref());
-        (self.templates).render_titled(r, &report.results, (&report.run_id, run_url), None)
-    }
-}
 
 /// Publish every eligible worker of `p.report` from the repository at `p.repo_dir`:
 /// each branch checked against the plan ([`verify`]) and pushed with a lease asked

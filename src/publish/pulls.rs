@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use git2::Oid;
 
+use super::body::Templates;
 use super::github::{ApiError, GitHub, NewPull, PullRequest};
 use super::push::{self, Lease, PushResult};
+use super::stable;
 use super::target;
-use super::{Inputs, stable};
 
 use crate::model::{Operation, PublishOutcome, Status, WorkerResult};
 use crate::run::results::RunReport;
@@ -195,6 +196,37 @@ pub fn verify(
         claimed: Vec::new(),
         delete: false,
     })
+}
+
+/// What one publish reads: the run's report and repository, the token to push
+/// with, the pull requests' templates and the options.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    pub(crate) report: &'a RunReport,
+    pub(crate) repo_dir: &'a std::path::Path,
+    pub(crate) push_token: Option<&'a str>,
+    pub(crate) templates: &'a Templates,
+    pub(crate) opts: &'a PublishOptions,
+}
+
+impl<'a> Inputs<'a> {
+    /// The same, for `report`.
+    pub(crate) fn with_report(self, report: &'a RunReport) -> Self {
+        Inputs { report, ..self }
+    }
+
+    /// Whether the workers publish to stable branches ([`super::lifecycle`]): the integration
+    /// branch never does.
+    pub(super) fn stable(&self) -> bool {
+        self.opts.branch == stable::BranchMode::Stable
+            && !self.report.results.iter().any(|r| r.worker_id == 0)
+    }
+
+    /// The title and body of a per-run branch's pull request.
+    pub(super) fn pull_text(&self, r: &WorkerResult) -> Result<(String, String), String> {
+        let (report, run_url) = (self.report, self.opts.run_url.as_deref());
+        (self.templates).render_titled(r, &report.results, (&report.run_id, run_url), None)
+    }
 }
 
 /// One push for every branch; an error says why none was pushed.
