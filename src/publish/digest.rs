@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::github::{ApiError, GitHub};
+use super::github::{ApiError, GitHub, Issue};
 use super::preview::{Preview, PullDecision};
 use super::stable::task_key;
 use super::tracking;
@@ -122,7 +122,9 @@ impl Night {
 /// kept open while tonight's worker published nothing (it failed, or an update or
 /// close failed): that pull request is still waiting for review.
 fn still_open(report: &RunReport, r: &WorkerResult, op: Operation) -> bool {
-    let changes = (report.plan.worker(r.worker_id))
+    let changes = report
+        .plan
+        .worker(r.worker_id)
         .is_some_and(|w| w.task.output == crate::config::TaskOutput::Changes);
     match op {
         Operation::Created | Operation::Updated | Operation::Unchanged => true,
@@ -336,20 +338,7 @@ pub fn render_body(before: &[Night], tonight: &Night) -> String {
 /// history on (the close is respected; the nights are not lost).
 pub async fn post(github: &GitHub, report: &RunReport) -> Result<(String, u64), ApiError> {
     let tonight = Night::of(report);
-    let marked =
-        |i: &crate::publish::github::Issue| i.body.as_deref().is_some_and(|b| b.contains(OPEN));
-    let found = tracking::marked(github, LABEL, OPEN)
-        .await?
-        .into_iter()
-        .next();
-    let carried = match &found {
-        Some(_) => None,
-        None => github
-            .list_issues("closed", LABEL)
-            .await?
-            .into_iter()
-            .find(marked),
-    };
+    let (found, carried) = find(github).await?;
     let before = found
         .as_ref()
         .or(carried.as_ref())
@@ -400,25 +389,34 @@ pub async fn preview(github: Option<&GitHub>, report: &RunReport, previews: &[Pr
 
 /// The digest issue [`post`] would write: the open one, else a new one.
 async fn which_issue(github: &GitHub) -> String {
-    let undecided = |e: ApiError| format!("undecided: the digest issue cannot be looked up: {e}");
-    match tracking::marked(github, LABEL, OPEN).await {
-        Ok(open) => {
-            if let Some(issue) = open.first() {
-                return format!("update #{} with tonight's table", issue.number);
-            }
+    match find(github).await {
+        Ok((Some(issue), _)) => format!("update #{} with tonight's table", issue.number),
+        Ok((None, carried)) => {
+            let carried = carried
+                .map(|i| format!(", its history carried from closed #{}", i.number))
+                .unwrap_or_default();
+            format!("open the issue \"{TITLE}\" (label {LABEL}) with tonight's table{carried}")
         }
-        Err(e) => return undecided(e),
+        Err(e) => format!("undecided: the digest issue cannot be looked up: {e}"),
     }
-    let closed = match github.list_issues("closed", LABEL).await {
-        Ok(closed) => closed,
-        Err(e) => return undecided(e),
-    };
-    let carried = closed
-        .iter()
-        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)))
-        .map(|i| format!(", its history carried from closed #{}", i.number))
-        .unwrap_or_default();
-    format!("open the issue \"{TITLE}\" (label {LABEL}) with tonight's table{carried}")
+}
+
+/// The open digest issue (labelled, carrying the marker); when there is none, the
+/// closed one whose history a new one carries on. Reads only.
+async fn find(github: &GitHub) -> Result<(Option<Issue>, Option<Issue>), ApiError> {
+    let found = tracking::marked(github, LABEL, OPEN)
+        .await?
+        .into_iter()
+        .next();
+    if found.is_some() {
+        return Ok((found, None));
+    }
+    let carried = github
+        .list_issues("closed", LABEL)
+        .await?
+        .into_iter()
+        .find(|i| i.body.as_deref().is_some_and(|b| b.contains(OPEN)));
+    Ok((None, carried))
 }
 
 #[cfg(test)]
