@@ -305,7 +305,8 @@ impl Git {
     fn list_config(&self, env: &[(OsString, OsString)]) -> Result<Vec<Entry>, GitError> {
         let mut args = self.base_args();
         args.extend(["config", "--list", "--show-scope", "-z"].map(OsString::from));
-        let out = git_command(&args, &self.dir, env)
+        let out = self
+            .command(&args, &self.dir, env)
             .stdin(Stdio::null())
             .output()?;
         if !out.status.success() {
@@ -315,6 +316,17 @@ impl Git {
             });
         }
         Ok(harden::parse_list(&out.stdout, true, Scope::Repository))
+    }
+
+    /// git with `args`, in a process group of its own if asked (the listing of the
+    /// configuration as much as the command: a Ctrl-C must cut neither short).
+    fn command(&self, args: &[OsString], dir: &Path, env: &[(OsString, OsString)]) -> Command {
+        let mut cmd = git_command(args, dir, env);
+        if self.own_group {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        cmd
     }
 
     /// The command, ready to run: every option, the environment.
@@ -362,12 +374,7 @@ impl Git {
     /// succeeds.
     pub fn output_with_input(&self, input: Option<&[u8]>) -> Result<String, GitError> {
         let inv = self.invocation()?;
-        let mut cmd = git_command(&inv.args, &inv.dir, &inv.env);
-        if self.own_group {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
-        let out = run(cmd, input)?;
+        let out = run(self.command(&inv.args, &inv.dir, &inv.env), input)?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {

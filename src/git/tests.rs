@@ -80,6 +80,11 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    fn env_var(&self, name: &str) -> OsString {
+        let found = self.env.iter().find(|(k, _)| k == name);
+        found.map(|(_, v)| v.clone()).unwrap_or_default()
+    }
+
     fn hardened(&self, dir: &Path) -> Git {
         Git::new(dir).parent_env(self.env.clone())
     }
@@ -466,4 +471,48 @@ fn a_named_git_directory_finds_the_shared_submodule_configs_through_commondir() 
         found(Git::new(d.path()).git_dir(&common)),
         [real(&common.join("modules/lib/config"))]
     );
+}
+
+#[test]
+fn a_command_in_its_own_process_group_lists_the_configuration_there_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new();
+    let repo = lab.root().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    lab.plain(&repo, &["init", "-q", "-b", "main"]);
+    // A `git` first on the PATH that writes down its process group, then runs git.
+    let real = locate(&lab.env, &repo);
+    let bin = lab.root().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let seen = lab.root().join("groups");
+    std::fs::write(
+        bin.join("git"),
+        format!(
+            "#!/bin/sh\ncut -d' ' -f5 /proc/$$/stat >> '{}'\nexec '{}' \"$@\"\n",
+            seen.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut env = lab.env.clone();
+    env.retain(|(k, _)| k != "PATH");
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&lab.env_var("PATH"))),
+    )
+    .unwrap();
+    env.push(("PATH".into(), path));
+    let out = Git::new(&repo)
+        .parent_env(env)
+        .own_process_group()
+        .args(["rev-parse", "--git-dir"])
+        .output()
+        .unwrap();
+    assert_eq!(out.trim(), ".git");
+    let ours = nix::unistd::getpgrp().as_raw().to_string();
+    let groups = std::fs::read_to_string(&seen).unwrap();
+    let groups: Vec<&str> = groups.lines().collect();
+    // `git config --list` first (what git would read), then the command itself.
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert!(groups.iter().all(|g| *g != ours), "{groups:?} vs {ours}");
 }
