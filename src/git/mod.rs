@@ -310,10 +310,10 @@ impl Git {
             .stdin(Stdio::null())
             .output()?;
         if !out.status.success() {
-            return Err(GitError::Failed {
-                what: format!("config --list (before {})", self.what()),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
+            return Err(failed(
+                format!("config --list (before {})", self.what()),
+                &out,
+            ));
         }
         Ok(harden::parse_list(&out.stdout, true, Scope::Repository))
     }
@@ -324,7 +324,19 @@ impl Git {
         let mut cmd = git_command(args, dir, env);
         if self.own_group {
             use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
+            // Not `process_group(0)`: posix_spawn resets the child's signal handlers
+            // before it leaves fanout's group, so a Ctrl-C in between kills it. Forked,
+            // the child keeps fanout's handler until exec, which only wakes fanout.
+            // SAFETY: setpgid is async-signal-safe, and nothing else runs.
+            unsafe {
+                cmd.pre_exec(|| {
+                    nix::unistd::setpgid(
+                        nix::unistd::Pid::from_raw(0),
+                        nix::unistd::Pid::from_raw(0),
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
         }
         cmd
     }
@@ -378,11 +390,21 @@ impl Git {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(GitError::Failed {
-                what: self.what(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
+            Err(failed(self.what(), &out))
         }
+    }
+}
+
+/// git `what` failed: what it printed on stderr, else how it ended (a signal, a code).
+fn failed(what: String, out: &std::process::Output) -> GitError {
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    GitError::Failed {
+        what,
+        stderr: if said.is_empty() {
+            out.status.to_string()
+        } else {
+            said
+        },
     }
 }
 
