@@ -2,10 +2,11 @@
 //! objects to its worktree's quarantine, and — when the run is sandboxed — the
 //! policy its agent, setup commands and checks run under ([`crate::sandbox::Policy`]).
 //!
-//! The private directory (`$TMPDIR/fanout-<run>-w<id>-<random>`, mode 0700) holds
+//! The private directory (`$TMPDIR/fanout-<uid>/<run key>-w<id>`, mode 0700) holds
 //! `tmp/` (`TMPDIR`, `TMP`, `TEMP`), `run/` (`XDG_RUNTIME_DIR`), `$FANOUT_RESULT`, and
 //! whatever the agent's adapter seeds there (a private copy of its CLI's
-//! configuration); it is removed when the worker is done. Confined, a worker may
+//! configuration); it is removed when the worker is done, and what a killed fanout left
+//! when the run is resumed or cleaned up ([`remove_leftovers`]). Confined, a worker may
 //! write only: its worktree; the worktree's administrative directory
 //! (`.git/worktrees/<name>`: its `HEAD`, index, logs and object quarantine — nothing
 //! else of the shared `.git`, no ref, no config, no hook); its private directory;
@@ -80,7 +81,7 @@ impl Confinement {
         abi: Option<u8>,
         network: Option<NetPolicy>,
     ) -> std::io::Result<Self> {
-        let private = private_dir(at.run_id, at.worker_id)?;
+        let private = private_dir(at.common, at.run_id, at.worker_id)?;
         let made = Self::fill(at, &private, (writable, hidden), (abi, network));
         if made.is_err() {
             let _ = std::fs::remove_dir_all(&private);
@@ -209,27 +210,46 @@ fn grants_of(
     Ok((write, hide))
 }
 
-/// A fresh directory only this user can enter, under the system's temporary directory.
-fn private_dir(run_id: &str, worker_id: u32) -> std::io::Result<PathBuf> {
-    use std::hash::{BuildHasher, Hasher};
+/// Worker `worker_id`'s private directory, fresh: `<user dir>/<key>-w<id>`
+/// ([`crate::util::user_temp_dir`], only this user's), the key naming run `run_id` of
+/// the repository whose git directory is `common` ([`run_key`]). What an earlier
+/// attempt left there (its fanout was killed) is removed first.
+fn private_dir(common: &Path, run_id: &str, worker_id: u32) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let base = std::env::temp_dir();
-    let mut last = None;
-    for attempt in 0..16u32 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(attempt);
-        h.write_u32(std::process::id());
-        let dir = base.join(format!(
-            "fanout-{run_id}-w{worker_id}-{:06x}",
-            h.finish() & 0xff_ffff
-        ));
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
+    let root = crate::util::user_temp_dir();
+    crate::util::own_dir(&root)?;
+    let dir = root.join(format!("{}-w{worker_id}", run_key(common, run_id)));
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// Remove the private directories fanout's earlier attempts at run `run_id` of the
+/// repository at `common` left (a killed fanout removes none): for `resume` and
+/// `cleanup`, once nothing of the run still runs.
+pub fn remove_leftovers(common: &Path, run_id: &str) {
+    let root = crate::util::user_temp_dir();
+    let prefix = format!("{}-w", run_key(common, run_id));
+    for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no private directory")))
+}
+
+/// A short name for run `run_id` of the repository at `common` (its git directory,
+/// however it is spelled): run ids such as `nightly` repeat across repositories.
+fn run_key(common: &Path, run_id: &str) -> String {
+    use sha2::Digest;
+    let common = std::fs::canonicalize(common).unwrap_or_else(|_| common.to_owned());
+    let mut h = sha2::Sha256::new();
+    h.update(common.as_os_str().as_encoded_bytes());
+    h.update([0]);
+    h.update(run_id.as_bytes());
+    hex::encode(&h.finalize()[..6])
 }
 
 #[cfg(test)]

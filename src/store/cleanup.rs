@@ -5,8 +5,10 @@
 //! holding uncommitted work is kept unless forced, and then its work is committed on
 //! the worker's branch first ([`super::wip`]). What still runs of a run whose fanout
 //! died is stopped first ([`super::strays`]; a process fanout cannot prove is the
-//! run's only with `--yes`). Each worktree's git files are put back
-//! as fanout made them before anything reads them ([`crate::run::links`]).
+//! run's only with `--yes`), and the workers' private directories a killed fanout
+//! left are removed ([`crate::run::confine::remove_leftovers`]). Each worktree's git
+//! files are put back as fanout made them before anything reads them
+//! ([`crate::run::links`]).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -75,6 +77,7 @@ pub fn clean(git: &git2::Repository, runs_dir: &Path, id: &str, how: &How) -> Cl
     if let Ok(snap) = crate::run::tamper::Snapshot::load(&run_dir) {
         warn_changes(id, &snap);
     }
+    crate::run::confine::remove_leftovers(git.commondir(), id);
     let (mut trees, mut branches) = (0, 0);
     let mut kept = Vec::new();
     for entry in &journal.entries {

@@ -94,6 +94,7 @@ pub fn prepare(repo: &UserRepo, run: Option<&str>, stop_survivors: Stop) -> Resu
     // (With every worker finished but no final report — fanout died while writing it —
     // the attempt runs nothing and writes the report.)
     stop_earlier_attempt(&id, &run_dir, (&plan, &journal), stop_survivors)?;
+    crate::run::confine::remove_leftovers(&repo.common_dir, &id);
     check_tamper(&id, &run_dir)?;
     let number = resume::attempt(&run_dir).saturating_add(1);
     clear_unfinished(repo, &id, &plan, &mut journal, &todo, number)?;

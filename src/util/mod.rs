@@ -12,12 +12,42 @@ pub mod procfs;
 pub mod runtime;
 pub mod sign;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Whether fanout runs inside GitHub Actions (`GITHUB_ACTIONS=true`, as the runner
 /// sets it): the one place every stage asks.
 pub fn in_actions() -> bool {
     std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
+}
+
+/// This user's directory for fanout under the system's temporary directory:
+/// `<temp dir>/fanout-<uid>` (made by [`own_dir`] where it is used).
+pub fn user_temp_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("fanout-{}", nix::unistd::getuid()))
+}
+
+/// Make the directory `dir` (its parents too; mode 0700) and refuse one another user
+/// owns: nobody else may plant what fanout keeps there.
+pub fn own_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let err = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(err)?;
+    let owner = std::fs::metadata(dir).map_err(err)?.uid();
+    let me = nix::unistd::getuid().as_raw();
+    if owner != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: owned by uid {owner}, not by this user ({me})",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Write `bytes` to `path` via a temporary file and a rename. The temporary file has

@@ -215,9 +215,13 @@ fn a_workers_private_directory_is_gone_with_the_run() {
     );
     let made = std::fs::read_to_string(&seen).unwrap();
     let private = Path::new(made.trim()).parent().unwrap().parent().unwrap();
-    assert_eq!(private.parent(), Some(tmp.as_path()), "{made}");
+    // `$TMPDIR/fanout-<uid>/<run key>-w1`
+    let mine = private.parent().unwrap();
+    assert_eq!(mine.parent(), Some(tmp.as_path()), "{made}");
+    let uid = nix::unistd::getuid();
+    assert_eq!(mine.file_name().unwrap(), format!("fanout-{uid}").as_str());
     let name = private.file_name().unwrap().to_string_lossy();
-    assert!(name.starts_with("fanout-"), "{made}");
+    assert!(name.ends_with("-w1"), "{made}");
     assert!(!private.exists(), "{} is left", private.display());
 }
 

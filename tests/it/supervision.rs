@@ -219,6 +219,7 @@ fn killed_run_with_daemons(t: &TestEnv, cleared: bool) -> (String, Vec<i32>) {
         format!(
             r#"if [ -e '{s}/first' ]; then echo again > again.txt; exit 0; fi
 touch '{s}/first'
+echo "$TMPDIR" > '{s}/tmpdir'
 ( setsid sh -c 'echo $$ > "$0/kept.pid"; exec sleep 600' '{s}' </dev/null >/dev/null 2>&1 & )
 {clearing}
 exec sleep 600
@@ -309,15 +310,24 @@ fn kill_all(daemons: &[i32]) {
 }
 
 /// A daemon that kept the run's marks is provably the run's: `command` (resume, or
-/// cleanup) stops it without asking.
+/// cleanup) stops it without asking, and removes the private directory (`$TMPDIR`'s
+/// parent) the killed fanout left.
 fn a_marked_daemon_is_stopped_by(command: &[&str]) {
     let t = TestEnv::new();
     let (cfg, daemons) = killed_run_with_daemons(&t, false);
+    let tmpdir = std::fs::read_to_string(t.shared().join("tmpdir")).unwrap();
+    let private = std::path::Path::new(tmpdir.trim())
+        .parent()
+        .unwrap()
+        .to_owned();
+    let left = private.is_dir();
     let (out, said) = fanout_says(&t, &cfg, command);
     let stopped = wait_until(Duration::from_secs(30), || daemons.iter().all(|&p| gone(p)));
     kill_all(&daemons);
     assert!(stopped, "a daemon of the killed run still runs\n{said}");
     assert!(out.status.success(), "{said}");
+    assert!(left, "the killed fanout left {}", private.display());
+    assert!(!private.exists(), "{} is left\n{said}", private.display());
 }
 
 #[test]

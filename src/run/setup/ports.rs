@@ -20,7 +20,7 @@
 //! machine listens on the ports.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Hands out port blocks, claimed through lock files in one directory.
@@ -57,15 +57,13 @@ impl PortAllocator {
     pub fn default_dir() -> PathBuf {
         match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
             Some(d) if d.is_absolute() => d.join("fanout").join("ports"),
-            _ => std::env::temp_dir()
-                .join(format!("fanout-{}", nix::unistd::getuid()))
-                .join("ports"),
+            _ => crate::util::user_temp_dir().join("ports"),
         }
     }
 
     /// Claim the lowest free block.
     pub fn claim(&self) -> std::io::Result<PortLease> {
-        self.prepare_dir()?;
+        crate::util::own_dir(&self.dir)?;
         let mut first = u32::from(self.base);
         let block = u32::from(self.block);
         while first + block - 1 <= u32::from(u16::MAX) {
@@ -80,31 +78,6 @@ impl PortAllocator {
             self.base,
             self.dir.display()
         )))
-    }
-
-    /// Make the lock directory (private to this user) and refuse one owned by another.
-    fn prepare_dir(&self) -> std::io::Result<()> {
-        let err = |what: &str, e: std::io::Error| {
-            std::io::Error::new(e.kind(), format!("{}: {what}{e}", self.dir.display()))
-        };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)
-            .map_err(|e| err("", e))?;
-        let meta = std::fs::metadata(&self.dir).map_err(|e| err("", e))?;
-        let me = nix::unistd::getuid().as_raw();
-        if meta.uid() != me {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{}: owned by uid {}, not by this user ({me})",
-                    self.dir.display(),
-                    meta.uid()
-                ),
-            ));
-        }
-        Ok(())
     }
 
     /// Lock every port of the block starting at `first`, or none.
