@@ -198,14 +198,8 @@ impl UserRepo {
         let base = std::env::var_os("FANOUT_WORKTREE_DIR")
             .map(PathBuf::from)
             .or_else(|| {
-                std::env::var_os("XDG_DATA_HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|d| PathBuf::from(d).join("fanout").join("worktrees"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".local/share/fanout/worktrees"))
+                let data = crate::util::user_dir("XDG_DATA_HOME", ".local/share");
+                data.map(|d| d.join("fanout/worktrees"))
             })
             .unwrap_or_else(|| std::env::temp_dir().join("fanout-worktrees"));
         let name = self

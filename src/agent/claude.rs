@@ -176,7 +176,7 @@ impl Adapter for ClaudeAdapter {
         }
         // `.claude.json` is in the config dir when one is set, else beside it in HOME.
         let set = std::env::var_os(CONFIG_VAR).is_some_and(|v| !v.is_empty());
-        let from = private::user_dir(CONFIG_VAR, ".claude");
+        let from = crate::util::user_dir(CONFIG_VAR, ".claude");
         let state = from.as_ref().map(|f| {
             if set {
                 f.join(".claude.json")

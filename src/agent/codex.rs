@@ -207,7 +207,7 @@ impl Adapter for CodexAdapter {
         if self.spec.env.contains_key(HOME_VAR) {
             return Ok(());
         }
-        seed_home(private::user_dir(HOME_VAR, ".codex"), &home_dir(ctx))
+        seed_home(crate::util::user_dir(HOME_VAR, ".codex"), &home_dir(ctx))
     }
 
     /// The text of the last completed `agent_message` item.

@@ -53,14 +53,6 @@ fn copy_tree(from: &Path, to: &Path, depth: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The user's configuration directory of a CLI: `$VAR` when set, else `~/default`.
-pub(super) fn user_dir(var: &str, default: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os(var)
-        .filter(|v| !v.is_empty())
-        .map(Into::into)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(default)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

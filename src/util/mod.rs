@@ -20,6 +20,16 @@ pub fn in_actions() -> bool {
     std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true")
 }
 
+/// A per-user directory: `$var` when it is an absolute path (the XDG rule), else
+/// `$HOME/<home_default>` when `HOME` is one.
+pub fn user_dir(var: &str, home_default: &str) -> Option<PathBuf> {
+    let abs = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    std::env::var_os(var).and_then(abs).or_else(|| {
+        let home = std::env::var_os("HOME").and_then(abs);
+        home.map(|h| h.join(home_default))
+    })
+}
+
 /// This user's directory for fanout under the system's temporary directory:
 /// `<temp dir>/fanout-<uid>` (made by [`own_dir`] where it is used).
 pub fn user_temp_dir() -> PathBuf {

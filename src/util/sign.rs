@@ -22,12 +22,10 @@ const TAG: &[u8] = b"fanout-record-v1\0";
 
 /// The directory holding the record key (what the sandbox denies agents).
 pub fn key_dir() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("/nonexistent"));
-    state.join("fanout")
+    let state = super::user_dir("XDG_STATE_HOME", ".local/state");
+    state
+        .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+        .join("fanout")
 }
 
 fn refuse(path: &Path, why: &str) -> std::io::Error {

@@ -12,7 +12,7 @@ use octocrab::Octocrab;
 use octocrab::models::{AppId, InstallationId};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{ApiError, RepoSlug, encode};
+use super::{ApiError, RepoSlug, encode, first_line};
 
 /// How fanout authenticates.
 #[derive(Clone)]
@@ -59,10 +59,6 @@ fn builder(
             b.set_connect_timeout(Some(CONNECT_TIMEOUT))
                 .set_read_timeout(Some(READ_TIMEOUT))
         })
-}
-
-fn first_line(e: &dyn std::fmt::Display) -> String {
-    e.to_string().lines().next().unwrap_or_default().to_owned()
 }
 
 /// What an installation token is asked for besides writing contents and pull

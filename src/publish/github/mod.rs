@@ -587,7 +587,7 @@ impl GitHub {
             Verb::Patch => self.crab._patch(path, body).await,
         };
         let response = sent.map_err(|e| Unanswered {
-            what: transport_message(&e),
+            what: first_line(&e),
             warn: true,
         })?;
         let status = response.status().as_u16();
@@ -829,9 +829,10 @@ fn error_message(body: &str) -> String {
     msg
 }
 
-fn transport_message(e: &octocrab::Error) -> String {
-    // octocrab's Display can carry a backtrace; keep the first line.
-    e.to_string().lines().next().unwrap_or("error").to_owned()
+/// The first line of an error (octocrab's can carry a backtrace after it).
+fn first_line(e: &dyn std::fmt::Display) -> String {
+    let said = e.to_string();
+    said.lines().next().unwrap_or("error").to_owned()
 }
 
 /// Percent-encode a path segment or query value.
