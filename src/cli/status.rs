@@ -80,6 +80,7 @@ pub fn status(ctx: &Context, args: &StatusArgs) -> Result<i32, CliError> {
             let queued = w.status.as_deref() == Some("queued");
             let git_state = match (w.worktree_exists, w.uncommitted) {
                 (false, _) if queued => "not started".to_owned(),
+                _ if w.status.as_deref() == Some("checkout") => "checking out".to_owned(),
                 (false, _) => "no worktree".to_owned(),
                 (true, Some(0)) => "clean".to_owned(),
                 (true, Some(n)) => format!("{n} uncommitted"),

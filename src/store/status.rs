@@ -42,8 +42,8 @@ pub struct WorkerStatus {
     pub branch: String,
     /// Whether the branch exists.
     pub branch_exists: bool,
-    /// Its status, when it has one; during a run `queued` (not started yet) or
-    /// `running` until it has one.
+    /// Its status, when it has one; during a run `queued` (not started yet),
+    /// `checkout` (its worktree is being made) or `running` until it has one.
     pub status: Option<String>,
     /// Its worktree.
     pub worktree_path: String,
@@ -104,14 +104,16 @@ fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bo
 }
 
 /// During a run, a worker without a result yet is `queued` (nothing made for it
-/// yet) or `running`.
+/// yet), `checkout` (its worktree is being made) or `running`.
 fn live(mut w: WorkerStatus, journal: &Journal, state: &str) -> WorkerStatus {
     if state == "running" && w.status.is_none() {
-        let made = journal
-            .entries
-            .iter()
-            .any(|e| e.worker_id == w.worker_id && (e.worktree_created || e.branch_created));
-        w.status = Some(if made { "running" } else { "queued" }.to_owned());
+        let entry = journal.entries.iter().find(|e| e.worker_id == w.worker_id);
+        let now = match entry {
+            Some(e) if e.worktree_incomplete => "checkout",
+            Some(e) if e.worktree_created || e.branch_created => "running",
+            _ => "queued",
+        };
+        w.status = Some(now.to_owned());
     }
     w
 }

@@ -480,3 +480,61 @@ fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
     run(&["-w", "1", "-t", "one", "-t", "two"]);
     assert_eq!(logged_kinds(&log), ["list", "checkout", "list", "checkout"]);
 }
+
+#[test]
+fn status_shows_a_worker_whose_worktree_is_being_made_as_checkout() {
+    let t = TestEnv::new();
+    // The user's smudge filter says when it starts, then waits to be let go.
+    let (started, go) = (t.root().join("smudge-started"), t.root().join("go"));
+    let smudge = t.root().join("slow-smudge.sh");
+    script(
+        &smudge,
+        &format!(
+            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    std::fs::write(
+        global_config(&t),
+        format!(
+            "[filter \"slow\"]\n\tsmudge = {}\n\tclean = cat\n\trequired = true\n",
+            smudge.display()
+        ),
+    )
+    .unwrap();
+    t.write(".gitattributes", "*.dat filter=slow\n");
+    t.write("data.dat", "payload\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-q", "-m", "slow filter"]);
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, 'true']\n",
+        t.worktrees.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let mut child = t
+        .fanout(&["--config", cfg, "run", "-q", "-w", "1", "--run-id", "c"])
+        .args(["-t", "one", "-t", "two"])
+        .env("GIT_CONFIG_GLOBAL", global_config(&t))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let checking_out = common::wait_until(std::time::Duration::from_secs(60), || started.exists());
+    let out = t.run_ok(&["status", "--run", "c", "--json"]);
+    let shown = t.run_ok(&["status", "--run", "c"]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    std::fs::write(&go, "").unwrap();
+    let ended = child.wait().unwrap();
+    assert!(checking_out, "the checkout never ran the smudge filter");
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs[0]["state"], "running", "{runs}");
+    assert_eq!(runs[0]["workers"][0]["status"], "checkout", "{runs}");
+    assert_eq!(runs[0]["workers"][1]["status"], "queued", "{runs}");
+    let w1 = shown.lines().find(|l| l.contains("#1")).unwrap_or_default();
+    assert!(
+        w1.contains("checkout") && w1.contains("checking out"),
+        "{shown}"
+    );
+    assert!(ended.success(), "{ended:?}");
+}
