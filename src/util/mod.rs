@@ -36,8 +36,9 @@ pub fn user_temp_dir() -> PathBuf {
     std::env::temp_dir().join(format!("fanout-{}", nix::unistd::getuid()))
 }
 
-/// Make the directory `dir` (its parents too; mode 0700) and refuse one another user
-/// owns: nobody else may plant what fanout keeps there.
+/// Make the directory `dir` (its parents too; mode 0700) and refuse a link in its
+/// place, or one another user owns or may write: nobody else may plant what fanout
+/// keeps there.
 pub fn own_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let err = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
@@ -46,18 +47,25 @@ pub fn own_dir(dir: &Path) -> std::io::Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(err)?;
-    let owner = std::fs::metadata(dir).map_err(err)?.uid();
+    let meta = std::fs::symlink_metadata(dir).map_err(err)?;
     let me = nix::unistd::getuid().as_raw();
-    if owner != me {
-        return Err(std::io::Error::new(
+    let wrong = if !meta.is_dir() {
+        Some("not a directory".to_owned())
+    } else if meta.uid() != me {
+        Some(format!(
+            "owned by uid {}, not by this user ({me})",
+            meta.uid()
+        ))
+    } else {
+        (meta.mode() & 0o022 != 0).then(|| "other users may write it".to_owned())
+    };
+    match wrong {
+        Some(why) => Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{}: owned by uid {owner}, not by this user ({me})",
-                dir.display()
-            ),
-        ));
+            format!("{}: {why}", dir.display()),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Write `bytes` to `path` via a temporary file and a rename. The temporary file has
@@ -275,6 +283,24 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_dir_makes_a_private_directory_and_refuses_a_link_or_an_open_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let made = d.path().join("a/b");
+        own_dir(&made).unwrap();
+        let mode = std::fs::metadata(&made).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        own_dir(&made).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&made, &link).unwrap();
+        let err = own_dir(&link).unwrap_err().to_string();
+        assert!(err.ends_with("not a directory"), "{err}");
+        std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = own_dir(&made).unwrap_err().to_string();
+        assert!(err.ends_with("other users may write it"), "{err}");
+    }
 
     #[test]
     fn some_of_names_the_first_and_counts_the_rest() {
