@@ -80,11 +80,6 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn env_var(&self, name: &str) -> OsString {
-        let found = self.env.iter().find(|(k, _)| k == name);
-        found.map(|(_, v)| v.clone()).unwrap_or_default()
-    }
-
     fn hardened(&self, dir: &Path) -> Git {
         Git::new(dir).parent_env(self.env.clone())
     }
@@ -495,13 +490,12 @@ fn a_command_in_its_own_process_group_lists_the_configuration_there_too() {
     )
     .unwrap();
     std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Lab's PATH is this process's.
     let mut env = lab.env.clone();
     env.retain(|(k, _)| k != "PATH");
-    let path = std::env::join_paths(
-        std::iter::once(bin).chain(std::env::split_paths(&lab.env_var("PATH"))),
-    )
-    .unwrap();
-    env.push(("PATH".into(), path));
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::iter::once(bin).chain(std::env::split_paths(&inherited));
+    env.push(("PATH".into(), std::env::join_paths(path).unwrap()));
     let out = Git::new(&repo)
         .parent_env(env)
         .own_process_group()

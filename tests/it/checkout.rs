@@ -54,6 +54,32 @@ fn upper_repo() -> TestEnv {
     t
 }
 
+/// The user's global filter driver `slow`, whose `side` (`clean` or `smudge`; the
+/// other is `cat`) says when it starts, then waits to be let go: the files it
+/// touches and waits for, `(started, go)`.
+fn held_filter(t: &TestEnv, side: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (started, go) = (t.root().join("filter-started"), t.root().join("go"));
+    let held = t.root().join("held-filter.sh");
+    script(
+        &held,
+        &format!(
+            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    let other = if side == "clean" { "smudge" } else { "clean" };
+    std::fs::write(
+        global_config(t),
+        format!(
+            "[filter \"slow\"]\n\t{side} = {}\n\t{other} = cat\n\trequired = true\n",
+            held.display()
+        ),
+    )
+    .unwrap();
+    (started, go)
+}
+
 /// `fanout run` of a `sh -c SCRIPT` agent, one task per `-t`, with the user's global
 /// configuration ([`global_config`], when written).
 fn run_sh(t: &TestEnv, agent: &str, extra: &[&str]) -> std::process::Output {
@@ -112,25 +138,7 @@ fn the_users_filter_drivers_run_in_worktrees_and_harvest_commits_the_clean_form(
 #[test]
 fn a_ctrl_c_during_a_harvest_still_commits_the_agents_work() {
     let t = TestEnv::new();
-    // The user's clean filter says when it starts, then waits to be let go.
-    let (started, go) = (t.root().join("clean-started"), t.root().join("go"));
-    let clean = t.root().join("slow-clean.sh");
-    script(
-        &clean,
-        &format!(
-            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat\n",
-            started.display(),
-            go.display()
-        ),
-    );
-    std::fs::write(
-        global_config(&t),
-        format!(
-            "[filter \"slow\"]\n\tclean = {}\n\tsmudge = cat\n\trequired = true\n",
-            clean.display()
-        ),
-    )
-    .unwrap();
+    let (started, go) = held_filter(&t, "clean");
     t.write(".gitattributes", "*.dat filter=slow\n");
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "slow filter"]);
@@ -484,25 +492,7 @@ fn checkouts_list_the_configuration_again_once_a_worker_has_run() {
 #[test]
 fn status_shows_a_worker_whose_worktree_is_being_made_as_checkout() {
     let t = TestEnv::new();
-    // The user's smudge filter says when it starts, then waits to be let go.
-    let (started, go) = (t.root().join("smudge-started"), t.root().join("go"));
-    let smudge = t.root().join("slow-smudge.sh");
-    script(
-        &smudge,
-        &format!(
-            "touch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat\n",
-            started.display(),
-            go.display()
-        ),
-    );
-    std::fs::write(
-        global_config(&t),
-        format!(
-            "[filter \"slow\"]\n\tsmudge = {}\n\tclean = cat\n\trequired = true\n",
-            smudge.display()
-        ),
-    )
-    .unwrap();
+    let (started, go) = held_filter(&t, "smudge");
     t.write(".gitattributes", "*.dat filter=slow\n");
     t.write("data.dat", "payload\n");
     t.git(&["add", "-A"]);
