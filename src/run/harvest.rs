@@ -300,21 +300,7 @@ fn commit_leftovers(
     let admin = wt.admin();
     let parent = repo.find_commit(head)?;
     let copy = wt.scratch.join(format!("{}.index", wt.name));
-    // Copied file to file: the index is never held in fanout's memory.
-    let cached = create_new(&copy)
-        .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
-        .ok()
-        .map(drop);
-    let mut index = match cached.map(|()| Index::open(&copy)) {
-        Some(Ok(i)) => i,
-        _ => {
-            write_new(&copy, b"").map_err(io)?;
-            std::fs::remove_file(&copy).map_err(io)?;
-            let mut i = Index::open(&copy)?;
-            i.read_tree(&parent.tree()?)?;
-            i
-        }
-    };
+    let mut index = cached_index(&admin, &copy, &parent.tree()?)?;
     repo.set_index(&mut index)?;
     let setup = super::setup::Baseline::load(&admin);
     let workdir = wt.path.to_owned();
@@ -360,6 +346,32 @@ fn commit_leftovers(
     let sig = Signature::now(spec.identity.0, spec.identity.1)?;
     let tip = repo.commit(None, &sig, &sig, &spec.message, &tree, &[&parent])?;
     Ok((tip, true))
+}
+
+/// The index of the worktree whose administrative directory is `admin`, copied to
+/// `copy` (a path of fanout's own) as a cache of its files' states: a file whose size
+/// and times match its entry is not read again. When it cannot be read, a fresh index
+/// of `tree` at `copy` (every file is read). The copy keeps the index's modification
+/// time: libgit2 reads again a file whose entry is as new as the index (a change in
+/// the clock tick the index was written in), which a copy stamped later would hide.
+pub fn cached_index(
+    admin: &Path,
+    copy: &Path,
+    tree: &git2::Tree<'_>,
+) -> Result<Index, git2::Error> {
+    // Copied file to file: the index is never held in fanout's memory.
+    let cached = create_new(copy)
+        .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
+        .ok()
+        .map(drop);
+    if let Some(Ok(index)) = cached.map(|()| Index::open(copy)) {
+        return Ok(index);
+    }
+    write_new(copy, b"").map_err(io)?;
+    std::fs::remove_file(copy).map_err(io)?;
+    let mut index = Index::open(copy)?;
+    index.read_tree(tree)?;
+    Ok(index)
 }
 
 /// Where [`stage_with_git`] stages.

@@ -3,15 +3,15 @@
 //! worker's worktree; saved as a WIP commit so that nothing is lost (`cleanup --force`
 //! on the worker's branch, `resume` on a branch of its own in the run's namespace).
 //!
-//! The worktree's files are read into a scratch index (never the worktree's own, nor
-//! the user's), as harvest does: what git ignores, the run's `exclude` patterns and
-//! what setup put there are left out.
+//! The worktree's files are read into a scratch index (a copy of the worktree's own
+//! serves as a cache of file states; never the user's), as harvest does: what git
+//! ignores, the run's `exclude` patterns and what setup put there are left out.
 
 use std::path::{Path, PathBuf};
 
-use git2::{Index, IndexAddOption, Oid, Signature};
+use git2::{IndexAddOption, Oid, Signature};
 
-use crate::run::harvest::{is_excluded, tree_changes};
+use crate::run::harvest::{cached_index, is_excluded, tree_changes};
 use crate::run::journal::JournalEntry;
 use crate::run::worktree::WIP_SUBJECT;
 
@@ -52,10 +52,10 @@ pub fn find(
     let parent_tree = repo.find_commit(parent).map_err(git)?.tree().map_err(git)?;
     repo.set_workdir(&entry.worktree_path, false).map_err(git)?;
     let scratch = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut index = Index::open(&scratch.path().join("index")).map_err(git)?;
-    index.read_tree(&parent_tree).map_err(git)?;
-    repo.set_index(&mut index).map_err(git)?;
     let admin = common.join("worktrees").join(&entry.worktree_name);
+    let copy = scratch.path().join("index");
+    let mut index = cached_index(&admin, &copy, &parent_tree).map_err(git)?;
+    repo.set_index(&mut index).map_err(git)?;
     let setup = crate::run::setup::Baseline::load(&admin);
     let workdir = entry.worktree_path.clone();
     let mut skip = |path: &Path, _: &[u8]| -> i32 {

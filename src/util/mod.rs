@@ -128,10 +128,15 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 
 /// Copy at most `max` bytes of the regular file at `path` (opened as
 /// [`read_regular`] opens it) to `to`, through the kernel (no buffer of the file's
-/// size in memory); the number of bytes copied.
+/// size in memory), and give `to` the file's modification time; the number of bytes
+/// copied.
 pub fn copy_regular(path: &Path, to: &mut std::fs::File, max: u64) -> std::io::Result<u64> {
     use std::io::Read;
-    std::io::copy(&mut open_untrusted(path)?.take(max), to)
+    let from = open_untrusted(path)?;
+    let modified = from.metadata()?.modified()?;
+    let n = std::io::copy(&mut from.take(max), to)?;
+    to.set_modified(modified)?;
+    Ok(n)
 }
 
 /// `path` opened for reading if it is a regular file, never through a symbolic link
@@ -327,9 +332,18 @@ mod tests {
         assert!(read_regular(&fifo, 100).is_err());
         assert!(read_regular(Path::new("/dev/zero"), 100).is_err());
         assert!(read_regular(&d.path().join("missing"), 100).is_err());
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         let mut to = std::fs::File::create(d.path().join("copy")).unwrap();
         assert_eq!(copy_regular(&file, &mut to, 6).unwrap(), 6);
         assert_eq!(std::fs::read(d.path().join("copy")).unwrap(), b"012345");
+        let copied = std::fs::metadata(d.path().join("copy")).unwrap();
+        assert_eq!(copied.modified().unwrap(), old);
         for bad in [&link, &fifo, Path::new("/dev/zero")] {
             assert!(
                 copy_regular(bad, &mut to, 100).is_err(),

@@ -221,6 +221,50 @@ git write-tree >/dev/null
     }
 }
 
+/// A file changed in the same clock tick as the index was written ("racy" in git's
+/// words: same size and times as its entry) is still read, by harvest and by
+/// `cleanup`'s look for unsaved work, though both work on a copy of the worktree's
+/// index. The tick is simulated: the file and the index get the same modification
+/// time, and ctime is not compared (`core.trustctime=false`).
+#[test]
+fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
+    let t = TestEnv::new();
+    t.git(&["config", "core.trustctime", "false"]);
+    let cfg = setup(
+        &t,
+        r#"printf aaaa > racy.txt && touch -d @1700000000 racy.txt && git add racy.txt || exit 11
+printf bbbb > racy.txt && touch -d @1700000000 racy.txt || exit 12
+touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
+"#,
+        "",
+        "",
+    );
+    let (out, report) = run(&t, &cfg, &["-t", "racy"]);
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let r = &report["results"][0];
+    let branch = r["branch"].as_str().unwrap();
+    assert_eq!(t.git(&["show", &format!("{branch}:racy.txt")]), "bbbb");
+    // The same tick after the run: the user's last edit is unsaved work.
+    let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
+    std::fs::write(wt.join("racy.txt"), "cccc").unwrap();
+    let index = t.git_in(
+        &wt,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    );
+    for path in [wt.join("racy.txt"), PathBuf::from(index.trim())] {
+        let f = std::fs::File::options().write(true).open(path).unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+            .unwrap();
+    }
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "cleanup", "--all"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(wt.join("racy.txt").exists(), "{said}");
+    assert!(said.contains("uncommitted work (racy.txt)"), "{said}");
+}
+
 /// An agent (sandboxed or not: the worktree is its own) points its worktree's `.git`
 /// file at the user's repository and leaves changes: harvest puts the file back and
 /// commits them on the worker's branch, never in the user's repository; the worker
