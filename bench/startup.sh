@@ -11,7 +11,8 @@
 # installed (Debian package `hyperfine`) it does the timing (-N: no shell in
 # between); otherwise a loop timed with $EPOCHREALTIME, which adds the cost of a
 # fork and exec from bash (about 1 ms) to every figure.
-# Targets (issue #14): --version and plan <= 10 ms, one-task run <= 15 ms.
+# Targets: --version and plan <= 10 ms (issue #14); the one-task run is a guard,
+# not a target: <= 20 ms (issue #30).
 #
 # A benchmark, not a test: it never fails on a timing, only when something breaks.
 #
@@ -152,4 +153,4 @@ measure "fanout plan [ms]" plan "$RUNS"
 measure "one-task run, 0-second agent, tiny repo [ms]" run "$RUN_RUNS"
 summarize --order fanout,before --ratio fanout/before
 echo
-echo "  targets (issue #14): --version and plan <= 10 ms, one-task run <= 15 ms"
+echo "  targets: --version and plan <= 10 ms (issue #14); one-task run <= 20 ms, a guard (issue #30)"

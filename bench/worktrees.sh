@@ -14,7 +14,9 @@
 #   before    the same with FANOUT_BEFORE_BIN, when it is set.
 #
 # Also printed: the worktree phase, from the start until the last agent has
-# started (each agent writes $EPOCHREALTIME first thing).
+# started (each agent writes $EPOCHREALTIME first thing), and the clean-up
+# afterwards (`git worktree remove --force` and `branch -D` for each worker;
+# `fanout cleanup --all`, which first looks for uncommitted work in each).
 # Target (issue #14): whole run fanout/git <= 0.7 with the 1-second agent.
 #
 # This is a benchmark, not a test: it prints numbers and never asserts a
@@ -109,12 +111,17 @@ git_side() {
         record "worktree phase (until the last agent starts) [s]" git "$round" "$(elapsed "$t0" "$(last_start)")"
         record "CPU time (user+sys) of the run, agents included [s]" git "$round" "$cpu"
     fi
-    # Clean-up, not timed.
+    # Clean-up (its own figure): the worktrees and the branches.
+    t0=$(now)
     for ((i = 1; i <= WORKERS; i++)); do
         git -C "$REPO" worktree remove --force "$WT/base-$i"
         git -C "$REPO" branch -q -D "base/$i"
     done
+    t1=$(now)
     assert_clean "$REPO" "git worktree remove"
+    if [[ $round != warm-up ]]; then
+        record "clean-up of the $WORKERS worktrees and branches [s]" git "$round" "$(elapsed "$t0" "$t1")"
+    fi
 }
 
 fanout_side() {
@@ -138,8 +145,15 @@ fanout_side() {
         record "worktree phase (until the last agent starts) [s]" "$side" "$round" "$(elapsed "$t0" "$(last_start)")"
         record "CPU time (user+sys) of the run, agents included [s]" "$side" "$round" "$cpu"
     fi
-    # Clean-up, not timed: must leave no worktrees and no fanout/* branches.
+    # Clean-up (its own figure): must leave no worktrees and no fanout/* branches.
+    # fanout first looks in each worktree for uncommitted work; git is told to
+    # throw it away (--force).
+    t0=$(now)
     "$bin" -C "$REPO" --config "$(cfg_of "$side")" cleanup --all >/dev/null
+    t1=$(now)
+    if [[ $round != warm-up ]]; then
+        record "clean-up of the $WORKERS worktrees and branches [s]" "$side" "$round" "$(elapsed "$t0" "$t1")"
+    fi
     [[ -z $(git -C "$REPO" for-each-ref refs/heads/fanout) ]] || die "$side: fanout cleanup --all left fanout/* branches"
     assert_clean "$REPO" "$side: fanout cleanup --all"
 }
