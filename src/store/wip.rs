@@ -62,10 +62,10 @@ pub fn find(
         let rel = path.to_string_lossy();
         i32::from(is_excluded(&rel, exclude) || setup.keeps_out(&rel, &workdir))
     };
+    // One scan, as in harvest: `add_all` takes deleted files out of the index too.
     index
         .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))
         .map_err(git)?;
-    index.update_all(["*"], Some(&mut skip)).map_err(git)?;
     let tree = index.write_tree().map_err(git)?;
     if tree == parent_tree.id() {
         return Ok(None);

@@ -223,9 +223,10 @@ git write-tree >/dev/null
 
 /// A file changed in the same clock tick as the index was written ("racy" in git's
 /// words: same size and times as its entry) is still read, by harvest and by
-/// `cleanup`'s look for unsaved work, though both work on a copy of the worktree's
-/// index. The tick is simulated: the file and the index get the same modification
-/// time, and ctime is not compared (`core.trustctime=false`).
+/// `cleanup`'s look for unsaved work (which finds a deleted file too), though both
+/// work on a copy of the worktree's index. The tick is simulated: the file and the
+/// index get the same modification time, and ctime is not compared
+/// (`core.trustctime=false`).
 #[test]
 fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
     let t = TestEnv::new();
@@ -244,9 +245,11 @@ touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
     let r = &report["results"][0];
     let branch = r["branch"].as_str().unwrap();
     assert_eq!(t.git(&["show", &format!("{branch}:racy.txt")]), "bbbb");
-    // The same tick after the run: the user's last edit is unsaved work.
+    // The same tick after the run: the user's last edit is unsaved work, and so is a
+    // file they deleted.
     let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
     std::fs::write(wt.join("racy.txt"), "cccc").unwrap();
+    std::fs::remove_file(wt.join("src/lib.rs")).unwrap();
     let index = t.git_in(
         &wt,
         &["rev-parse", "--path-format=absolute", "--git-path", "index"],
@@ -262,7 +265,10 @@ touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
         .unwrap();
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(wt.join("racy.txt").exists(), "{said}");
-    assert!(said.contains("uncommitted work (racy.txt)"), "{said}");
+    assert!(
+        said.contains("uncommitted work (racy.txt, src/lib.rs)"),
+        "{said}"
+    );
 }
 
 /// An agent (sandboxed or not: the worktree is its own) points its worktree's `.git`
