@@ -110,7 +110,8 @@ print(n)
 sys.exit(0 if n >= want else 1)
 PY
     git -C "$dest" -c core.safecrlf=false add -A -f
-    git -C "$dest" commit -q -m "bench: $FILES files from real sources"
+    # No automatic gc in the background: it would make the `gc` below fail.
+    git -C "$dest" -c gc.auto=0 commit -q -m "bench: $FILES files from real sources"
     git -C "$dest" gc -q
 }
 
