@@ -78,7 +78,9 @@ pub fn alive(rec: &GroupRecord) -> bool {
         return false;
     }
     let Some(start) = rec.start else {
-        return true;
+        // No start time to tell it by: alive while any of it is more than a zombie
+        // (one its parent has yet to reap is gone, though `killpg` still finds it).
+        return !members(rec.pgid).is_empty();
     };
     if let Some(leader) = procfs::stat(rec.pgid) {
         if leader.start != start {
@@ -175,7 +177,20 @@ mod tests {
             ..rec.clone()
         };
         assert!(!alive(&rebooted));
+        let unstamped = GroupRecord {
+            start: None,
+            ..rec.clone()
+        };
+        assert!(alive(&unstamped));
         child.kill().unwrap();
+        // Killed, not yet reaped: a zombie, which `killpg` still finds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !procfs::stat(pgid).is_some_and(|s| s.zombie()) {
+            assert!(std::time::Instant::now() < deadline, "no zombie");
+            std::thread::yield_now();
+        }
+        assert!(!alive(&unstamped));
+        assert!(!alive(&rec));
         child.wait().unwrap();
         assert!(!alive(&rec));
     }

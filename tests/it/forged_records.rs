@@ -336,6 +336,8 @@ fi
         &cfg,
         &["resume", &run, "--json", "--stop-survivors", "--yes"],
     );
+    // Stopped, though not yet reaped (this test is its parent): a zombie is gone.
+    assert!(!said(&yes).contains("could not stop"), "{}", said(&yes));
     let status = users.wait().unwrap();
     assert!(status.code().is_none(), "{}", said(&yes));
 }
