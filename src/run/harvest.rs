@@ -350,10 +350,11 @@ fn commit_leftovers(
 
 /// The index of the worktree whose administrative directory is `admin`, copied to
 /// `copy` (a path of fanout's own) as a cache of its files' states: a file whose size
-/// and times match its entry is not read again. When it cannot be read, a fresh index
-/// of `tree` at `copy` (every file is read). The copy keeps the index's modification
-/// time: libgit2 reads again a file whose entry is as new as the index (a change in
-/// the clock tick the index was written in), which a copy stamped later would hide.
+/// and times match its entry is not read again (no mark keeps one from being looked
+/// at: [`unmark`]). When it cannot be read, a fresh index of `tree` at
+/// `copy` (every file is read). The copy keeps the index's modification time: libgit2
+/// reads again a file whose entry is as new as the index (a change in the clock tick
+/// the index was written in), which a copy stamped later would hide.
 pub fn cached_index(
     admin: &Path,
     copy: &Path,
@@ -364,7 +365,8 @@ pub fn cached_index(
         .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
         .ok()
         .map(drop);
-    if let Some(Ok(index)) = cached.map(|()| Index::open(copy)) {
+    if let Some(Ok(mut index)) = cached.map(|()| Index::open(copy)) {
+        unmark(&mut index)?;
         return Ok(index);
     }
     write_new(copy, b"").map_err(io)?;
@@ -372,6 +374,32 @@ pub fn cached_index(
     let mut index = Index::open(copy)?;
     index.read_tree(tree)?;
     Ok(index)
+}
+
+/// Take off every entry the marks that tell libgit2 not to look at its file
+/// (assume-unchanged, skip-worktree, intent-to-add): the worker may have set them, and
+/// a file it hides so would go unseen in harvest and, after the run, in `cleanup`'s
+/// look for the user's own edits. (A file missing from the worktree is a deletion
+/// either way: libgit2 does not leave a skip-worktree entry out as git does.)
+fn unmark(index: &mut Index) -> Result<(), git2::Error> {
+    use git2::{IndexEntryExtendedFlag as Ext, IndexEntryFlag as Flag};
+    let (valid, hidden) = (
+        Flag::VALID.bits(),
+        Ext::SKIP_WORKTREE.bits() | Ext::INTENT_TO_ADD.bits(),
+    );
+    let marked: Vec<git2::IndexEntry> = index
+        .iter()
+        .filter(|e| e.flags & valid != 0 || e.flags_extended & hidden != 0)
+        .collect();
+    for mut e in marked {
+        e.flags &= !valid;
+        e.flags_extended &= !hidden;
+        if e.flags_extended == 0 {
+            e.flags &= !Flag::EXTENDED.bits();
+        }
+        index.add(&e)?;
+    }
+    Ok(())
 }
 
 /// Where [`stage_with_git`] stages.

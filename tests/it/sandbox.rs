@@ -224,9 +224,9 @@ git write-tree >/dev/null
 /// A file changed in the same clock tick as the index was written ("racy" in git's
 /// words: same size and times as its entry) is still read, by harvest and by
 /// `cleanup`'s look for unsaved work (which finds a deleted file too), though both
-/// work on a copy of the worktree's index. The tick is simulated: the file and the
-/// index get the same modification time, and ctime is not compared
-/// (`core.trustctime=false`).
+/// work on a copy of the worktree's index, and though the agent marked files for git
+/// not to look at. The tick is simulated: the file and the index get the same
+/// modification time, and ctime is not compared (`core.trustctime=false`).
 #[test]
 fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
     let t = TestEnv::new();
@@ -236,6 +236,7 @@ fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
         r#"printf aaaa > racy.txt && touch -d @1700000000 racy.txt && git add racy.txt || exit 11
 printf bbbb > racy.txt && touch -d @1700000000 racy.txt || exit 12
 touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
+git update-index --skip-worktree README.md && git update-index --assume-unchanged src/lib.rs || exit 14
 "#,
         "",
         "",
@@ -245,11 +246,13 @@ touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
     let r = &report["results"][0];
     let branch = r["branch"].as_str().unwrap();
     assert_eq!(t.git(&["show", &format!("{branch}:racy.txt")]), "bbbb");
-    // The same tick after the run: the user's last edit is unsaved work, and so is a
-    // file they deleted.
+    // The same tick after the run: the user's last edit is unsaved work, and so are a
+    // file they deleted and one they edited, though the agent marked both for git not
+    // to look at.
     let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
     std::fs::write(wt.join("racy.txt"), "cccc").unwrap();
     std::fs::remove_file(wt.join("src/lib.rs")).unwrap();
+    std::fs::write(wt.join("README.md"), "the user's own words\n").unwrap();
     let index = t.git_in(
         &wt,
         &["rev-parse", "--path-format=absolute", "--git-path", "index"],
@@ -266,7 +269,7 @@ touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(wt.join("racy.txt").exists(), "{said}");
     assert!(
-        said.contains("uncommitted work (racy.txt, src/lib.rs)"),
+        said.contains("uncommitted work (README.md, racy.txt, src/lib.rs)"),
         "{said}"
     );
 }
