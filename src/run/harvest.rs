@@ -9,8 +9,10 @@
 //! directory by name (`worktrees/<name>`), never through the worktree's `.git` file.
 //! What the worker could have written there (its `HEAD`, its index, its object
 //! quarantine) is read as data: `HEAD` and the index without following links or
-//! blocking ([`crate::util::read_regular`], [`crate::util::copy_regular`]), each
-//! object copied by re-hashing its content, and only the objects its commit reaches.
+//! blocking ([`crate::util::read_regular`], [`crate::util::copy_regular`]), the index
+//! only as a cache of file states ([`cached_index`]: what was staged is read from the
+//! files again), each object copied by re-hashing its content, and only the objects
+//! its commit reaches.
 //! fanout writes the index and `HEAD` it leaves behind in its own run directory and
 //! renames them into place.
 
@@ -84,26 +86,15 @@ pub fn harvest(
     spec: &CommitSpec<'_>,
 ) -> Result<Harvest, git2::Error> {
     let admin = wt.admin();
-    let quarantine = super::worktree::quarantine(&admin);
-    let shared = git2::Repository::open(wt.common)?;
-    let (head, note) = agent_head(&shared, &admin, base);
-    let import = Import::new(&shared, &quarantine)?;
-    import.reachable(head)?;
-    // Committing reads the shared store and the quarantine (what the worker staged
-    // without committing) and writes the shared store only (libgit2 never writes to
-    // an alternate).
     let repo = git2::Repository::open(wt.common)?;
-    if quarantine.is_dir() {
-        repo.odb()?
-            .add_disk_alternate(&quarantine.to_string_lossy())?;
-    }
+    let (head, note) = agent_head(&repo, &admin, base);
+    // The worker's commits come from its quarantine, each object re-hashed; what it
+    // left uncommitted is read from its files (libgit2 writes to the shared store
+    // only): nothing else of the quarantine is read.
+    Import::new(&repo, &super::worktree::quarantine(&admin))?.reachable(head)?;
     repo.set_workdir(wt.path, false)?;
     let (tip, committed) = commit_leftovers(&repo, wt, head, spec)?;
-    if committed {
-        let tree = |c: Oid| repo.find_commit(c).map(|c| c.tree_id());
-        import.changed_tree(&repo, tree(tip)?, Some(tree(head)?))?;
-    }
-    shared.reference(
+    repo.reference(
         &format!("refs/heads/{branch}"),
         tip,
         true,
@@ -112,7 +103,7 @@ pub fn harvest(
     let head_file = wt.scratch.join(format!("{}.HEAD", wt.name));
     write_new(&head_file, format!("{tip}\n").as_bytes()).map_err(io)?;
     std::fs::rename(&head_file, admin.join("HEAD")).map_err(io)?;
-    let files_modified = changed_paths(&shared, base, tip)?;
+    let files_modified = changed_paths(&repo, base, tip)?;
     Ok(Harvest {
         commit: tip,
         committed,
@@ -237,36 +228,6 @@ impl<'r> Import<'r> {
         }
         Ok(copied)
     }
-
-    /// What `tree` (fanout's commit of the leftovers, read through `repo`, which sees
-    /// the quarantine) holds beyond `old` (its parent's tree, already imported): the
-    /// trees and blobs the worker staged without committing.
-    pub fn changed_tree(
-        &self,
-        repo: &Repository,
-        tree: Oid,
-        old: Option<Oid>,
-    ) -> Result<(), git2::Error> {
-        if Some(tree) == old {
-            return Ok(());
-        }
-        self.ensure(tree)?;
-        let new = repo.find_tree(tree)?;
-        let old = old.map(|o| repo.find_tree(o)).transpose()?;
-        for e in new.iter() {
-            let before = old
-                .as_ref()
-                .and_then(|t| t.get_name_bytes(e.name_bytes()).map(|p| p.id()));
-            match e.kind() {
-                Some(ObjectType::Tree) => self.changed_tree(repo, e.id(), before)?,
-                Some(ObjectType::Blob) if before != Some(e.id()) => {
-                    self.ensure(e.id())?;
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The objects `oid` (of `kind`, now in the shared store) names.
@@ -348,54 +309,66 @@ fn commit_leftovers(
     Ok((tip, true))
 }
 
-/// The index of the worktree whose administrative directory is `admin`, copied to
-/// `copy` (a path of fanout's own) as a cache of its files' states: a file whose size
-/// and times match its entry is not read again (no mark keeps one from being looked
-/// at: [`unmark`]). When it cannot be read, a fresh index of `tree` at
-/// `copy` (every file is read). The copy keeps the index's modification time: libgit2
-/// reads again a file whose entry is as new as the index (a change in the clock tick
-/// the index was written in), which a copy stamped later would hide.
+/// A fresh index of `tree` at `copy` (a path of fanout's own), with the worktree's
+/// index (in `admin`, which the worker could write) as a cache of file states: an entry
+/// whose path, mode and id are `tree`'s keeps that index's size and times, so that a
+/// file that still matches them is not read again. Nothing else of that index is
+/// taken: no staged id `tree` does not have (its object may be only in the worker's
+/// quarantine), no conflict, no mark that tells libgit2 not to look at a file (see
+/// [`settle`]).
 pub fn cached_index(
     admin: &Path,
     copy: &Path,
     tree: &git2::Tree<'_>,
 ) -> Result<Index, git2::Error> {
-    // Copied file to file: the index is never held in fanout's memory.
-    let cached = create_new(copy)
+    // Copied file to file (the index is never held in fanout's memory), its
+    // modification time kept.
+    let written = create_new(copy)
         .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
-        .ok()
-        .map(drop);
-    if let Some(Ok(mut index)) = cached.map(|()| Index::open(copy)) {
-        unmark(&mut index)?;
-        return Ok(index);
-    }
-    write_new(copy, b"").map_err(io)?;
-    std::fs::remove_file(copy).map_err(io)?;
-    let mut index = Index::open(copy)?;
+        .and_then(|_| std::fs::metadata(copy)?.modified())
+        .ok();
+    let cached = written.and_then(|w| Some((Index::open(copy).ok()?, w)));
+    let (mut index, written) = match cached {
+        Some((index, w)) => (index, Some(w)),
+        None => {
+            write_new(copy, b"").map_err(io)?;
+            std::fs::remove_file(copy).map_err(io)?;
+            (Index::open(copy)?, None)
+        }
+    };
     index.read_tree(tree)?;
+    if let Some(written) = written {
+        settle(&mut index, written)?;
+    }
     Ok(index)
 }
 
-/// Take off every entry the marks that tell libgit2 not to look at its file
-/// (assume-unchanged, skip-worktree, intent-to-add): the worker may have set them, and
-/// a file it hides so would go unseen in harvest and, after the run, in `cleanup`'s
-/// look for the user's own edits. (A file missing from the worktree is a deletion
-/// either way: libgit2 does not leave a skip-worktree entry out as git does.)
-fn unmark(index: &mut Index) -> Result<(), git2::Error> {
-    use git2::{IndexEntryExtendedFlag as Ext, IndexEntryFlag as Flag};
-    let (valid, hidden) = (
-        Flag::VALID.bits(),
-        Ext::SKIP_WORKTREE.bits() | Ext::INTENT_TO_ADD.bits(),
-    );
-    let marked: Vec<git2::IndexEntry> = index
+/// After [`Index::read_tree`] over the worktree's index: libgit2 kept the file state
+/// of each matching entry, dropped the extended marks (skip-worktree, intent-to-add)
+/// and the index's own time. Take off the assume-unchanged mark too, and forget the
+/// file state of each entry as new as the index was `written`: its file may have
+/// changed in the clock tick the index was written in, unseen in its size and times
+/// (git's "racy" entries; libgit2 would read them again by the index's time, which
+/// `read_tree` dropped).
+fn settle(index: &mut Index, written: std::time::SystemTime) -> Result<(), git2::Error> {
+    let valid = git2::IndexEntryFlag::VALID.bits();
+    let at = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = (at.as_secs(), at.subsec_nanos());
+    let racy = |e: &git2::IndexEntry| {
+        let t = &e.mtime;
+        t.seconds() != 0 && (u64::try_from(t.seconds()).unwrap_or(0), t.nanoseconds()) >= at
+    };
+    let unsettled: Vec<git2::IndexEntry> = index
         .iter()
-        .filter(|e| e.flags & valid != 0 || e.flags_extended & hidden != 0)
+        .filter(|e| e.flags & valid != 0 || racy(e))
         .collect();
-    for mut e in marked {
+    for mut e in unsettled {
         e.flags &= !valid;
-        e.flags_extended &= !hidden;
-        if e.flags_extended == 0 {
-            e.flags &= !Flag::EXTENDED.bits();
+        if racy(&e) {
+            e.file_size = 0;
+            e.mtime = git2::IndexTime::new(0, 0);
         }
         index.add(&e)?;
     }

@@ -233,10 +233,11 @@ fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
     t.git(&["config", "core.trustctime", "false"]);
     let cfg = setup(
         &t,
-        r#"printf aaaa > racy.txt && touch -d @1700000000 racy.txt && git add racy.txt || exit 11
-printf bbbb > racy.txt && touch -d @1700000000 racy.txt || exit 12
-touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 13
-git update-index --skip-worktree README.md && git update-index --assume-unchanged src/lib.rs || exit 14
+        r#"git update-index --skip-worktree README.md && git update-index --assume-unchanged src/lib.rs || exit 10
+printf aaaa > racy.txt && touch -d @1700000000 racy.txt || exit 11
+git add racy.txt && git commit -q -m "the agent's own commit" || exit 12
+printf bbbb > racy.txt && touch -d @1700000000 racy.txt || exit 13
+touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 14
 "#,
         "",
         "",
