@@ -294,6 +294,44 @@ fi
     );
 }
 
+/// The agent stages a new file (its object only in the worker's quarantine), then
+/// fanout is killed: `resume` saves the worktree's work as a WIP commit whose objects
+/// are all in the shared store, read from the file again, not taken from the index.
+#[test]
+fn resume_saves_a_file_staged_before_a_crash() {
+    // Unsandboxed, so that the agent can kill fanout; its git still writes to its
+    // quarantine.
+    let a = Arena::new(Sandbox::Off);
+    let cfg = a.setup(
+        r#"if [ ! -e "$MARKERS/killed" ]; then
+  touch "$MARKERS/killed"
+  echo "staged work" > staged.txt && git add staged.txt || exit 11
+  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
+  sleep 1
+fi
+"#,
+        "",
+        "",
+    );
+    let out = a.output(&cfg, &["run", "--json", "-w", "1", "Improve the docs"]);
+    let run = a.t.runs().pop().expect("a run was started");
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    let resumed = a.output(&cfg, &["resume", &run, "--json", "--stop-survivors"]);
+    let all = format!("run: {}\nresume: {}", said(&out), said(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{all}");
+    let wip =
+        a.t.git(&["for-each-ref", "--format=%(refname)", "refs/heads/fanout"]);
+    let wip = wip
+        .lines()
+        .find(|r| r.contains("-wip"))
+        .unwrap_or_else(|| panic!("no WIP branch: {wip}\n{all}"));
+    assert_eq!(
+        a.t.git(&["show", &format!("{wip}:staged.txt")]),
+        "staged work\n"
+    );
+    a.t.git(&["fsck", "--connectivity-only", "--no-dangling"]);
+}
+
 /// After a crash, a group record names a process of the user's (its own process
 /// group): `resume --stop-survivors` lists it and stops nothing; `--yes` is the
 /// user's word.
