@@ -9,10 +9,8 @@
 //! directory by name (`worktrees/<name>`), never through the worktree's `.git` file.
 //! What the worker could have written there (its `HEAD`, its index, its object
 //! quarantine) is read as data: `HEAD` and the index without following links or
-//! blocking ([`crate::util::read_regular`], [`crate::util::copy_regular`]), the index
-//! only as a cache of file states ([`cached_index`]: what was staged is read from the
-//! files again), each object copied by re-hashing its content, and only the objects
-//! its commit reaches.
+//! blocking ([`crate::util::read_regular`], [`crate::util::copy_regular`]), each
+//! object copied by re-hashing its content, and only the objects its commit reaches.
 //! fanout writes the index and `HEAD` it leaves behind in its own run directory and
 //! renames them into place.
 
@@ -75,7 +73,7 @@ pub struct Harvest {
 }
 
 /// Largest index or `HEAD` file harvest reads.
-const MAX_INDEX_BYTES: u64 = 1 << 30;
+pub const MAX_INDEX_BYTES: u64 = 1 << 30;
 
 /// Harvest the worker in `wt` onto `branch` (made, or moved, to the result) and diff
 /// against `base`.
@@ -86,15 +84,26 @@ pub fn harvest(
     spec: &CommitSpec<'_>,
 ) -> Result<Harvest, git2::Error> {
     let admin = wt.admin();
+    let quarantine = super::worktree::quarantine(&admin);
+    let shared = git2::Repository::open(wt.common)?;
+    let (head, note) = agent_head(&shared, &admin, base);
+    let import = Import::new(&shared, &quarantine)?;
+    import.reachable(head)?;
+    // Committing reads the shared store and the quarantine (what the worker staged
+    // without committing) and writes the shared store only (libgit2 never writes to
+    // an alternate).
     let repo = git2::Repository::open(wt.common)?;
-    let (head, note) = agent_head(&repo, &admin, base);
-    // The worker's commits come from its quarantine, each object re-hashed; what it
-    // left uncommitted is read from its files (libgit2 writes to the shared store
-    // only): nothing else of the quarantine is read.
-    Import::new(&repo, &super::worktree::quarantine(&admin))?.reachable(head)?;
+    if quarantine.is_dir() {
+        repo.odb()?
+            .add_disk_alternate(&quarantine.to_string_lossy())?;
+    }
     repo.set_workdir(wt.path, false)?;
     let (tip, committed) = commit_leftovers(&repo, wt, head, spec)?;
-    repo.reference(
+    if committed {
+        let tree = |c: Oid| repo.find_commit(c).map(|c| c.tree_id());
+        import.changed_tree(&repo, tree(tip)?, Some(tree(head)?))?;
+    }
+    shared.reference(
         &format!("refs/heads/{branch}"),
         tip,
         true,
@@ -103,7 +112,7 @@ pub fn harvest(
     let head_file = wt.scratch.join(format!("{}.HEAD", wt.name));
     write_new(&head_file, format!("{tip}\n").as_bytes()).map_err(io)?;
     std::fs::rename(&head_file, admin.join("HEAD")).map_err(io)?;
-    let files_modified = changed_paths(&repo, base, tip)?;
+    let files_modified = changed_paths(&shared, base, tip)?;
     Ok(Harvest {
         commit: tip,
         committed,
@@ -228,6 +237,36 @@ impl<'r> Import<'r> {
         }
         Ok(copied)
     }
+
+    /// What `tree` (fanout's commit of the leftovers, read through `repo`, which sees
+    /// the quarantine) holds beyond `old` (its parent's tree, already imported): the
+    /// trees and blobs the worker staged without committing.
+    pub fn changed_tree(
+        &self,
+        repo: &Repository,
+        tree: Oid,
+        old: Option<Oid>,
+    ) -> Result<(), git2::Error> {
+        if Some(tree) == old {
+            return Ok(());
+        }
+        self.ensure(tree)?;
+        let new = repo.find_tree(tree)?;
+        let old = old.map(|o| repo.find_tree(o)).transpose()?;
+        for e in new.iter() {
+            let before = old
+                .as_ref()
+                .and_then(|t| t.get_name_bytes(e.name_bytes()).map(|p| p.id()));
+            match e.kind() {
+                Some(ObjectType::Tree) => self.changed_tree(repo, e.id(), before)?,
+                Some(ObjectType::Blob) if before != Some(e.id()) => {
+                    self.ensure(e.id())?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The objects `oid` (of `kind`, now in the shared store) names.
@@ -261,7 +300,23 @@ fn commit_leftovers(
     let admin = wt.admin();
     let parent = repo.find_commit(head)?;
     let copy = wt.scratch.join(format!("{}.index", wt.name));
-    let mut index = cached_index(&admin, &copy, &parent.tree()?)?;
+    // Copied file to file: the index is never held in fanout's memory. The copy keeps
+    // the index's modification time: libgit2 reads again a file whose entry is as new
+    // as the index (changed in the clock tick the index was written in).
+    let cached = create_new(&copy)
+        .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
+        .ok()
+        .map(drop);
+    let mut index = match cached.map(|()| Index::open(&copy)) {
+        Some(Ok(i)) => i,
+        _ => {
+            write_new(&copy, b"").map_err(io)?;
+            std::fs::remove_file(&copy).map_err(io)?;
+            let mut i = Index::open(&copy)?;
+            i.read_tree(&parent.tree()?)?;
+            i
+        }
+    };
     repo.set_index(&mut index)?;
     let setup = super::setup::Baseline::load(&admin);
     let workdir = wt.path.to_owned();
@@ -307,72 +362,6 @@ fn commit_leftovers(
     let sig = Signature::now(spec.identity.0, spec.identity.1)?;
     let tip = repo.commit(None, &sig, &sig, &spec.message, &tree, &[&parent])?;
     Ok((tip, true))
-}
-
-/// A fresh index of `tree` at `copy` (a path of fanout's own), with the worktree's
-/// index (in `admin`, which the worker could write) as a cache of file states: an entry
-/// whose path, mode and id are `tree`'s keeps that index's size and times, so that a
-/// file that still matches them is not read again. Nothing else of that index is
-/// taken: no staged id `tree` does not have (its object may be only in the worker's
-/// quarantine), no conflict, no mark that tells libgit2 not to look at a file (see
-/// [`settle`]).
-pub fn cached_index(
-    admin: &Path,
-    copy: &Path,
-    tree: &git2::Tree<'_>,
-) -> Result<Index, git2::Error> {
-    // Copied file to file (the index is never held in fanout's memory), its
-    // modification time kept.
-    let written = create_new(copy)
-        .and_then(|mut to| copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES))
-        .and_then(|_| std::fs::metadata(copy)?.modified())
-        .ok();
-    let cached = written.and_then(|w| Some((Index::open(copy).ok()?, w)));
-    let (mut index, written) = match cached {
-        Some((index, w)) => (index, Some(w)),
-        None => {
-            write_new(copy, b"").map_err(io)?;
-            std::fs::remove_file(copy).map_err(io)?;
-            (Index::open(copy)?, None)
-        }
-    };
-    index.read_tree(tree)?;
-    if let Some(written) = written {
-        settle(&mut index, written)?;
-    }
-    Ok(index)
-}
-
-/// After [`Index::read_tree`] over the worktree's index: libgit2 kept the file state
-/// of each matching entry, dropped the extended marks (skip-worktree, intent-to-add)
-/// and the index's own time. Take off the assume-unchanged mark too, and forget the
-/// file state of each entry as new as the index was `written`: its file may have
-/// changed in the clock tick the index was written in, unseen in its size and times
-/// (git's "racy" entries; libgit2 would read them again by the index's time, which
-/// `read_tree` dropped).
-fn settle(index: &mut Index, written: std::time::SystemTime) -> Result<(), git2::Error> {
-    let valid = git2::IndexEntryFlag::VALID.bits();
-    let at = written
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let at = (at.as_secs(), at.subsec_nanos());
-    let racy = |e: &git2::IndexEntry| {
-        let t = &e.mtime;
-        t.seconds() != 0 && (u64::try_from(t.seconds()).unwrap_or(0), t.nanoseconds()) >= at
-    };
-    let unsettled: Vec<git2::IndexEntry> = index
-        .iter()
-        .filter(|e| e.flags & valid != 0 || racy(e))
-        .collect();
-    for mut e in unsettled {
-        e.flags &= !valid;
-        if racy(&e) {
-            e.file_size = 0;
-            e.mtime = git2::IndexTime::new(0, 0);
-        }
-        index.add(&e)?;
-    }
-    Ok(())
 }
 
 /// Where [`stage_with_git`] stages.

@@ -3,15 +3,16 @@
 //! worker's worktree; saved as a WIP commit so that nothing is lost (`cleanup --force`
 //! on the worker's branch, `resume` on a branch of its own in the run's namespace).
 //!
-//! The worktree's files are read into a scratch index (a copy of the worktree's own
-//! serves as a cache of file states; never the user's), as harvest does: what git
-//! ignores, the run's `exclude` patterns and what setup put there are left out.
+//! The worktree's files are read into a scratch index of the commit (never the
+//! worktree's own, nor the user's; the worktree's serves only as a cache of file
+//! states: [`cached_index`]), as harvest does: what git ignores, the run's `exclude`
+//! patterns and what setup put there are left out.
 
 use std::path::{Path, PathBuf};
 
-use git2::{IndexAddOption, Oid, Signature};
+use git2::{Index, IndexAddOption, Oid, Signature};
 
-use crate::run::harvest::{cached_index, is_excluded, tree_changes};
+use crate::run::harvest::{MAX_INDEX_BYTES, is_excluded, tree_changes};
 use crate::run::journal::JournalEntry;
 use crate::run::worktree::WIP_SUBJECT;
 
@@ -77,6 +78,72 @@ pub fn find(
         tree,
         paths,
     }))
+}
+
+/// A fresh index of `tree` at `copy` (in a directory of fanout's own), with the
+/// worktree's index (in `admin`, which the worker could write) as a cache of file
+/// states: an entry whose path, mode and id are `tree`'s keeps that index's size and
+/// times, so that a file that still matches them is not read again. Nothing else of
+/// that index is taken: no staged id `tree` does not have (its object may be only in
+/// the worker's quarantine), no conflict, no mark that tells libgit2 not to look at a
+/// file ([`settle`]). Without a readable index, every file is read.
+fn cached_index(admin: &Path, copy: &Path, tree: &git2::Tree<'_>) -> Result<Index, git2::Error> {
+    let io = |e: std::io::Error| git2::Error::from_str(&e.to_string());
+    // Copied file to file, its modification time kept.
+    let written = std::fs::File::create_new(copy)
+        .and_then(|mut to| {
+            crate::util::copy_regular(&admin.join("index"), &mut to, MAX_INDEX_BYTES)
+        })
+        .and_then(|_| std::fs::metadata(copy)?.modified())
+        .ok();
+    let cached = written.and_then(|w| Some((Index::open(copy).ok()?, w)));
+    let (mut index, written) = match cached {
+        Some((index, w)) => (index, Some(w)),
+        None => {
+            match std::fs::remove_file(copy) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                _ => {}
+            }
+            (Index::open(copy)?, None)
+        }
+    };
+    index.read_tree(tree)?;
+    if let Some(written) = written {
+        settle(&mut index, written)?;
+    }
+    Ok(index)
+}
+
+/// After [`Index::read_tree`] over the worktree's index: libgit2 kept the file state
+/// of each matching entry, dropped the extended marks (skip-worktree, intent-to-add)
+/// and the index's own time. Take off the assume-unchanged mark too, and forget the
+/// file state of each entry as new as the index was `written`: its file may have
+/// changed in the clock tick the index was written in, unseen in its size and times
+/// (git's "racy" entries; libgit2 reads them again by the index's time, which
+/// `read_tree` dropped).
+fn settle(index: &mut Index, written: std::time::SystemTime) -> Result<(), git2::Error> {
+    let valid = git2::IndexEntryFlag::VALID.bits();
+    let at = written
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = (at.as_secs(), at.subsec_nanos());
+    let racy = |e: &git2::IndexEntry| {
+        let t = &e.mtime;
+        t.seconds() != 0 && (u64::try_from(t.seconds()).unwrap_or(0), t.nanoseconds()) >= at
+    };
+    let unsettled: Vec<git2::IndexEntry> = index
+        .iter()
+        .filter(|e| e.flags & valid != 0 || racy(e))
+        .collect();
+    for mut e in unsettled {
+        e.flags &= !valid;
+        if racy(&e) {
+            e.file_size = 0;
+            e.mtime = git2::IndexTime::new(0, 0);
+        }
+        index.add(&e)?;
+    }
+    Ok(())
 }
 
 impl Unsaved {
