@@ -248,24 +248,34 @@ fn a_branch_cleanup_kept_is_deleted_only_when_named() {
     );
 }
 
+/// A one-worker run whose agent, the first time, runs `first` (shell lines) and then
+/// kills fanout (SIGKILL to its supervisor's parent): the configuration, what the run
+/// said, and the run's id.
+fn killed_run(a: &Arena, first: &str) -> (String, Output, String) {
+    let cfg = a.setup(
+        &format!(
+            r#"if [ ! -e "$MARKERS/killed" ]; then
+  touch "$MARKERS/killed"
+{first}  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
+  sleep 1
+fi
+"#
+        ),
+        "",
+        "",
+    );
+    let out = a.output(&cfg, &["run", "--json", "-w", "1", "Improve the docs"]);
+    let run = a.t.runs().pop().expect("a run was started");
+    (cfg, out, run)
+}
+
 /// The agent kills fanout. Afterwards the user commits on `main`, makes a branch, and
 /// another run makes its own; then resumes the first run: nothing of that is reset or
 /// moved, and resume says what changed since the run started.
 #[test]
 fn resume_leaves_what_changed_after_a_crash_as_it_is() {
     let a = Arena::new(Sandbox::Off);
-    let cfg = a.setup(
-        r#"if [ ! -e "$MARKERS/killed" ]; then
-  touch "$MARKERS/killed"
-  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
-  sleep 1
-fi
-"#,
-        "",
-        "",
-    );
-    let out = a.output(&cfg, &["run", "--json", "-w", "1", "Improve the docs"]);
-    let run = a.t.runs().pop().expect("a run was started");
+    let (cfg, out, run) = killed_run(&a, "");
     assert_ne!(out.status.code(), Some(0), "{}", said(&out));
     a.t.write("after-crash.txt", "the user's work after the crash\n");
     a.t.git(&["add", "after-crash.txt"]);
@@ -302,19 +312,8 @@ fn resume_saves_a_file_staged_before_a_crash() {
     // Unsandboxed, so that the agent can kill fanout; its git still writes to its
     // quarantine.
     let a = Arena::new(Sandbox::Off);
-    let cfg = a.setup(
-        r#"if [ ! -e "$MARKERS/killed" ]; then
-  touch "$MARKERS/killed"
-  echo "staged work" > staged.txt && git add staged.txt || exit 11
-  kill -KILL "$(cut -d" " -f4 /proc/$PPID/stat)"
-  sleep 1
-fi
-"#,
-        "",
-        "",
-    );
-    let out = a.output(&cfg, &["run", "--json", "-w", "1", "Improve the docs"]);
-    let run = a.t.runs().pop().expect("a run was started");
+    let staged = "  echo \"staged work\" > staged.txt && git add staged.txt || exit 11\n";
+    let (cfg, out, run) = killed_run(&a, staged);
     assert_ne!(out.status.code(), Some(0), "{}", said(&out));
     let resumed = a.output(&cfg, &["resume", &run, "--json", "--stop-survivors"]);
     let all = format!("run: {}\nresume: {}", said(&out), said(&resumed));
