@@ -22,7 +22,15 @@ pub fn night(
 ) -> Result<NightInputs, Failure> {
     let base = repo.resolve_base(&settings.base)?;
     let keys: Vec<String> = settings.tasks.iter().map(|t| t.key()).collect();
-    crate::publish::tend::gather_night(repo, file, flags, record, &keys, &base)
+    crate::publish::tend::gather_night(
+        repo,
+        file,
+        flags,
+        record,
+        &keys,
+        &base,
+        &settings.branch_prefix,
+    )
 }
 
 /// Whether a run publishing with `flags` reads GitHub before its plan: issues are

@@ -67,7 +67,7 @@ impl Known {
             .into_iter()
             .filter_map(|p| {
                 let m = Marker::parse(p.body.as_deref()?)?;
-                (m.task == key).then_some((p, m))
+                (m.task == key && p.from_this_repository()).then_some((p, m))
             })
             .collect();
         Known { pulls }
@@ -532,11 +532,12 @@ impl<'a> Ctx<'a> {
             .list_open_pulls()
             .await
             .map_err(|e| e.to_string())?;
+        let prefix = stable::prefix(&self.p.report.plan).unwrap_or_default();
         Ok(all
             .into_iter()
             .filter_map(|p| {
                 let m = Marker::parse(p.body.as_deref()?)?;
-                Some((p, m))
+                stable::is_fanouts(&p, &m, &prefix).then_some((p, m))
             })
             .collect())
     }
@@ -1210,7 +1211,7 @@ fn changed_since(last: &Marker, now: &Marker) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publish::github::{BranchRef, Label};
+    use crate::publish::github::{BranchRef, Label, RepoRef};
     use crate::publish::push::Owner;
 
     fn oid(c: char) -> Oid {
@@ -1234,6 +1235,7 @@ mod tests {
         let r = |b: &str| BranchRef {
             branch: b.into(),
             sha: "0".repeat(40),
+            repo: Some(RepoRef { id: 7 }),
         };
         PullRequest {
             number,

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::github::PullRequest;
 use crate::plan::{Plan, Task};
 
 /// The label on every pull request fanout opens for a stable branch.
@@ -169,16 +170,21 @@ impl Marker {
 
 impl Marker {
     /// The hidden comment: JSON in which `<`, `>` and `&` are escaped, so nothing in
-    /// it can end the comment.
+    /// it can end the comment; with as many of the first 50 files as keep it within
+    /// what [`Marker::parse`] reads.
     pub fn render(&self) -> String {
         let mut m = self.clone();
         m.files.truncate(50);
-        let json = serde_json::to_string(&m)
-            .expect("serializes")
-            .replace('<', "\\u003c")
-            .replace('>', "\\u003e")
-            .replace('&', "\\u0026");
-        format!("{MARKER_OPEN}{json}{MARKER_CLOSE}")
+        loop {
+            let json = serde_json::to_string(&m)
+                .expect("serializes")
+                .replace('<', "\\u003c")
+                .replace('>', "\\u003e")
+                .replace('&', "\\u0026");
+            if json.len() <= MARKER_LIMIT || m.files.pop().is_none() {
+                return format!("{MARKER_OPEN}{json}{MARKER_CLOSE}");
+            }
+        }
     }
 
     /// The marker in `body`, if there is one that parses (bounded: a marker longer
@@ -221,17 +227,41 @@ pub fn without_marker(body: &str) -> &str {
 /// Whether `branch` is a stable branch of the plan's prefix (`<prefix>/<key>`, not a
 /// run's own `<prefix>/<run-id>/…`).
 pub fn is_stable_branch(plan: &Plan, branch: &str) -> bool {
-    prefix(plan).is_some_and(|p| {
-        branch
-            .strip_prefix(&format!("{p}/"))
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
-    })
+    prefix(plan).is_some_and(|p| stable_under(&p, branch))
+}
+
+/// Whether `branch` is a stable branch under `prefix` (`<prefix>/<key>`).
+pub fn stable_under(prefix: &str, branch: &str) -> bool {
+    branch
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('/'))
+        .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+}
+
+/// Whether `p` (its body's marker `m`) can be fanout's pull request of `m`'s task,
+/// its stable branches being under `prefix`: its head is in this repository (not a
+/// fork's: anyone may open one, marker and all) on a stable branch whose name is the
+/// task's (`<prefix>/<task>`, or `<prefix>/<task>-<model>`). Only the branch of such
+/// a pull request is fanout's to push to, rebase or delete.
+pub fn is_fanouts(p: &PullRequest, m: &Marker, prefix: &str) -> bool {
+    let own = |rest: &str| {
+        rest == m.task
+            || rest
+                .strip_prefix(&m.task)
+                .is_some_and(|r| r.starts_with('-'))
+    };
+    p.from_this_repository()
+        && stable_under(prefix, &p.head.branch)
+        && p.head.branch[prefix.len() + 1..]
+            .split('/')
+            .next()
+            .is_some_and(own)
 }
 
 /// `body` with `marker` appended, the body cut so that both fit GitHub's limit.
 pub fn with_marker(body: &str, marker: &Marker) -> String {
     let m = marker.render();
-    let room = super::body::BODY_LIMIT - m.chars().count() - 2;
+    let room = super::body::BODY_LIMIT.saturating_sub(m.chars().count() + 2);
     let body = if body.chars().count() > room {
         let cut: String = body.chars().take(room).collect();
         cut
@@ -290,5 +320,65 @@ mod tests {
     fn prompt_hashes_differ_with_the_prompt() {
         assert_eq!(prompt_hash("a b"), prompt_hash(" a b\n"));
         assert_ne!(prompt_hash("a b"), prompt_hash("a c"));
+    }
+
+    #[test]
+    fn only_a_pull_request_of_this_repository_on_the_tasks_stable_branch_is_fanouts() {
+        use crate::publish::github::{BranchRef, RepoRef};
+        let at = |branch: &str, repo: Option<u64>| BranchRef {
+            branch: branch.into(),
+            sha: "0".repeat(40),
+            repo: repo.map(|id| RepoRef { id }),
+        };
+        let pull = |head: BranchRef| PullRequest {
+            number: 1,
+            html_url: String::new(),
+            title: String::new(),
+            body: None,
+            draft: None,
+            state: "open".into(),
+            head,
+            base: at("main", Some(7)),
+            labels: vec![],
+            merged_at: None,
+            mergeable: None,
+            mergeable_state: None,
+        };
+        let m = marker();
+        for (branch, repo, fanouts) in [
+            ("fanout/docs", Some(7), true),
+            ("fanout/docs-gpt-5", Some(7), true),
+            ("fanout/docs", Some(8), false),
+            ("fanout/docs", None, false),
+            ("release", Some(7), false),
+            ("fanout/other", Some(7), false),
+            ("fanout/docsy", Some(7), false),
+            ("fanout/run-1/docs", Some(7), false),
+            ("fanoutx/docs", Some(7), false),
+        ] {
+            let p = pull(at(branch, repo));
+            assert_eq!(is_fanouts(&p, &m, "fanout"), fanouts, "{branch} {repo:?}");
+        }
+    }
+
+    #[test]
+    fn a_marker_with_long_paths_is_cut_to_what_parse_reads() {
+        let mut m = marker();
+        m.files = (0..50)
+            .map(|i| {
+                format!(
+                    "packages/dashboard-frontend/src/components/widgets/charts/w{i}/ChartWidget.tsx"
+                )
+            })
+            .collect();
+        let rendered = m.render();
+        let back = Marker::parse(&with_marker("body", &m)).expect("fanout reads its own marker");
+        assert!(rendered.len() <= MARKER_LIMIT + MARKER_OPEN.len() + MARKER_CLOSE.len());
+        assert!(
+            !back.files.is_empty() && back.files.len() < 50,
+            "{}",
+            back.files.len()
+        );
+        assert_eq!(back.files[..], m.files[..back.files.len()]);
     }
 }

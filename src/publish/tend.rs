@@ -38,6 +38,7 @@ pub fn gather_night(
     record: Option<&crate::repo::PushRecord>,
     keys: &[String],
     base: &crate::repo::Base,
+    branch_prefix: &str,
 ) -> Result<NightInputs, crate::exit::Failure> {
     use crate::exit::Failure;
     use secrecy::ExposeSecret;
@@ -60,6 +61,7 @@ pub fn gather_night(
         issue_label: issues.map(|i| i.label.clone()),
         priority: issues.map(|i| i.priority.clone()).unwrap_or_default(),
         identity: file.commit_identity(),
+        branch_prefix: branch_prefix.to_owned(),
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -109,6 +111,8 @@ pub struct TendSettings {
     pub priority: Vec<String>,
     /// Who commits a rebase.
     pub identity: (String, String),
+    /// The branch prefix: fanout's pull requests have their head at `<prefix>/<task>`.
+    pub branch_prefix: String,
 }
 
 /// Where tonight starts: the base branch and its commit.
@@ -172,6 +176,9 @@ impl Gather<'_> {
             let Some(m) = p.body.as_deref().and_then(Marker::parse) else {
                 continue;
             };
+            if !stable::is_fanouts(&p, &m, &self.settings.branch_prefix) {
+                continue;
+            }
             match m.issue {
                 Some(n) if issues_read && !night.issues.iter().any(|i| i.number == n) => {
                     self.stop(&p, &m, n, &mut night).await;

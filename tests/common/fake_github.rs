@@ -393,6 +393,17 @@ impl FakeGitHub {
         pr.title = title.into();
     }
 
+    /// Rewrites a pull request's body as its author would.
+    pub fn set_pull_body(&self, number: u64, body: &str) {
+        let mut state = self.lock();
+        let pr = state
+            .pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .expect("a pull request");
+        pr.body = Some(body.into());
+    }
+
     /// Closes a pull request as a human would (without merging).
     pub fn close_pull(&self, number: u64) {
         let mut state = self.lock();

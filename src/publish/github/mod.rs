@@ -148,6 +148,28 @@ pub struct BranchRef {
     pub branch: String,
     /// Commit.
     pub sha: String,
+    /// The repository the branch is in (`None`: GitHub gave none, as for a pull
+    /// request whose fork was deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoRef>,
+}
+
+/// The repository of a pull request's head or base, as much as fanout reads of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoRef {
+    /// GitHub's id of the repository (kept across renames).
+    pub id: u64,
+}
+
+impl PullRequest {
+    /// Whether its head branch is in the repository it asks to merge into: never so
+    /// for a pull request from a fork, which anyone may open, with any body (a
+    /// marker included) and a head branch named as one of this repository's. Only
+    /// such a pull request can be fanout's, and only its branch is fanout's to push
+    /// to or delete.
+    pub fn from_this_repository(&self) -> bool {
+        matches!((&self.head.repo, &self.base.repo), (Some(h), Some(b)) if h.id == b.id)
+    }
 }
 
 /// A label.
