@@ -225,7 +225,9 @@ git write-tree >/dev/null
 /// words: same size and times as its entry) is still read, by harvest and by
 /// `cleanup`'s look for unsaved work (which finds a deleted file too), though both
 /// work on a copy of the worktree's index, and though the agent marked files for git
-/// not to look at. The tick is simulated: the file and the index get the same
+/// not to look at and forged setup's record of what it copied (which the sandbox
+/// cannot keep it from writing: it is in the worktree's git directory). The tick is
+/// simulated: the file and the index get the same
 /// modification time, and ctime is not compared (`core.trustctime=false`).
 #[test]
 fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
@@ -234,6 +236,7 @@ fn a_change_in_the_index_writes_clock_tick_is_committed_and_kept() {
     let cfg = setup(
         &t,
         r#"git update-index --skip-worktree README.md && git update-index --assume-unchanged src/lib.rs || exit 10
+printf '{"copied":["README.md","src/lib.rs"]}' > "$(git rev-parse --git-dir)/fanout-setup.json" || exit 9
 printf aaaa > racy.txt && touch -d @1700000000 racy.txt || exit 11
 git add racy.txt && git commit -q -m "the agent's own commit" || exit 12
 printf bbbb > racy.txt && touch -d @1700000000 racy.txt || exit 13
@@ -249,7 +252,7 @@ touch -d @1700000000 "$(git rev-parse --git-path index)" || exit 14
     assert_eq!(t.git(&["show", &format!("{branch}:racy.txt")]), "bbbb");
     // The same tick after the run: the user's last edit is unsaved work, and so are a
     // file they deleted and one they edited, though the agent marked both for git not
-    // to look at.
+    // to look at, and wrote a setup baseline saying setup copied them.
     let wt = PathBuf::from(r["worktree_path"].as_str().unwrap());
     std::fs::write(wt.join("racy.txt"), "cccc").unwrap();
     std::fs::remove_file(wt.join("src/lib.rs")).unwrap();

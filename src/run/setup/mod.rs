@@ -492,9 +492,16 @@ impl Log {
 pub const BASELINE_FILE: &str = "fanout-setup.json";
 
 /// What setup left in a worktree, kept in its git directory
-/// (`.git/worktrees/<name>/fanout-setup.json`, gone with the worktree) for harvest.
+/// (`.git/worktrees/<name>/fanout-setup.json`, gone with the worktree) for harvest
+/// and for cleanup's and resume's look for unsaved work. The worker can write that
+/// directory, so the file is signed ([`crate::util::sign`]) and names its directory:
+/// one the worker wrote, or copied from another worktree, reads as no baseline (then
+/// cleanup keeps what setup left, as if it were the user's).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
+    /// The name of the git directory it was saved in (`worktrees/<name>`).
+    #[serde(default)]
+    pub worktree: String,
     /// Files copied from the checkout: never committed.
     #[serde(default)]
     pub copied: Vec<String>,
@@ -522,27 +529,40 @@ impl Baseline {
             }
             changed.insert(path.to_owned(), content_id(&worktree.join(path)));
         }
-        Ok(Baseline { copied, changed })
+        Ok(Baseline {
+            worktree: String::new(),
+            copied,
+            changed,
+        })
     }
 
-    /// Write it into `git_dir` (only when there is something to say).
+    /// Write it, signed, into `git_dir` (only when there is something to say).
     pub fn save(&self, git_dir: &Path) -> std::io::Result<()> {
         let path = git_dir.join(BASELINE_FILE);
         if self.copied.is_empty() && self.changed.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            };
+            for p in [crate::util::sign::sig_path(&path), path] {
+                match std::fs::remove_file(&p) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+            return Ok(());
         }
-        let json = serde_json::to_vec_pretty(self).expect("serializes");
-        crate::util::write_atomic(&path, &json)
+        let named = Baseline {
+            worktree: dir_name(git_dir),
+            ..self.clone()
+        };
+        let json = serde_json::to_vec_pretty(&named).expect("serializes");
+        crate::util::sign::write_signed(&path, &json)
     }
 
-    /// The baseline saved in `git_dir`, or an empty one.
+    /// The baseline fanout saved in `git_dir`, or an empty one (none there, or not
+    /// fanout's own for this directory).
     pub fn load(git_dir: &Path) -> Baseline {
-        crate::util::read_regular(&git_dir.join(BASELINE_FILE), 64 << 20)
+        crate::util::sign::read_signed(&git_dir.join(BASELINE_FILE))
             .ok()
             .and_then(|b| Baseline::parse(&b).ok())
+            .filter(|b| b.worktree == dir_name(git_dir))
             .unwrap_or_default()
     }
 
@@ -560,6 +580,13 @@ impl Baseline {
             .get(rel)
             .is_some_and(|id| *id == content_id(&worktree.join(rel)))
     }
+}
+
+/// The last component of `dir` (a worktree's git directory: its name).
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// Git's blob id of what is at `path` (a symlink's target, not what it points at);
@@ -665,5 +692,40 @@ mod tests {
         // nothing to record: no file
         Baseline::default().save(repo.path()).unwrap();
         assert!(!repo.path().join(BASELINE_FILE).exists());
+        assert!(!crate::util::sign::sig_path(&repo.path().join(BASELINE_FILE)).exists());
+    }
+
+    #[test]
+    fn a_baseline_the_worker_wrote_or_copied_from_another_worktree_is_none() {
+        let dirs = tempfile::tempdir().unwrap();
+        let (w1, w2) = (dirs.path().join("w1"), dirs.path().join("w2"));
+        for d in [&w1, &w2] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let b = Baseline {
+            copied: vec!["README.md".into()],
+            ..Baseline::default()
+        };
+        b.save(&w1).unwrap();
+        assert_eq!(Baseline::load(&w1).copied, ["README.md"]);
+        // written by the worker: unsigned
+        std::fs::write(
+            w2.join(BASELINE_FILE),
+            r#"{"worktree":"w2","copied":["README.md"]}"#,
+        )
+        .unwrap();
+        assert_eq!(Baseline::load(&w2), Baseline::default());
+        // copied, signature and all, from another worktree
+        for f in [BASELINE_FILE.to_owned(), format!("{BASELINE_FILE}.sig")] {
+            std::fs::copy(w1.join(&f), w2.join(&f)).unwrap();
+        }
+        assert_eq!(Baseline::load(&w2), Baseline::default());
+        // changed after fanout signed it
+        let path = w1.join(BASELINE_FILE);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("README.md", "main.c");
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(Baseline::load(&w1), Baseline::default());
     }
 }
