@@ -173,7 +173,7 @@ pub fn run_namespace(plan: &Plan, id: &str) -> Option<String> {
 /// its worker, inside the run's namespace, and the worktree fanout names for that
 /// worker (`fanout-<id>-w<N>`, in a folder `<id>/w<N>`; git's own record of it decides
 /// where it is: [`worktree::remove`]).
-fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
+pub(crate) fn owned(plan: &Plan, id: &str, entry: &JournalEntry) -> Result<(), String> {
     let ns = run_namespace(plan, id).unwrap_or_default();
     let planned = plan.worker(entry.worker_id);
     let ours = planned.is_some_and(|w| w.branch == entry.branch)

@@ -289,6 +289,16 @@ fn clear_unfinished(
     let git = repo
         .open()
         .map_err(|e| Failure::Fatal(format!("git: {}", e.message())))?;
+    // Only what is this run's (the plan's branch, in its namespace; the worktree named
+    // as fanout names it): a journal an unsandboxed agent re-signed may name any branch.
+    for entry in journal
+        .entries
+        .iter()
+        .filter(|e| todo.contains(&e.worker_id))
+    {
+        super::cleanup::owned(plan, id, entry)
+            .map_err(|why| Failure::Fatal(format!("run {id}: {why}; nothing was cleared")))?;
+    }
     // Every worktree's git files as fanout made them, before anything reads them.
     for entry in &journal.entries {
         let links = crate::run::links::secure(git.commondir(), id, entry, true);

@@ -331,6 +331,32 @@ fn resume_saves_a_file_staged_before_a_crash() {
     a.t.git(&["fsck", "--connectivity-only", "--no-dangling"]);
 }
 
+/// After a crash, the journal (re-signed by an unsandboxed agent, which can read the
+/// key) names the user's branch as the worker's: resume refuses, and neither deletes
+/// that branch nor saves a WIP commit beside it.
+#[test]
+fn resume_clears_no_branch_a_forged_journal_names() {
+    let a = Arena::new(Sandbox::Off);
+    let (cfg, out, run) = killed_run(&a, "");
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    a.t.git(&["branch", "feature-x"]);
+    let before = a.t.git(&["rev-parse", "feature-x"]);
+    forge(&a.t, &a.t.run_dir(&run).join("journal.json"), |j| {
+        j["entries"][0]["branch"] = "feature-x".into();
+        j["entries"][0]["branch_created"] = true.into();
+    });
+    let resumed = a.output(
+        &cfg,
+        &["resume", &run, "--json", "--stop-survivors", "--yes"],
+    );
+    let all = format!("run: {}\nresume: {}", said(&out), said(&resumed));
+    assert_ne!(resumed.status.code(), Some(0), "{all}");
+    assert!(said(&resumed).contains("not this run's"), "{all}");
+    assert_eq!(a.t.git(&["rev-parse", "feature-x"]), before, "{all}");
+    let branches = a.t.git(&["branch", "--list", "feature-x*"]);
+    assert_eq!(branches.lines().count(), 1, "{branches}\n{all}");
+}
+
 /// After a crash, a group record names a process of the user's (its own process
 /// group): `resume --stop-survivors` lists it and stops nothing; `--yes` is the
 /// user's word.
