@@ -54,7 +54,9 @@ fn shipped() -> &'static BTreeMap<String, Price> {
 }
 
 /// The price of `model`: the user's table first, then the shipped one; exact name, else
-/// the longest entry that is a prefix of it followed by `-` (e.g. a dated snapshot).
+/// the entry it is a snapshot of (`<entry>-2025-04-16`, `<entry>-20250514`,
+/// `<entry>-latest`). Any other suffix is another model (`o3-pro` is not `o3`, and
+/// costs ten times as much): no price.
 pub fn price_of(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Price> {
     let model = model.trim();
     let bare = model.rsplit_once('/').map_or(model, |(_, m)| m);
@@ -69,9 +71,9 @@ pub fn price_of(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Pric
         let best = table
             .iter()
             .filter(|(k, _)| {
-                bare.len() > k.len()
-                    && bare.starts_with(k.as_str())
-                    && bare.as_bytes()[k.len()] == b'-'
+                bare.strip_prefix(k.as_str())
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(is_snapshot)
             })
             .max_by_key(|(k, _)| k.len());
         if let Some((_, p)) = best {
@@ -79,6 +81,20 @@ pub fn price_of(model: &str, overrides: &BTreeMap<String, Price>) -> Option<Pric
         }
     }
     None
+}
+
+/// Whether `suffix` names a snapshot of a model: a date (`2025-04-16`, `20250514`) or
+/// `latest`.
+fn is_snapshot(suffix: &str) -> bool {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    let dashed = || {
+        let mut parts = suffix.split('-');
+        matches!(
+            (parts.next(), parts.next(), parts.next(), parts.next()),
+            (Some(y), Some(m), Some(d), None) if digits(y, 4) && digits(m, 2) && digits(d, 2)
+        )
+    };
+    suffix == "latest" || digits(suffix, 8) || dashed()
 }
 
 /// Cost of `usage` on `model`, when the model has a price.
@@ -119,6 +135,25 @@ mod tests {
         assert_eq!(price_of("openai/gpt-4o", &none), price_of("gpt-4o", &none));
         assert!(price_of("gpt-4", &none).is_none());
         assert!(price_of("gpt-4ox", &none).is_none());
+        // Snapshots have their model's price; other models sharing a prefix have none.
+        assert_eq!(price_of("o3-2025-04-16", &none), price_of("o3", &none));
+        assert_eq!(
+            price_of("claude-sonnet-4-20250514", &none),
+            price_of("claude-sonnet-4", &none)
+        );
+        assert_eq!(
+            price_of("claude-3-5-haiku-latest", &none),
+            price_of("claude-3-5-haiku", &none)
+        );
+        for other in [
+            "o3-pro",
+            "gpt-5-pro",
+            "o3-deep-research",
+            "gpt-4o-2024-08",
+            "o3-20250416x",
+        ] {
+            assert!(price_of(other, &none).is_none(), "{other}");
+        }
         assert!(cost("my-local-model", u, &none).is_none());
         let mut mine = BTreeMap::new();
         mine.insert(
