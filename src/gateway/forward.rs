@@ -343,13 +343,15 @@ async fn metered(
     }
     let meter = shared.ledger.meter(w, asked);
     if header(http::header::CONTENT_TYPE).starts_with("text/event-stream") {
-        let stream = Metered {
+        let stream = Metered(Some(Stream {
             inner: body,
             scan: SseScan::default(),
             meter,
             shared: shared.clone(),
             api,
-        };
+            ended: false,
+            _in_flight: w.in_flight.token(),
+        }));
         return Response::from_parts(parts, stream.boxed());
     }
     whole(shared, w, api, meter, parts, body).await
@@ -386,13 +388,60 @@ async fn whole(
     Response::from_parts(parts, full(bytes))
 }
 
-/// A streamed response, its usage read from each event before the event is handed on.
-struct Metered {
+/// A streamed response, its usage read from each event before the event is handed on;
+/// one of the worker's calls in flight until it ends. When the agent hangs up before
+/// that, the rest is read without it (for up to [`DRAIN_WAIT`]): the provider bills the
+/// whole answer, and its usage comes in the last events.
+struct Metered(Option<Stream>);
+
+/// What [`Metered`] reads from.
+struct Stream {
     inner: Incoming,
     scan: SseScan,
     meter: Meter,
     shared: Arc<Shared>,
     api: Api,
+    /// The provider's stream ended.
+    ended: bool,
+    /// Counted among the worker's calls in flight until read to its end (closing the
+    /// door waits for them).
+    _in_flight: tokio_util::task::task_tracker::TaskTrackerToken,
+}
+
+/// How long the rest of a stream the agent hung up on is read, for its usage.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Stream {
+    /// Record the usage the events of `data` name.
+    fn feed(&mut self, data: &[u8]) {
+        let (meter, ledger, api) = (&mut self.meter, &self.shared.ledger, self.api);
+        self.scan.feed(data, &mut |event| {
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(event) else {
+                return;
+            };
+            if let Some((model, reported)) = wire::usage(api, &v) {
+                ledger.record(meter, model, reported);
+            }
+        });
+    }
+
+    /// Read what is left of the stream, for its usage, then close it.
+    async fn drain(mut self) {
+        let until = tokio::time::Instant::now() + DRAIN_WAIT;
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, self.inner.frame()).await {
+            if let Some(data) = frame.data_ref() {
+                self.feed(data);
+            }
+        }
+        self.close();
+    }
+
+    /// A stream that ended (or was cut) without any usage read is counted as such.
+    fn close(self) {
+        if !self.meter.seen || self.scan.overflowed {
+            self.meter.worker().with_usage(|u| u.unmetered += 1);
+        }
+    }
 }
 
 impl hyper::body::Body for Metered {
@@ -403,7 +452,9 @@ impl hyper::body::Body for Metered {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
+        let Some(this) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
         let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(f) => f,
@@ -411,37 +462,44 @@ impl hyper::body::Body for Metered {
         match frame {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
-                    let (meter, ledger, api) = (&mut this.meter, &this.shared.ledger, this.api);
-                    this.scan.feed(data, &mut |event| {
-                        let Ok(v) = serde_json::from_slice::<serde_json::Value>(event) else {
-                            return;
-                        };
-                        if let Some((model, reported)) = wire::usage(api, &v) {
-                            ledger.record(meter, model, reported);
-                        }
-                    });
+                    this.feed(data);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(e.into()))),
-            None => Poll::Ready(None),
+            Some(Err(e)) => {
+                this.ended = true;
+                Poll::Ready(Some(Err(e.into())))
+            }
+            None => {
+                this.ended = true;
+                Poll::Ready(None)
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.0.as_ref().is_none_or(|s| s.inner.is_end_stream())
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
+        self.0
+            .as_ref()
+            .map_or_else(hyper::body::SizeHint::default, |s| s.inner.size_hint())
     }
 }
 
 impl Drop for Metered {
-    /// A stream that ended (or was cut) without any usage read is counted as such.
     fn drop(&mut self) {
-        if !self.meter.seen || self.scan.overflowed {
-            self.meter.worker().with_usage(|u| u.unmetered += 1);
+        let Some(stream) = self.0.take() else {
+            return;
+        };
+        if stream.ended || hyper::body::Body::is_end_stream(&stream.inner) {
+            return stream.close();
+        }
+        // The agent hung up: the rest is read on a task of its own.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(stream.drain())),
+            Err(_) => stream.close(),
         }
     }
 }

@@ -67,7 +67,7 @@ impl Known {
             .into_iter()
             .filter_map(|p| {
                 let m = Marker::parse(p.body.as_deref()?)?;
-                (m.task == key && p.from_this_repository()).then_some((p, m))
+                (m.task == key && p.is_from_this_repository()).then_some((p, m))
             })
             .collect();
         Known { pulls }

@@ -250,7 +250,7 @@ pub fn is_fanouts(p: &PullRequest, m: &Marker, prefix: &str) -> bool {
                 .strip_prefix(&m.task)
                 .is_some_and(|r| r.starts_with('-'))
     };
-    p.from_this_repository()
+    p.is_from_this_repository()
         && stable_under(prefix, &p.head.branch)
         && p.head.branch[prefix.len() + 1..]
             .split('/')

@@ -510,6 +510,42 @@ fn a_call_in_flight_when_the_door_closes_is_still_metered() {
     agent.join().unwrap();
 }
 
+/// An agent that hangs up on a streamed answer after its first event (Chat
+/// Completions names usage only in its last) still pays for it: the provider bills
+/// the whole answer, so the gateway reads the rest without the agent, and closing the
+/// door waits for that; nothing is left unmetered.
+#[test]
+fn a_stream_the_agent_hangs_up_on_is_still_metered() {
+    let s = setup(None, Network::default(), None);
+    let w = s.worker(1, None);
+    let base = w.base_urls["openai"].clone();
+    let path = base.split_once("//").unwrap().1.split_once('/').unwrap().1;
+    let body = json!({"model": "fake-gpt", "stream": true, "hold_stream": true,
+        "messages": []})
+    .to_string();
+    let mut agent = TcpStream::connect(w.addr).unwrap();
+    write!(
+        agent,
+        "POST /{path}/chat/completions HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        w.addr,
+        w.placeholder_key,
+        body.len()
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("data: ") {
+        let n = agent.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    drop(agent);
+    s.fake.release();
+    let u = s.rt.block_on(s.gateway.end_worker(1)).unwrap();
+    assert_eq!((u.requests, u.unmetered), (1, 0), "{u:?}");
+    assert!((u.cost - one_answer("fake-gpt")).abs() < 1e-12, "{u:?}");
+}
+
 /// The second address of the network namespace (on its loopback interface): a
 /// "host elsewhere" a pinned worker may reach only through the gateway.
 const ELSEWHERE: &str = "10.200.0.2";

@@ -6,16 +6,23 @@
 //! a streamed Chat Completions answer carries usage only when the request asked for
 //! it (`stream_options.include_usage`). It refuses requests with 429 as it is told
 //! ([`Refuse`]), whoever sends them. A request whose body says `"hold": true` is
-//! answered only once [`FakeProvider::release`] is called (a call kept in flight). It
-//! records every request it gets.
+//! answered only once [`FakeProvider::release`] is called (a call kept in flight); a
+//! streamed one that says `"hold_stream": true` gets its first event at once and the
+//! rest — a megabyte of keep-alive comments, then the events naming usage — once
+//! released (an answer still coming when the agent hangs up). It records every
+//! request it gets.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Bytes, Frame};
 use hyper::{Request, Response};
 use serde_json::{Value, json};
 
@@ -87,7 +94,7 @@ impl FakeProvider {
                 let service = hyper::service::service_fn(move |req| {
                     let (log, count, hold) = (log.clone(), count.clone(), hold.clone());
                     async move {
-                        let answer = serve(req, &log, &count, refuse, &hold).await;
+                        let answer = serve(req, &log, &count, refuse, hold).await;
                         Ok::<_, Infallible>(answer)
                     }
                 });
@@ -116,13 +123,69 @@ impl FakeProvider {
     }
 }
 
+/// An answer's body: whole, or its first event now and the rest once released.
+enum Answer {
+    Whole(Full<Bytes>),
+    Held {
+        first: Option<Bytes>,
+        /// Until the release: `None` once it came.
+        release: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+        rest: VecDeque<Bytes>,
+    },
+}
+
+impl hyper::body::Body for Answer {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Answer::Whole(full) => Pin::new(full).poll_frame(cx),
+            Answer::Held {
+                first,
+                release,
+                rest,
+            } => {
+                if let Some(b) = first.take() {
+                    return Poll::Ready(Some(Ok(Frame::data(b))));
+                }
+                if let Some(r) = release {
+                    if r.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    *release = None;
+                }
+                Poll::Ready(rest.pop_front().map(|b| Ok(Frame::data(b))))
+            }
+        }
+    }
+}
+
+/// The streamed answer `text`: its first event now, the rest once `held` is released,
+/// a megabyte of keep-alive comments before it.
+fn held_back(text: &str, held: Arc<tokio::sync::Notify>) -> Answer {
+    let at = text.find("\n\n").map_or(text.len(), |i| i + 2);
+    let mut rest: VecDeque<Bytes> = (0..64)
+        .map(|_| Bytes::from(": keep-alive\n".repeat(1024)))
+        .collect();
+    rest.push_back(Bytes::from(text[at..].to_owned()));
+    Answer::Held {
+        first: Some(Bytes::from(text[..at].to_owned())),
+        release: Some(Box::pin(async move { held.notified().await })),
+        rest,
+    }
+}
+
 async fn serve(
     req: Request<hyper::body::Incoming>,
     log: &Mutex<Vec<Seen>>,
     count: &AtomicU64,
     refuse: Option<Refuse>,
-    held: &tokio::sync::Notify,
-) -> Response<Full<Bytes>> {
+    held: Arc<tokio::sync::Notify>,
+) -> Response<Answer> {
     let path = req.uri().path().to_owned();
     let headers = req
         .headers()
@@ -154,12 +217,12 @@ async fn serve(
         );
         r.headers_mut()
             .insert("retry-after", hyper::header::HeaderValue::from(wait));
-        return r;
+        return r.map(Answer::Whole);
     }
     let model = asked["model"].as_str().unwrap_or("unnamed").to_owned();
     let stream = asked["stream"] == true;
     let include_usage = asked["stream_options"]["include_usage"] == true;
-    match (path.as_str(), stream) {
+    let r = match (path.as_str(), stream) {
         ("/v1/messages", false) => reply(200, "application/json", messages(&model)),
         ("/v1/messages", true) => reply(200, "text/event-stream", messages_sse(&model)),
         ("/v1/chat/completions", false) => reply(200, "application/json", chat(&model)),
@@ -173,7 +236,14 @@ async fn serve(
             "application/json",
             r#"{"error":"no such path"}"#.into(),
         ),
+    };
+    let (parts, body) = r.into_parts();
+    if stream && asked["hold_stream"] == true {
+        let text = body.collect().await.unwrap().to_bytes();
+        let answer = held_back(&String::from_utf8_lossy(&text), held);
+        return Response::from_parts(parts, answer);
     }
+    Response::from_parts(parts, Answer::Whole(body))
 }
 
 fn reply(status: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {

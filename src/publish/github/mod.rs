@@ -167,7 +167,7 @@ impl PullRequest {
     /// marker included) and a head branch named as one of this repository's. Only
     /// such a pull request can be fanout's, and only its branch is fanout's to push
     /// to or delete.
-    pub fn from_this_repository(&self) -> bool {
+    pub fn is_from_this_repository(&self) -> bool {
         matches!((&self.head.repo, &self.base.repo), (Some(h), Some(b)) if h.id == b.id)
     }
 }
