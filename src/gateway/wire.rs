@@ -71,13 +71,25 @@ pub struct Asked {
 
 /// Read a metered request's body; for a streamed Chat Completions request without
 /// `stream_options.include_usage: true`, the body with it set (else the body
-/// unchanged, `None`): without it the stream carries no usage at all.
+/// unchanged, `None`): without it the stream carries no usage at all. A Responses
+/// request run in the background (`background: true`) is refused: its answer, and
+/// the usage it is billed for, come after the call, out of the gateway's sight.
 pub fn prepare(api: Api, body: &[u8]) -> Result<(Asked, Option<Vec<u8>>), String> {
     let mut v: Value =
         serde_json::from_slice(body).map_err(|e| format!("the request body is not JSON ({e})"))?;
     let Some(obj) = v.as_object_mut() else {
         return Err("the request body is not a JSON object".into());
     };
+    if api == Api::Responses
+        && obj
+            .get("background")
+            .is_some_and(|b| b != &Value::Bool(false))
+    {
+        return Err(
+            "background responses are not let through: their usage is billed after the call, where the gateway cannot meter it"
+                .into(),
+        );
+    }
     let asked = Asked {
         model: obj.get("model").and_then(Value::as_str).map(str::to_owned),
         stream: obj.get("stream").and_then(Value::as_bool) == Some(true),
@@ -355,6 +367,9 @@ mod tests {
         assert_eq!(prepare(Api::ChatCompletions, unstreamed).unwrap().1, None);
         assert_eq!(prepare(Api::Messages, body).unwrap().1, None);
         assert!(prepare(Api::Responses, b"[1]").is_err());
+        assert!(prepare(Api::Responses, br#"{"model":"o3","background":true}"#).is_err());
+        assert!(prepare(Api::Responses, br#"{"model":"o3","background":"yes"}"#).is_err());
+        assert!(prepare(Api::Responses, br#"{"model":"o3","background":false}"#).is_ok());
         assert!(prepare(Api::Responses, b"not json").is_err());
         let bad = br#"{"model":"m","stream":true,"stream_options":3}"#;
         assert!(prepare(Api::ChatCompletions, bad).is_err());
