@@ -289,20 +289,42 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
                 }
             }
         }
-        // Its administrative directory goes too, whatever its files now say (an agent
-        // may have re-pointed them; git would then leave it behind).
-        let _ = remove_admin(repo, &entry.worktree_name);
+        // Its administrative directory goes too once the worktree is gone, whatever its
+        // files now say (an agent may have re-pointed them; git would then leave it
+        // behind). With the worktree kept (locked, say), it stays: without it, neither
+        // git nor a later cleanup would know the directory as a worktree again.
+        if out.worktree || !entry.worktree_path.exists() {
+            let _ = remove_admin(repo, &entry.worktree_name);
+        }
         // Remove the now-empty run folder, never anything with content.
         if let Some(parent) = entry.worktree_path.parent() {
             let _ = std::fs::remove_dir(parent);
         }
     }
+    // A worktree left in place keeps its branch: what it holds is found against it.
+    let worktree_kept =
+        entry.worktree_created && !out.worktree && entry.worktree_path.join(".git").exists();
+    remove_branch(repo, entry, branch, worktree_kept, &mut out);
+    out
+}
+
+/// [`remove`]'s part for `entry`'s branch (`worktree_kept`: its worktree stays).
+fn remove_branch(
+    repo: &Repository,
+    entry: &JournalEntry,
+    branch: BranchFate,
+    worktree_kept: bool,
+    out: &mut Removed,
+) {
     if entry.branch_created
         && branch != BranchFate::Keep
         && let Ok(mut b) = repo.find_branch(&entry.branch, BranchType::Local)
     {
         let wip = tip_is_wip(&b);
-        if b.is_head() {
+        if worktree_kept {
+            out.kept
+                .push(format!("branch {}: kept with its worktree", entry.branch));
+        } else if b.is_head() {
             out.kept
                 .push(format!("branch {}: checked out: kept", entry.branch));
         } else if let Some(oid) = wip.filter(|_| branch != BranchFate::DeleteEvenWip) {
@@ -321,7 +343,6 @@ pub fn remove(repo: &Repository, entry: &JournalEntry, branch: BranchFate) -> Re
             }
         }
     }
-    out
 }
 
 /// Remove what a kill while fanout made `entry`'s worktree left ([`create`], step by

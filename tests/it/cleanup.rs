@@ -121,3 +121,37 @@ fn cleanup_removes_a_tampered_worktrees_admin_directory() {
         "mine"
     );
 }
+
+/// A worktree locked (`git worktree lock`, or a `locked` file an agent planted in its
+/// admin directory, which the sandbox leaves writable) is kept by cleanup, which says
+/// why, and stays a worktree git knows: once unlocked, the next cleanup removes it.
+#[test]
+fn a_locked_worktree_is_kept_until_unlocked() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let cfg = cfg.to_str().unwrap();
+    t.run_ok(&[
+        "--config", cfg, "run", "-q", "-w", "1", "--run-id", "run-l", "-t", "x",
+    ]);
+    let admin = t.repo.join(".git/worktrees/fanout-run-l-w1");
+    std::fs::write(admin.join("locked"), "planted\n").unwrap();
+    let out = t.fanout(&["cleanup", "--run", "run-l"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("locked"), "{said}");
+    assert!(admin.is_dir(), "{said}");
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 2, "{said}");
+    let path = t.git(&["worktree", "list", "--porcelain"]);
+    let wt = path
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .find(|p| p.contains("run-l"))
+        .unwrap()
+        .to_owned();
+    t.git(&["worktree", "unlock", &wt]);
+    let out = t.fanout(&["cleanup", "--run", "run-l"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!admin.exists(), "{said}");
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 1, "{said}");
+}
