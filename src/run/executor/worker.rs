@@ -165,7 +165,10 @@ impl Executor {
     /// the base, like a harvest that found nothing.
     fn at_base(&self, w: &PlannedWorker, mut result: WorkerResult, base: Oid) -> WorkerResult {
         result.commit = Some(base.to_string());
-        let made = git2::Repository::open(&self.common_dir).and_then(|repo| {
+        // Journaled first, as harvest does: a kill between the two leaves no branch
+        // that cleanup does not know of.
+        let _ = self.journal.update(w.id, |e| e.branch_created = true);
+        let _ = git2::Repository::open(&self.common_dir).and_then(|repo| {
             repo.reference(
                 &format!("refs/heads/{}", w.branch),
                 base,
@@ -174,9 +177,6 @@ impl Executor {
             )
             .map(drop)
         });
-        if made.is_ok() {
-            let _ = self.journal.update(w.id, |e| e.branch_created = true);
-        }
         result
     }
 
