@@ -1,6 +1,8 @@
-//! A worker's door: the listener on its port, one HTTP/1.1 connection at a time, and
-//! where each request goes (a model call, a `CONNECT` tunnel, a plain-HTTP proxy
-//! request, or a denial).
+//! A worker's door: the listener on its port, its HTTP/1.1 connections — at most
+//! [`MAX_CONNECTIONS`] at once, a tunnel counting as its connection until it closes, so
+//! that one agent cannot use up fanout's file descriptors and stall the other workers'
+//! doors (more wait to be accepted) — and where each request goes (a model call, a
+//! `CONNECT` tunnel, a plain-HTTP proxy request, or a denial).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -9,11 +11,22 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::meter::Worker;
 use super::serve::{Body, Shared, text};
 use super::usage::Denied;
 use crate::util::http as client;
+
+/// Most connections (tunnels included) one door holds at once.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// One of a door's [`MAX_CONNECTIONS`], held by its connection and by a tunnel made on
+/// it (in the request's extensions).
+#[derive(Clone)]
+pub struct Slot {
+    _held: Arc<OwnedSemaphorePermit>,
+}
 
 /// Serve worker `w`'s door until it is closed.
 pub async fn accept(
@@ -22,7 +35,15 @@ pub async fn accept(
     w: Arc<Worker>,
     port: u16,
 ) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            () = w.cancel.cancelled() => return,
+            s = Arc::clone(&slots).acquire_owned() => match s {
+                Ok(s) => Slot { _held: Arc::new(s) },
+                Err(_) => return,
+            },
+        };
         let accepted = tokio::select! {
             () = w.cancel.cancelled() => return,
             a = listener.accept() => a,
@@ -30,7 +51,7 @@ pub async fn accept(
         match accepted {
             Ok((stream, _)) => {
                 let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(stream, shared.clone(), w.clone(), port));
+                tokio::spawn(connection(stream, shared.clone(), w.clone(), port, slot));
             }
             // Out of descriptors, or a connection reset before it was taken: the
             // listener itself is fine.
@@ -43,11 +64,18 @@ pub async fn accept(
 }
 
 /// HTTP/1.1 on one connection, until either end closes it or the door is closed.
-async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, w: Arc<Worker>, port: u16) {
+async fn connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    w: Arc<Worker>,
+    port: u16,
+    slot: Slot,
+) {
     let cancel = w.cancel.clone();
-    let service = hyper::service::service_fn(move |req| {
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let shared = shared.clone();
         let w = w.clone();
+        req.extensions_mut().insert(slot.clone());
         async move { Ok::<_, Infallible>(route(&shared, &w, port, req).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()

@@ -80,6 +80,7 @@ use tokio::sync::watch;
 
 pub use crate::agent::prices::Price;
 pub use allow::{Network, PRESETS, check_allow_entry};
+pub use door::MAX_CONNECTIONS;
 pub use setup::{GatewayConfig, Provider};
 pub use usage::{Denial, Denied, Stop, Tokens, Usage, WorkerLimits};
 pub use wire::Wire;

@@ -546,6 +546,36 @@ fn a_stream_the_agent_hangs_up_on_is_still_metered() {
     assert!((u.cost - one_answer("fake-gpt")).abs() < 1e-12, "{u:?}");
 }
 
+/// A door holds at most `MAX_CONNECTIONS` connections at once (tunnels included): an
+/// agent that opens that many and keeps them idle gets its next call answered only
+/// once one closes, and uses up none of fanout's descriptors beyond them; another
+/// worker's door is not held up meanwhile.
+#[test]
+fn a_door_holds_a_bounded_number_of_connections() {
+    let s = setup(None, Network::default(), None);
+    let (w1, w2) = (s.worker(1, None), s.worker(2, None));
+    let idle: Vec<TcpStream> = (0..fanout::gateway::MAX_CONNECTIONS)
+        .map(|_| TcpStream::connect(w1.addr).unwrap())
+        .collect();
+    // Each idle connection is taken (the door answers a request on the first at once).
+    let mut first = &idle[0];
+    write!(first, "GET /nowhere HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut buf = [0u8; 64];
+    assert!(first.read(&mut buf).unwrap() > 0);
+    let waiting = std::thread::spawn(move || {
+        let r = call(&w1, Api::Chat, false, "fake-gpt");
+        (r.status, std::time::Instant::now())
+    });
+    assert_eq!(call(&w2, Api::Chat, false, "fake-gpt").status, 200);
+    // Time for the call to be answered, were it let in.
+    std::thread::sleep(Duration::from_millis(300));
+    let closed = std::time::Instant::now();
+    drop(idle);
+    let (status, answered) = waiting.join().unwrap();
+    assert_eq!(status, 200);
+    assert!(answered > closed, "answered before a connection closed");
+}
+
 /// The second address of the network namespace (on its loopback interface): a
 /// "host elsewhere" a pinned worker may reach only through the gateway.
 const ELSEWHERE: &str = "10.200.0.2";
