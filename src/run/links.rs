@@ -103,6 +103,10 @@ pub enum Links {
     /// fanout was stopped while making it (the journal says so): nothing to tie yet and
     /// nothing to read; `resume` and `cleanup` remove it.
     Incomplete,
+    /// Its administrative directory is gone — a removal cut short (git removes that
+    /// first) — and the directory is left, its `.git` naming that administrative
+    /// directory: fanout's, to look through for unsaved work and remove like any other.
+    Orphaned,
 }
 
 /// Check (and with `fix`, restore) the git files of journal `entry`'s worktree, in the
@@ -121,6 +125,12 @@ pub fn secure(common: &Path, run_id: &str, entry: &JournalEntry, fix: bool) -> L
     }
     if entry.worktree_incomplete {
         return Links::Incomplete;
+    }
+    if !exists(&admin)
+        && is_dir(&entry.worktree_path)
+        && super::worktree::links_to(&entry.worktree_path, &admin)
+    {
+        return Links::Orphaned;
     }
     if !is_dir(&entry.worktree_path) || !is_dir(&admin) {
         return Links::Unchecked(format!(
@@ -149,6 +159,10 @@ pub fn said(run_id: &str, entry: &JournalEntry, links: &Links) -> Option<String>
         Links::Incomplete => Some(format!(
             "run {run_id}: worker {}'s worktree {path}: fanout was stopped while making it; `fanout resume` or `fanout cleanup` removes it",
             entry.worker_id
+        )),
+        Links::Orphaned => Some(format!(
+            "run {run_id}: worker {}'s worktree {path}: its .git/worktrees/{} is gone (a removal cut short); `fanout cleanup` removes the rest",
+            entry.worker_id, entry.worktree_name
         )),
         Links::Unchecked(why) => Some(format!(
             "run {run_id}: worker {}'s worktree {path}: {why}; fanout runs no git there",

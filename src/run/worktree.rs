@@ -216,7 +216,7 @@ pub struct Removed {
 }
 
 /// Whether the worktree at `path` has a `.git` file naming `admin` as its git dir.
-fn links_to(path: &Path, admin: &Path) -> bool {
+pub fn links_to(path: &Path, admin: &Path) -> bool {
     let Ok(text) = crate::util::read_regular(&path.join(".git"), 4096) else {
         return false;
     };

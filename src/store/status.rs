@@ -99,7 +99,9 @@ fn linked(git: &git2::Repository, id: &str, e: &JournalEntry, state: &str) -> bo
     match links {
         crate::run::links::Links::Intact => true,
         crate::run::links::Links::Changed(_) => state != "running",
-        crate::run::links::Links::Unchecked(_) | crate::run::links::Links::Incomplete => false,
+        crate::run::links::Links::Unchecked(_)
+        | crate::run::links::Links::Incomplete
+        | crate::run::links::Links::Orphaned => false,
     }
 }
 

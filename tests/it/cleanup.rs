@@ -155,3 +155,38 @@ fn a_locked_worktree_is_kept_until_unlocked() {
     assert!(!admin.exists(), "{said}");
     assert_eq!(t.git(&["worktree", "list"]).lines().count(), 1, "{said}");
 }
+
+/// A cleanup cut short after git removed a worktree's administrative directory (its
+/// first step) leaves the worktree directory, its `.git` naming the directory that is
+/// gone: the next cleanup still knows it as fanout's, keeps it while it holds the
+/// user's edit, and removes it once that is committed elsewhere.
+#[test]
+fn a_worktree_whose_admin_directory_is_gone_is_still_cleaned_up() {
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let cfg = cfg.to_str().unwrap();
+    t.run_ok(&[
+        "--config", cfg, "run", "-q", "-w", "1", "--run-id", "run-o", "-t", "x",
+    ]);
+    let admin = t.repo.join(".git/worktrees/fanout-run-o-w1");
+    let wt = t
+        .git(&["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .find(|p| p.contains("run-o"))
+        .map(std::path::PathBuf::from)
+        .unwrap();
+    std::fs::remove_dir_all(&admin).unwrap();
+    let readme = std::fs::read(wt.join("README.md")).unwrap();
+    std::fs::write(wt.join("README.md"), "the user's edit\n").unwrap();
+    let out = t.fanout(&["cleanup", "--run", "run-o"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("uncommitted work (README.md)"), "{said}");
+    assert!(wt.join("README.md").exists(), "{said}");
+    std::fs::write(wt.join("README.md"), readme).unwrap();
+    let out = t.fanout(&["cleanup", "--run", "run-o"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!wt.exists(), "{said}");
+}
