@@ -529,10 +529,19 @@ pub const PID_FILE: &str = "fanout.pid";
 pub struct PidFile(PathBuf);
 
 impl PidFile {
-    /// Write this process's pid into `run_dir`.
+    /// Write this process's pid into `run_dir`, with its start time and the boot's id
+    /// (`<pid> <start> <boot>`): a process that gets the pid after a crash or a reboot
+    /// is not taken for this one ([`crate::store::runs::live_pid`]).
     pub fn create(run_dir: &Path) -> PidFile {
         let path = run_dir.join(PID_FILE);
-        let _ = std::fs::write(&path, std::process::id().to_string());
+        let pid = std::process::id();
+        let start = crate::util::procfs::stat(pid as i32).map(|s| s.start);
+        let boot = crate::util::procfs::boot_id();
+        let text = match (start, boot) {
+            (Some(start), Some(boot)) => format!("{pid} {start} {boot}"),
+            _ => pid.to_string(),
+        };
+        let _ = std::fs::write(&path, text);
         PidFile(path)
     }
 

@@ -32,12 +32,23 @@ pub fn newest_with_results(runs_dir: &Path) -> Option<String> {
         .find(|id| runs_dir.join(id).join("results.json").is_file())
 }
 
-/// The pid of a live fanout process still running this run, if any.
+/// The pid of a live fanout process still running this run, if any: the pid file's
+/// process, when it is alive and — where the file says — started when it says, in this
+/// boot (a pid reused after a crash or a reboot is not the run's).
 pub fn live_pid(run_dir: &Path) -> Option<i32> {
-    let text = read_capped_string(&run_dir.join(PID_FILE), 64).ok()?;
-    let pid: i32 = text.trim().parse().ok()?;
+    let text = read_capped_string(&run_dir.join(PID_FILE), 128).ok()?;
+    let mut fields = text.split_whitespace();
+    let pid: i32 = fields.next()?.parse().ok()?;
     if pid <= 0 || pid == std::process::id() as i32 {
         return None;
+    }
+    if let (Some(start), Some(boot)) = (fields.next(), fields.next()) {
+        let same_start =
+            crate::util::procfs::stat(pid).is_some_and(|s| s.start.to_string() == start);
+        let same_boot = crate::util::procfs::boot_id().is_some_and(|b| b == boot);
+        if !(same_start && same_boot) {
+            return None;
+        }
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
         .is_ok()
@@ -50,4 +61,34 @@ pub fn read_plan(run_dir: &Path) -> Result<Plan, String> {
     let bytes =
         crate::util::sign::read_signed(&run_dir.join("plan.json")).map_err(|e| e.to_string())?;
     Plan::parse(&bytes).map_err(|e| format!("plan.json: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_file_names_a_live_run_only_with_the_start_and_boot_it_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let start = crate::util::procfs::stat(pid).unwrap().start;
+        let boot = crate::util::procfs::boot_id().unwrap();
+        let says = |text: String| {
+            std::fs::write(dir.path().join(PID_FILE), text).unwrap();
+            live_pid(dir.path())
+        };
+        assert_eq!(says(format!("{pid} {start} {boot}")), Some(pid));
+        // Another process that got the pid after a crash, or one of another boot.
+        assert_eq!(says(format!("{pid} {} {boot}", start + 1)), None);
+        assert_eq!(says(format!("{pid} {start} another-boot")), None);
+        // A pid file of an older fanout names the pid only.
+        assert_eq!(says(pid.to_string()), Some(pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(says(format!("{pid} {start} {boot}")), None);
+    }
 }
