@@ -105,6 +105,17 @@ pub fn collect(repo_dir: &Path, plan: &Plan, w: &PlannedWorker, from: &Path) -> 
         );
     }
     let mut result = r.clone();
+    // Who the worker is, what it was asked and where it started are the plan's, never
+    // the job's word: they title its pull request, group best-of-N and measure its
+    // change. (Only a dependent starts elsewhere than the base; see `import`.)
+    result.task = w.task.prompt.clone();
+    result.task_id = w.task.id.clone();
+    result.agent = w.agent.clone();
+    result.model = w.model.clone();
+    result.selection = None;
+    if w.depends_on.is_empty() {
+        result.base_commit = None;
+    }
     result.worktree_path = None;
     result.log_path = Some(path.with_file_name("log.txt")).filter(|p| p.is_file());
     result.publish = None;
