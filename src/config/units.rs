@@ -101,7 +101,11 @@ impl<'de> Deserialize<'de> for Seconds {
                 self.visit_f64(v as f64)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
-                if v.is_finite() && v > 0.0 {
+                if v.is_finite() && v > duration::MAX.as_secs_f64() {
+                    Err(E::custom(format!(
+                        "{v} seconds is longer than fanout takes (at most 10 years)"
+                    )))
+                } else if v.is_finite() && v > 0.0 {
                     Ok(Seconds(v))
                 } else {
                     Err(E::custom(format!(
@@ -171,5 +175,17 @@ impl JsonSchema for Usd {
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({"type": "number", "minimum": 0, "description": "US dollars"})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_past_ten_years_are_refused() {
+        let e = serde_json::from_str::<Seconds>("1e20").unwrap_err();
+        assert!(e.to_string().contains("at most 10 years"), "{e}");
+        assert!(serde_json::from_str::<Seconds>("600").is_ok());
     }
 }

@@ -19,15 +19,32 @@ pub enum Bare {
 /// The examples every duration error shows.
 pub const EXAMPLES: &str = "90s, 10m, 1h30m or 2d";
 
-/// Parse `text` as a duration (zero allowed; callers that need more say so).
+/// The longest duration fanout takes (ten years): longer ones are mistakes, and past
+/// what a clock can add.
+pub const MAX: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Parse `text` as a duration (zero allowed; callers that need more say so), at most
+/// [`MAX`].
 pub fn parse(text: &str, bare: Bare) -> Result<Duration, String> {
+    let d = parse_any(text, bare)?;
+    if d > MAX {
+        return Err(format!(
+            "\"{}\" is longer than fanout takes (at most 10 years)",
+            text.trim()
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_any(text: &str, bare: Bare) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
         return Err(format!("expected a duration like {EXAMPLES}, found \"\""));
     }
     if let Ok(n) = s.parse::<f64>() {
         return match bare {
-            Bare::Seconds if n.is_finite() && n >= 0.0 => Ok(Duration::from_secs_f64(n)),
+            Bare::Seconds if n.is_finite() && n >= 0.0 => Duration::try_from_secs_f64(n)
+                .map_err(|_| format!("\"{s}\" is longer than fanout takes (at most 10 years)")),
             Bare::Seconds => Err(format!(
                 "expected a duration like {EXAMPLES} (or a number of seconds), found \"{s}\""
             )),
@@ -98,6 +115,15 @@ pub fn format_secs(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_past_ten_years_is_an_error_not_a_panic() {
+        for text in ["1e20", "18000000000000000000", "11y", "3660d"] {
+            let e = parse(text, Bare::Seconds).unwrap_err();
+            assert!(e.contains("at most 10 years"), "{text}: {e}");
+        }
+        assert_eq!(parse("3650d", Bare::Seconds), Ok(MAX));
+    }
 
     #[test]
     fn whole_seconds_lose_their_fraction() {
