@@ -19,6 +19,10 @@
 //!   covered by Landlock's TCP rules).
 //! - `io_uring_setup`, `io_uring_enter`, `io_uring_register`: io_uring makes sockets
 //!   without the `socket` system call.
+//! - under any [`NetPolicy`], `sendto`, `sendmsg` and `sendmmsg` with `MSG_FASTOPEN`:
+//!   TCP Fast Open connects inside the send, where Landlock's TCP rules, which check
+//!   `connect()`, never look (a pinned process reached any address so).
+//!   (`TCP_FASTOPEN_CONNECT` then `connect()` still goes through the checked call.)
 //!
 //! x86_64's x32 numbers (bit 30) of the same calls are answered alike; a system call of
 //! another architecture (a 32-bit program, `int 0x80`) kills the process: its
@@ -50,6 +54,19 @@ pub(super) fn program(network: Option<&NetPolicy>) -> Result<BpfProgram, String>
     let pair = socketpair_rules().map_err(err)?;
     for nr in numbers(libc::SYS_socketpair) {
         rules.insert(nr, pair.clone());
+    }
+    if network.is_some() {
+        // (system call, the index of its flags argument)
+        for (call, flags) in [
+            (libc::SYS_sendto, 3),
+            (libc::SYS_sendmsg, 2),
+            (libc::SYS_sendmmsg, 3),
+        ] {
+            let fast_open = fast_open_rule(flags).map_err(err)?;
+            for nr in numbers(call) {
+                rules.insert(nr, vec![fast_open.clone()]);
+            }
+        }
     }
     for call in [
         libc::SYS_io_uring_setup,
@@ -109,6 +126,12 @@ fn socket_rules(
         ])?);
     }
     Ok(rules)
+}
+
+/// A send whose flags (argument `index`) hold `MSG_FASTOPEN`.
+fn fast_open_rule(index: u8) -> Result<SeccompRule, seccompiler::BackendError> {
+    let bit = libc::MSG_FASTOPEN as u64;
+    SeccompRule::new(vec![Cond::new(index, Len::Dword, Op::MaskedEq(bit), bit)?])
 }
 
 /// The `socketpair(domain, type, protocol)` calls denied: Unix datagram pairs (the

@@ -681,6 +681,7 @@ fn pinned_worker_in_this_namespace() {
     let pinned = run(Some(NetPolicy::pinned(w.addr.port(), [])));
     for line in [
         "direct tcp: PermissionError",
+        "fast open: PermissionError",
         "udp: PermissionError",
         "connect other: HTTP/1.1 403",
         "connect allowed: HTTP/1.1 200",
@@ -704,7 +705,12 @@ fn pinned_worker_in_this_namespace() {
 
     // Unconfined, the same script reaches the second address directly.
     let open = run(None);
-    for line in ["direct tcp: ok", "udp: ok", "connect allowed: HTTP/1.1 200"] {
+    for line in [
+        "direct tcp: ok",
+        "fast open: ok",
+        "udp: ok",
+        "connect allowed: HTTP/1.1 200",
+    ] {
         assert!(open.contains(line), "{line:?} in:\n{open}");
     }
     udp.set_nonblocking(false).unwrap();
@@ -765,7 +771,13 @@ def connect(port):
         print("tunnel: " + s.recv(5).decode().strip(), flush=True)
     s.close()
     return status
+def fast_open():
+    # TCP Fast Open connects inside sendto(), past Landlock's connect() check.
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.sendto(b"ping\n", socket.MSG_FASTOPEN, (host, allowed))
+    s.close()
 attempt("direct tcp", direct)
+attempt("fast open", fast_open)
 attempt("udp", datagram)
 attempt("connect other", lambda: connect(other))
 attempt("connect allowed", lambda: connect(allowed))
