@@ -307,3 +307,57 @@ fn matrix_mode_runs_the_plan_in_waves_and_dependents_start_from_imported_branche
         "{tree}"
     );
 }
+
+/// Agent `a` names a submodule in `.gitmodules` (an address of its choosing) with a
+/// gitlink for it; `b` starts from `a`'s branch. fanout fetches submodules with its own
+/// git, outside the sandbox, so it takes them only as the plan's base names them: `b`'s
+/// setup fails saying why, and nothing is fetched from that address.
+#[test]
+fn a_dependent_fetches_no_submodule_an_agent_named() {
+    let t = TestEnv::new();
+    let leak = t.root().join("leak.git");
+    let src = t.root().join("leak-src");
+    std::fs::create_dir_all(&src).unwrap();
+    t.git_in(&src, &["init", "-q", "-b", "main"]);
+    std::fs::write(src.join("secret.txt"), "PRIVATE\n").unwrap();
+    t.git_in(&src, &["add", "secret.txt"]);
+    t.git_in(&src, &["commit", "-qm", "private"]);
+    let sha = t.git_in(&src, &["rev-parse", "HEAD"]).trim().to_owned();
+    t.git_in(
+        t.root(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            src.to_str().unwrap(),
+            leak.to_str().unwrap(),
+        ],
+    );
+    let script = format!(
+        r#"if [ "$1" = plant ]; then
+  printf '[submodule "x"]\n\tpath = x\n\turl = {}\n' > .gitmodules
+  git add .gitmodules && git update-index --add --cacheinfo 160000,{sha},x && git commit -qm plant || exit 9
+else
+  echo followed > b.txt
+fi"#,
+        leak.display()
+    );
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: sh\n  workers: 2\nworktree_dir: '{}'\nagents:\n  sh:\n    command: [sh, -c, {}, sh, '{{task}}']\ntasks:\n  - {{id: a, prompt: plant}}\n  - {{id: b, prompt: follow, depends_on: [a]}}\n",
+        t.worktrees.display(),
+        serde_json::to_string(&script).unwrap()
+    ));
+    let (_, r) = run(&t, &cfg);
+    let b = &r["results"][1];
+    assert_eq!(b["status"], "failed", "{r:#}");
+    assert!(
+        b["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(".gitmodules differs from the base's"),
+        "{b}"
+    );
+    if let Some(wt) = b["worktree_path"].as_str() {
+        assert!(!std::path::Path::new(wt).join("x/secret.txt").exists());
+    }
+}

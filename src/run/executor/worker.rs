@@ -363,6 +363,7 @@ impl Executor {
                 grace: Duration::from_secs_f64(self.plan.limits.kill_grace),
                 confine: confined.prepared.as_ref(),
                 extra_env: confined.env(),
+                base: &self.plan.base.commit,
             },
             ports,
             stop.clone(),

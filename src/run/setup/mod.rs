@@ -75,6 +75,9 @@ pub struct Worker<'a> {
     /// Variables of the worker's confinement (temporary directory, object quarantine)
     /// every setup command gets.
     pub extra_env: &'a [(OsString, OsString)],
+    /// The plan's base commit: the submodules fanout fetches are those its
+    /// `.gitmodules` names.
+    pub base: &'a str,
 }
 
 /// What setup did.
@@ -136,6 +139,7 @@ async fn prepare_steps(
     let has_gitmodules = w.worktree.join(".gitmodules").is_file();
     if plan.submodules.unwrap_or(has_gitmodules) && has_gitmodules {
         ran_anything = true;
+        gitmodules_of_the_base(w)?;
         let git = crate::git::Git::new(w.worktree)
             .parent_env(w.base_env.iter().cloned())
             .args(["submodule", "update", "--init", "--recursive"]);
@@ -176,6 +180,30 @@ async fn prepare_steps(
 
 fn failed(e: String) -> String {
     format!("setup failed: {e}")
+}
+
+/// The worktree's `.gitmodules` is the plan's base's, byte for byte. Submodules are
+/// fetched by fanout's own git, outside the sandbox, with the user's git credentials
+/// and SSH agent, from what that file names: a dependent starts from branches agents
+/// wrote, and one of them may have named a submodule at any host (or at another of the
+/// user's repositories, by a relative URL) for the next agent to read.
+fn gitmodules_of_the_base(w: &Worker<'_>) -> Result<(), String> {
+    let here = content_id(&w.worktree.join(".gitmodules"));
+    let base = git2::Repository::open(w.checkout).ok().and_then(|repo| {
+        let commit = repo.find_commit(w.base.parse().ok()?).ok()?;
+        let entry = commit
+            .tree()
+            .ok()?
+            .get_path(Path::new(".gitmodules"))
+            .ok()?;
+        Some(entry.id().to_string())
+    });
+    if base.as_deref() == Some(here.as_str()) {
+        return Ok(());
+    }
+    Err(failed(
+        "submodules: .gitmodules differs from the base's (a dependency's agent changed it); fanout fetches submodules only as the plan's base names them (a setup command, which runs in the sandbox, can fetch others)".into(),
+    ))
 }
 
 /// Claim a worker's block of ports (held until the lease is dropped, when the worker is
