@@ -40,7 +40,7 @@ pub fn sweep() -> usize {
         if !has_children() {
             break;
         }
-        let children = children_of(me);
+        let children = descendants(me, &procfs::processes());
         if children.is_empty() {
             break;
         }
@@ -68,32 +68,66 @@ fn has_children() -> bool {
     !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
 }
 
-/// Processes whose parent is `parent`, with their state (`Z`: exited, not reaped).
-fn children_of(parent: i32) -> Vec<(i32, char)> {
-    procfs::processes()
-        .into_iter()
-        .filter(|(_, s)| s.ppid == parent)
-        .map(|(pid, s)| (pid, s.state))
-        .collect()
+/// Every process beneath `root` in `all` (one reading of `/proc`), each with its state
+/// (`Z`: exited, not reaped), however deep: a chain of processes each leaving its
+/// group is killed in one round, not a level a round.
+fn descendants(root: i32, all: &[(i32, procfs::Stat)]) -> Vec<(i32, char)> {
+    let mut below: std::collections::HashMap<i32, Vec<(i32, char)>> = Default::default();
+    for (pid, s) in all {
+        below.entry(s.ppid).or_default().push((*pid, s.state));
+    }
+    let (mut out, mut seen) = (Vec::new(), std::collections::HashSet::from([root]));
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for &(pid, state) in below.get(&p).map_or(&[][..], Vec::as_slice) {
+            if seen.insert(pid) {
+                out.push((pid, state));
+                todo.push(pid);
+            }
+        }
+    }
+    out
 }
 
 /// The live processes of a worker's tree ([`super::supervisor`] `supervisor` leads
 /// its group and is the subreaper of everything beneath it): the members of its group
-/// and its children, less itself; exited ones (zombies) do not count. Empty without
-/// `/proc`.
+/// and everything beneath it, less itself; exited ones (zombies) do not count. Empty
+/// without `/proc`.
 pub fn tree_of(supervisor: i32) -> Vec<i32> {
-    procfs::processes()
+    let all = procfs::processes();
+    let mut tree: Vec<i32> = descendants(supervisor, &all)
         .into_iter()
-        .filter(|&(pid, s)| {
-            pid != supervisor && !s.zombie() && (s.ppid == supervisor || s.pgrp == supervisor)
-        })
+        .filter(|&(_, state)| state != 'Z')
         .map(|(pid, _)| pid)
-        .collect()
+        .collect();
+    for (pid, s) in &all {
+        if *pid != supervisor && s.pgrp == supervisor && !s.zombie() && !tree.contains(pid) {
+            tree.push(*pid);
+        }
+    }
+    tree
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_process_beneath_is_found_however_deep() {
+        let stat = |ppid, pgrp| procfs::Stat {
+            state: 'S',
+            ppid,
+            pgrp,
+            start: 0,
+        };
+        // 10 ← 11 ← 12 ← … ← 809: a chain 800 deep, each in a group of its own; 5 and
+        // 6 are someone else's.
+        let mut all: Vec<(i32, procfs::Stat)> = (11..810).map(|p| (p, stat(p - 1, p))).collect();
+        all.extend([(5, stat(1, 5)), (6, stat(5, 5)), (10, stat(1, 10))]);
+        let mut found: Vec<i32> = descendants(10, &all).into_iter().map(|(p, _)| p).collect();
+        found.sort_unstable();
+        assert_eq!(found, (11..810).collect::<Vec<_>>());
+    }
 
     #[test]
     fn a_child_is_seen_until_it_is_reaped_and_seeing_it_reaps_nothing() {

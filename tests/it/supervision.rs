@@ -137,6 +137,57 @@ fn a_double_forked_daemon_is_gone_before_its_workers_harvest() {
     );
 }
 
+/// The agent leaves a chain of processes 60 deep, each in a group of its own and
+/// deaf to SIGTERM: all of it is gone before the harvest (killed in one round, not a
+/// level a round, which left part of a deeper chain running after the run).
+#[test]
+fn a_deep_chain_of_processes_is_gone_before_its_workers_harvest() {
+    let t = TestEnv::new();
+    let mark = marker("chain");
+    let done = t.shared().join("leaf");
+    let script = t.root().join(format!("{mark}.py"));
+    std::fs::write(
+        &script,
+        format!(
+            r#"import os, signal, sys, time  # {mark}
+if os.fork() == 0:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for depth in range(60):
+        if os.fork():
+            break
+        os.setpgid(0, 0)
+    else:
+        open({done:?}, "w").close()
+    while True:
+        time.sleep(1)
+while not os.path.exists({done:?}):
+    time.sleep(0.01)
+"#,
+            done = done.display().to_string()
+        ),
+    )
+    .unwrap();
+    let cfg = t.config(&format!(
+        "parallel_runs:\n  agent: c\nworktree_dir: '{}'\nkill_grace: 1\nagents:\n  c:\n    command: [python3, '{}']\n    writable: ['{}']\n",
+        t.worktrees.display(),
+        script.display(),
+        t.shared().display(),
+    ));
+    let cfg = cfg.display().to_string();
+    let out = t
+        .fanout(&["--config", &cfg, "run", "--json", "-w", "1", "chain"])
+        .output()
+        .unwrap();
+    let left: Vec<i32> = processes_with(&mark)
+        .into_iter()
+        .map(|(p, _)| p as i32)
+        .collect();
+    kill_all(&left);
+    assert!(done.exists(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(left.is_empty(), "{} left running", left.len());
+}
+
 /// A sandboxed agent cannot kill its supervisor (a Landlock domain of its own, scoped
 /// for signals); where the kernel cannot scope signals (Landlock ABI < 6) it can, and
 /// the reason says the supervisor was killed.
