@@ -5,8 +5,9 @@
 # action's own step after `run` (`publish-run`, not an input mode), `fanout publish`.
 #
 # The GitHub token reaches fanout only where nothing but fanout runs: `aggregate`, and
-# the publish step after `run` (the agents of `run` mode run in a step without it);
-# fanout itself also removes it from every child's environment.
+# the publish step after `run` (the agents of `run` mode run in a step without it, and
+# in the sandbox when that step follows); fanout itself also removes it from every
+# child's environment.
 set -euo pipefail
 # Portable to bash 3.2 (macOS): no ${x,,}, empty arrays expanded with ${a[@]+…}.
 
@@ -56,6 +57,17 @@ done <<<"${FANOUT_IN_TASKS:-}"
 [[ -n "${FANOUT_IN_FAIL_ON:-}" ]] && plan_flags+=(--fail-on "$FANOUT_IN_FAIL_ON")
 sandbox=()
 [[ -n "${FANOUT_IN_SANDBOX:-}" ]] && sandbox=(--sandbox "$FANOUT_IN_SANDBOX")
+# `run` mode with `publish`: the publish step after this one holds the token in this
+# same job, where an unconfined agent could have changed what it runs (the step's
+# environment and PATH files, the action's script, the installed binary). So its agents
+# run in the sandbox or not at all: fanout refuses to start where it is missing.
+if [[ "$mode" == run ]] && truthy "${FANOUT_IN_PUBLISH:-false}" publish; then
+    if [[ "$(printf '%s' "${FANOUT_IN_SANDBOX:-}" | tr '[:upper:]' '[:lower:]')" == off ]]; then
+        echo "::error title=fanout::publish: true in run mode needs the sandbox (sandbox: off was given): an unconfined agent could take over the publish step that holds the token. Publish from a separate job (mode: plan, worker, aggregate) or drop sandbox: off" >&2
+        exit 2
+    fi
+    sandbox=(--sandbox required)
+fi
 plan_flags+=(${sandbox[@]+"${sandbox[@]}"})
 
 publish=()

@@ -1194,3 +1194,59 @@ fn nightly_template_tends_and_takes_issues_under_act() {
     assert!(file.contains("> error: boom in docs"), "{file}");
     gh.assert_no_violations();
 }
+
+/// The action's `run` mode with `publish: true` runs its agents in the sandbox or not
+/// at all: the publish step after it holds the token in the same job, where an
+/// unconfined agent could have changed what that step runs. The action's script
+/// passes `--sandbox required` (whatever the config says), and refuses `sandbox: off`
+/// before fanout starts.
+#[test]
+fn run_mode_with_publish_requires_the_sandbox() {
+    let t = TestEnv::new();
+    let args = t.root().join("args");
+    let fake = t.root().join("fanout");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", args.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/action.sh");
+    let action = |publish: &str, sandbox: &str| {
+        let _ = std::fs::remove_file(&args);
+        std::process::Command::new("bash")
+            .arg(&script)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("FANOUT_BIN", &fake)
+            .env("FANOUT_IN_MODE", "run")
+            .env("FANOUT_IN_TASKS", "Improve the docs")
+            .env("FANOUT_IN_PUBLISH", publish)
+            .env("FANOUT_IN_SANDBOX", sandbox)
+            .output()
+            .unwrap()
+    };
+    let given = || std::fs::read_to_string(&args).unwrap_or_default();
+    for sandbox in ["", "auto", "required"] {
+        let out = action("true", sandbox);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            given().contains("--sandbox\nrequired\n"),
+            "{sandbox:?}: {}",
+            given()
+        );
+    }
+    let out = action("true", "off");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs the sandbox"));
+    assert_eq!(given(), "", "fanout ran");
+    // Without publish, the input is passed on as it is.
+    let out = action("false", "off");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(given().contains("--sandbox\noff\n"), "{}", given());
+}
