@@ -534,12 +534,18 @@ fn resolve_tasks(
 fn tasks_file(file: &ConfigFile, name: &str, text: &str) -> Result<Vec<TaskEntry>, SettingsError> {
     let content = text
         .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'));
-    let first = content.clone().next().unwrap_or("");
+        .enumerate()
+        .map(|(n, l)| (n + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let first = content.clone().next().map_or("", |(_, l)| l);
     let yaml = first == "-" || first.starts_with("- ") || first.starts_with('[');
     if !yaml {
-        return Ok(content.map(|l| TaskEntry::Prompt(l.to_owned())).collect());
+        return content
+            .map(|(n, l)| {
+                no_control(&format!("--tasks-file {name}, line {n}"), l, false)?;
+                Ok(TaskEntry::Prompt(l.to_owned()))
+            })
+            .collect();
     }
     let wrapped = crate::config::list_text(text);
     let path = Path::new(name);
@@ -924,6 +930,24 @@ mod tests {
 
     fn err(text: &str) -> ConfigError {
         parse_config(text, Path::new("fanout.yml")).expect_err("should fail")
+    }
+
+    #[test]
+    fn a_tasks_file_of_lines_refuses_a_control_character_naming_its_line() {
+        let file = ConfigFile::default();
+        let e = tasks_file(
+            &file,
+            "t.txt",
+            "# tasks\nfine\nfix \u{1b}]0;pwned\u{7} it\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--tasks-file t.txt, line 3") && e.contains("U+001B"),
+            "{e}"
+        );
+        let ok = tasks_file(&file, "t.txt", "one\n\ntwo\n").unwrap();
+        assert_eq!(ok.len(), 2);
     }
 
     #[test]
