@@ -46,27 +46,32 @@ fn runner_reads_commands() -> bool {
     RUNNER_READS_COMMANDS.load(Ordering::Relaxed)
 }
 
-/// Write to standard output (what [`out!`] and [`outln!`] call); under a runner, a
-/// text the runner would take a command from goes to stderr in a block instead.
+/// Write to standard output (what [`out!`] and [`outln!`] call), every control
+/// character but newline and tab shown as `�` ([`printable`]); under a runner, a text
+/// the runner would take a command from goes to stderr in a block instead.
 pub fn stdout(args: fmt::Arguments<'_>) {
-    if runner_reads_commands() {
-        let text = args.to_string();
-        if holds_command(&text) {
-            return blocked(&text);
-        }
-        return write(
-            &STDOUT,
-            &mut io::stdout().lock(),
-            format_args!("{text}"),
-            "standard output",
-        );
+    let text = args.to_string();
+    let text = printable(&text);
+    if runner_reads_commands() && holds_command(&text) {
+        return blocked(&text);
     }
-    write(&STDOUT, &mut io::stdout().lock(), args, "standard output");
+    write(
+        &STDOUT,
+        &mut io::stdout().lock(),
+        format_args!("{text}"),
+        "standard output",
+    );
 }
 
-/// Write to standard error (what [`errln!`] calls); under a runner, a text the runner
-/// would take a command from is written in a block.
+/// Write to standard error (what [`errln!`] calls), as [`stdout`] writes.
 pub fn stderr(args: fmt::Arguments<'_>) {
+    let text = args.to_string();
+    stderr_as_is(format_args!("{}", printable(&text)));
+}
+
+/// [`stderr`] without [`printable`]: for log lines, which colour themselves on a
+/// terminal.
+fn stderr_as_is(args: fmt::Arguments<'_>) {
     if runner_reads_commands() {
         let text = args.to_string();
         if holds_command(&text) {
@@ -74,6 +79,20 @@ pub fn stderr(args: fmt::Arguments<'_>) {
         }
     }
     write(&STDERR, &mut io::stderr().lock(), args, "standard error");
+}
+
+/// `text` with every control character but newline and tab (an escape sequence that
+/// would retitle or recolour the terminal, a carriage return that would write over a
+/// line) replaced by `�`: what fanout prints holds names and reasons agents made
+/// (a file name in a tamper report, a branch, a task's text).
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| if bad(c) { '\u{fffd}' } else { c })
+        .collect()
 }
 
 /// A workflow command fanout means (`::add-mask::…`, `::group::…`, an annotation),
@@ -140,7 +159,7 @@ pub struct TracingWriter;
 
 impl Write for TracingWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        stderr(format_args!("{}", String::from_utf8_lossy(buf)));
+        stderr_as_is(format_args!("{}", String::from_utf8_lossy(buf)));
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -261,6 +280,16 @@ pub(crate) use {command, errln, out, outln};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_fanout_prints_holds_no_terminal_control() {
+        assert_eq!(
+            printable("ev\u{1b}]0;OWNED\u{7}il\u{1b}[31mRED\rx\u{9b}2J"),
+            "ev\u{fffd}]0;OWNED\u{fffd}il\u{fffd}[31mRED\u{fffd}x\u{fffd}2J"
+        );
+        let plain = "a\tb\nc — ok";
+        assert!(matches!(printable(plain), std::borrow::Cow::Borrowed(p) if p == plain));
+    }
 
     /// A writer whose reader went away.
     struct Closed(usize);
