@@ -411,6 +411,13 @@ impl Settings {
         let agent = agent(file, &origin, flags)?;
         let task_agents = task_agents(file, &origin, &tasks, &agent.name)?;
         let exclude = exclude(file, std::iter::once(&agent).chain(task_agents.values()));
+        let unused = unused_models(
+            &tasks,
+            &models,
+            numbers.workers,
+            (flags.cross || file.cross, &agent.name),
+        );
+        notes.extend(unused);
         Ok(Settings {
             tasks,
             models,
@@ -525,6 +532,32 @@ fn resolve_tasks(
     }
     let tasks = order_by_dependencies(tasks, origin).map_err(SettingsError::Dependencies)?;
     Ok((tasks, notes))
+}
+
+/// The note naming each model of `models` no worker runs: every slot it would have
+/// taken is a task with its own model or agent (nothing asked for goes unsaid).
+fn unused_models(
+    tasks: &[Task],
+    models: &[String],
+    workers: u32,
+    run: (bool, &str),
+) -> Option<String> {
+    let planned = super::assign::assign(tasks, models, workers, run);
+    let unused: Vec<&str> = models
+        .iter()
+        .filter(|m| {
+            !planned
+                .iter()
+                .any(|(_, p)| p.as_deref() == Some(m.as_str()))
+        })
+        .map(String::as_str)
+        .collect();
+    (!unused.is_empty()).then(|| {
+        format!(
+            "models: no worker runs {}: the slot it would take runs a task with its own model or agent",
+            unused.join(", ")
+        )
+    })
 }
 
 /// A tasks file (`--tasks-file FILE`, `-` for stdin): a YAML list of tasks as
@@ -1043,6 +1076,26 @@ mod tests {
     fn resolve(file: &str, flags: &PlanFlags) -> Result<Settings, SettingsError> {
         let cfg = crate::config::parse(file, Path::new("fanout.yml")).unwrap();
         Settings::resolve(&cfg, Path::new("fanout.yml"), flags)
+    }
+
+    #[test]
+    fn a_model_no_worker_runs_is_said() {
+        let s = resolve(
+            "parallel_runs: {workers: 2}\nmodels: [a, b]\ntasks: [x, {prompt: y, model: m}]\n",
+            &PlanFlags::default(),
+        )
+        .unwrap();
+        assert!(
+            s.notes.iter().any(|n| n.contains("no worker runs b")),
+            "{:?}",
+            s.notes
+        );
+        let s = resolve(
+            "parallel_runs: {workers: 2}\nmodels: [a, b]\ntasks: [x, y]\n",
+            &PlanFlags::default(),
+        )
+        .unwrap();
+        assert!(s.notes.is_empty(), "{:?}", s.notes);
     }
 
     #[test]
