@@ -1277,7 +1277,13 @@ mod tests {
         assert_eq!(review.agent.as_deref(), Some("reader"));
         assert_eq!((review.timeout, review.budget), (None, Some(0.25)));
         assert_eq!(review.checks, Some(Vec::new()));
-        assert!(s.notes.is_empty(), "{:?}", s.notes);
+        // (m2's slot is the review's, on its own agent: said, not dropped.)
+        assert_eq!(
+            s.notes,
+            [
+                "models: no worker runs m2: the slot it would take runs a task with its own model or agent"
+            ]
+        );
         let agents: Vec<&str> = s
             .agents_used()
             .iter()
@@ -1304,6 +1310,7 @@ mod tests {
                 "--agent: not for task `review` — a task's own `agent:` wins over the flag",
                 "--timeout-per-worker: not for task `fix` — a task's own `timeout:` wins over the flag",
                 "--budget-per-worker: not for task `review` — a task's own `budget:` wins over the flag",
+                "models: no worker runs m2: the slot it would take runs a task with its own model or agent",
             ]
         );
         // Command-line tasks replace the file's, their settings with them.
