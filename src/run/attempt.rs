@@ -172,6 +172,23 @@ pub fn start(
     let sandbox = sandbox_decision(plan.sandbox, &plan.network)?;
     let gateway = gateway_config(plan)?;
     let run_dir = repo.run_dir(opts.run_dir_name.as_deref().unwrap_or(&plan.run_id));
+    let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
+    // The run's records name these paths as text (JSON): checked before anything is
+    // made, so that nothing is left half made.
+    for (path, what) in [
+        (&repo.workdir, "the repository's path"),
+        (
+            &worktree_root,
+            "the worktree directory (--worktree-dir, worktree_dir:)",
+        ),
+    ] {
+        if path.to_str().is_none() {
+            return Err(Failure::Usage(format!(
+                "{what} {} is not valid UTF-8; fanout's run records cannot name it",
+                path.display()
+            )));
+        }
+    }
     if run_dir.exists() {
         return Err(Failure::Usage(format!(
             "run {} already exists in {}",
@@ -182,7 +199,6 @@ pub fn start(
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::Fatal(format!("{}: {e}", run_dir.display())))?;
     let fatal = |what: &str, e: std::io::Error| Failure::Fatal(format!("{what}: {e}"));
-    let worktree_root = repo.worktree_root(opts.worktree_dir.as_deref());
     if worktree_root.starts_with(&repo.workdir) {
         errln!(
             "fanout: warning: worktrees go inside the checkout ({}); they may show up as untracked files",

@@ -801,3 +801,27 @@ fn run_says_what_next_and_where_the_failed_workers_log_is() {
         assert!(!stdout.contains("log:"), "{quiet:?}: {stdout}");
     }
 }
+
+/// A worktree directory whose path is not UTF-8 (the run's records name it as text)
+/// is a usage error naming it, before anything is made: no run directory is left.
+#[test]
+fn a_worktree_directory_that_is_not_utf8_is_refused_before_anything_is_made() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = TestEnv::new();
+    let cfg = t.fake_config(&[], "");
+    let odd = t.root().join(std::ffi::OsStr::from_bytes(b"wt\xff"));
+    let out = t
+        .fanout(&["--config", cfg.to_str().unwrap(), "run", "-t", "x"])
+        .arg("--worktree-dir")
+        .arg(&odd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--worktree-dir") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+    assert!(t.runs().is_empty(), "a run directory was made");
+    assert!(!odd.exists());
+}
