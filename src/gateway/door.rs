@@ -11,22 +11,15 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use super::meter::Worker;
-use super::serve::{Body, Shared, text};
+use super::serve::{Body, Shared, Slot, text};
 use super::usage::Denied;
 use crate::util::http as client;
 
 /// Most connections (tunnels included) one door holds at once.
 pub const MAX_CONNECTIONS: usize = 32;
-
-/// One of a door's [`MAX_CONNECTIONS`], held by its connection and by a tunnel made on
-/// it (in the request's extensions).
-#[derive(Clone)]
-pub struct Slot {
-    _held: Arc<OwnedSemaphorePermit>,
-}
 
 /// Serve worker `w`'s door until it is closed.
 pub async fn accept(
@@ -40,7 +33,7 @@ pub async fn accept(
         let slot = tokio::select! {
             () = w.cancel.cancelled() => return,
             s = Arc::clone(&slots).acquire_owned() => match s {
-                Ok(s) => Slot { _held: Arc::new(s) },
+                Ok(s) => Slot::holding(s),
                 Err(_) => return,
             },
         };

@@ -197,6 +197,22 @@ pub fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
     }
 }
 
+/// One of a door's connections (at most `MAX_CONNECTIONS`), held by the
+/// connection and by a tunnel made on it (in the request's extensions).
+#[derive(Clone)]
+pub struct Slot {
+    _held: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    /// A slot holding `permit` until its last clone goes.
+    pub fn holding(permit: tokio::sync::OwnedSemaphorePermit) -> Slot {
+        Slot {
+            _held: Arc::new(permit),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,7 @@ pub async fn connect(
     let _ = upstream.set_nodelay(true);
     let cancel = w.cancel.clone();
     // The tunnel holds its connection's place at the door until it closes.
-    let slot = req.extensions().get::<super::door::Slot>().cloned();
+    let slot = req.extensions().get::<super::serve::Slot>().cloned();
     tokio::spawn(async move {
         let _slot = slot;
         let Ok(upgraded) = hyper::upgrade::on(req).await else {

@@ -18,6 +18,7 @@ pub mod network;
 pub mod night;
 pub mod settings;
 pub mod setup;
+pub mod slots;
 
 use std::collections::BTreeMap;
 

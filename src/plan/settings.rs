@@ -542,7 +542,7 @@ fn unused_models(
     workers: u32,
     run: (bool, &str),
 ) -> Option<String> {
-    let planned = super::assign::assign(tasks, models, workers, run);
+    let planned = super::slots::assign(tasks, models, workers, run);
     let unused: Vec<&str> = models
         .iter()
         .filter(|m| {
