@@ -158,6 +158,22 @@ fn command_keys(def: &AgentDef) -> Result<(), Problem> {
         );
     }
     if let Some(r) = &def.result {
+        if r.format == crate::config::ResultFormat::ExitCode {
+            let read = [
+                ("status", r.status.is_some()),
+                ("steps", r.steps.is_some()),
+                ("cost", r.cost.is_some()),
+                ("reason", r.reason.is_some()),
+                ("success", !r.success.is_empty()),
+                ("partial", !r.partial.is_empty()),
+            ];
+            if let Some((k, _)) = read.iter().find(|(_, set)| *set) {
+                return Err(Problem::at(
+                    vec![key("result"), key(k)],
+                    "not read with `format: exit-code` (the exit code is the whole report); drop it, or have fanout read a report (`format: file`, `json` or `jsonl`)",
+                ));
+            }
+        }
         for (k, p) in [
             ("status", &r.status),
             ("steps", &r.steps),

@@ -880,6 +880,20 @@ pub fn located(path: &Path, keys: &[&str]) -> String {
     }
 }
 
+/// A key given twice, said in fanout's words (the YAML library names it and its own
+/// option; the key path ends in `?`): the key's full path, and the message.
+fn duplicate(key: &str, message: &str) -> Option<(String, String)> {
+    let name = message
+        .strip_prefix("duplicate mapping key: ")?
+        .split(", set DuplicateKeyPolicy")
+        .next()?;
+    let parent = key.strip_suffix('?').unwrap_or(key);
+    Some((
+        format!("{parent}{name}"),
+        format!("`{name}` is set twice; keep one"),
+    ))
+}
+
 /// Parse config text; `path` is used in error messages only.
 pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
     if text.trim().is_empty() {
@@ -897,7 +911,13 @@ pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
         let (line, column) = loc.map(|l| (l.line(), l.column())).unwrap_or((1, 1));
         let bare = err.without_snippet().to_string();
         let message = strip_location_prefix(&bare);
-        let message = misplaced(&key, message).unwrap_or_else(|| suggest_field(message));
+        let (key, message) = match duplicate(&key, message) {
+            Some(said) => said,
+            None => {
+                let m = misplaced(&key, message).unwrap_or_else(|| suggest_field(message));
+                (key.clone(), m)
+            }
+        };
         ConfigError::Invalid {
             path: path.to_owned(),
             line: line as usize,

@@ -966,6 +966,26 @@ mod tests {
     }
 
     #[test]
+    fn a_key_set_twice_and_result_keys_exit_code_does_not_read_are_named() {
+        for (text, want) in [
+            (
+                "parallel_runs:\n  workers: 2\n  workers: 3\n",
+                "fanout.yml:3:3: key `parallel_runs.workers`: `workers` is set twice; keep one",
+            ),
+            (
+                "models: [a]\nmodels: [b]\n",
+                "fanout.yml:2:1: key `models`: `models` is set twice; keep one",
+            ),
+            (
+                "agents:\n  x:\n    command: [x]\n    result: {format: exit-code, cost: c}\n",
+                "fanout.yml:4:33: key `agents.x.result.cost`: not read with `format: exit-code` (the exit code is the whole report); drop it, or have fanout read a report (`format: file`, `json` or `jsonl`)",
+            ),
+        ] {
+            assert_eq!(err(text).to_string(), want, "{text}");
+        }
+    }
+
+    #[test]
     fn a_tasks_file_of_lines_refuses_a_control_character_naming_its_line() {
         let file = ConfigFile::default();
         let e = tasks_file(
