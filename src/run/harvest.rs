@@ -85,6 +85,7 @@ pub fn harvest(
 ) -> Result<Harvest, git2::Error> {
     let admin = wt.admin();
     let quarantine = super::worktree::quarantine(&admin);
+    plain_store(&quarantine)?;
     let shared = git2::Repository::open(wt.common)?;
     let (head, note) = agent_head(&shared, &admin, base);
     let import = Import::new(&shared, &quarantine)?;
@@ -119,6 +120,46 @@ pub fn harvest(
         files_modified,
         note,
     })
+}
+
+/// The worker's object directory `store` (its quarantine, which the worker can write)
+/// holds only objects: directories and regular files, no link, no `info/alternates`
+/// or `info/http-alternates`. libgit2 follows both — a link to a loose object or a
+/// pack, or an alternate named in the store, to anywhere fanout (unsandboxed) can
+/// read — so a worker could have harvest import objects from a place it may not read
+/// itself (a `hidden:` repository). Absent is fine: nothing to import from.
+fn plain_store(store: &Path) -> Result<(), git2::Error> {
+    let planted = |what: &Path, why: &str| {
+        git2::Error::from_str(&format!(
+            "the worker's object directory holds {why} ({}): nothing is imported from it",
+            what.display()
+        ))
+    };
+    let Ok(meta) = std::fs::symlink_metadata(store) else {
+        return Ok(());
+    };
+    if !meta.is_dir() {
+        return Err(planted(store, "something else than a directory"));
+    }
+    for name in ["alternates", "http-alternates"] {
+        let p = store.join("info").join(name);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            return Err(planted(&p, "a list of other object stores"));
+        }
+    }
+    let mut todo = vec![store.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let kind = entry.file_type().map_err(io)?;
+            if kind.is_dir() {
+                todo.push(entry.path());
+            } else if !kind.is_file() {
+                return Err(planted(&entry.path(), "a link or a special file"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Write a fresh file at `path` (whatever was there removed first; never through a

@@ -221,6 +221,60 @@ git write-tree >/dev/null
     }
 }
 
+/// The agent names another object store in its own object directory (which it may
+/// write: `info/alternates`), and commits a tree that holds a blob only that store has
+/// — one it may not read itself, say in a `hidden:` repository. Harvest runs outside
+/// the sandbox, and libgit2 follows such a list: harvest imports nothing from an
+/// object directory that holds one (or a link), and the worker fails saying why.
+#[test]
+fn harvest_imports_no_object_from_a_store_the_agent_named() {
+    let t = TestEnv::new();
+    let other = t.root().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    t.git_in(&other, &["init", "-q"]);
+    std::fs::write(other.join("secret.txt"), "TOP SECRET 42\n").unwrap();
+    let blob = t
+        .git_in(&other, &["hash-object", "-w", "secret.txt"])
+        .trim()
+        .to_owned();
+    let objects = other.join(".git/objects");
+    let cfg = setup(
+        &t,
+        &format!(
+            r#"echo '{}' > "$GIT_OBJECT_DIRECTORY/info/alternates" || mkdir -p "$GIT_OBJECT_DIRECTORY/info" && echo '{}' > "$GIT_OBJECT_DIRECTORY/info/alternates" || exit 9
+tree=$(printf '100644 blob {blob}	leak.txt
+' | git mktree --missing) || exit 10
+commit=$(git commit-tree "$tree" -p HEAD -m leak) || exit 11
+git update-ref --no-deref HEAD "$commit" || exit 12
+echo work > work.txt
+"#,
+            objects.display(),
+            objects.display()
+        ),
+        "",
+        "",
+    );
+    let (_, report) = run(&t, &cfg, &["-t", "leak"]);
+    let r = &report["results"][0];
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("a list of other object stores"),
+        "{r:#}"
+    );
+    let present = t
+        .command("git", &t.repo)
+        .args(["cat-file", "-e", &blob])
+        .status()
+        .unwrap();
+    assert!(
+        !present.success(),
+        "the blob was imported into the repository"
+    );
+}
+
 /// A file changed in the same clock tick as the index was written ("racy" in git's
 /// words: same size and times as its entry) is still read, by harvest and by
 /// `cleanup`'s look for unsaved work (which finds a deleted file too), though both
