@@ -18,7 +18,7 @@ use super::table::{TASK_CHARS, format_cost, format_duration};
 use crate::model::{Cause, Status, WorkerResult};
 use crate::plan::Plan;
 use crate::run::event::{Event, Reporter, StopLevel};
-use crate::util::out::{command, errln};
+use crate::util::out::{command, errln, printable};
 
 /// Lines of a worker's log shown in its Actions group.
 const LOG_TAIL_LINES: usize = 40;
@@ -276,12 +276,14 @@ impl Reporter for Bars {
             }
             Event::WorkerOutput { id, line } => {
                 if let Some(b) = self.bars.get(id) {
-                    b.set_message(format!("running · {line}"));
+                    b.set_message(format!("running · {}", printable(line)));
                 }
             }
             Event::Warning { message, .. } => {
                 if self.warned.insert(message.clone()) {
-                    let _ = self.multi.println(format!("fanout: warning: {message}"));
+                    let _ = self
+                        .multi
+                        .println(format!("fanout: warning: {}", printable(message)));
                 }
             }
             Event::WorkerTimedOut { id } => {
@@ -305,7 +307,7 @@ impl Reporter for Bars {
                     );
                     let label = self.labels.get(&r.worker_id).cloned().unwrap_or_default();
                     b.set_prefix(format!("{mark} {label}"));
-                    b.finish_with_message(finished_line(r));
+                    b.finish_with_message(printable(&finished_line(r)).into_owned());
                 }
             }
             Event::Stopping(level) => {
