@@ -33,6 +33,9 @@ pub const STUCK: &str = "fanout-stuck";
 
 /// Longest marker fanout reads from a body (anything longer is not fanout's).
 const MARKER_LIMIT: usize = 4096;
+/// Longest marker fanout reads: more than it writes ([`MARKER_LIMIT`]), since fanout
+/// before 2026-11-29 wrote longer ones (50 long paths), still bounded.
+const MARKER_READ_LIMIT: usize = 64 << 10;
 const MARKER_OPEN: &str = "<!-- fanout:task ";
 const MARKER_CLOSE: &str = " -->";
 
@@ -188,14 +191,14 @@ impl Marker {
     }
 
     /// The marker in `body`, if there is one that parses (bounded: a marker longer
-    /// than 4 KiB is not fanout's). The last one wins: fanout appends it.
+    /// than 64 KiB is not fanout's). The last one wins: fanout appends it.
     /// (A marker written before `stale`, `issue`, `tends` and `left` existed reads as
     /// none of them.)
     pub fn parse(body: &str) -> Option<Marker> {
         let start = body.rfind(MARKER_OPEN)? + MARKER_OPEN.len();
         let rest = &body[start..];
         let end = rest.find(MARKER_CLOSE)?;
-        if end > MARKER_LIMIT {
+        if end > MARKER_READ_LIMIT {
             return None;
         }
         let m: Marker = serde_json::from_str(&rest[..end]).ok()?;
@@ -380,5 +383,12 @@ mod tests {
             back.files.len()
         );
         assert_eq!(back.files[..], m.files[..back.files.len()]);
+        // One an earlier fanout wrote, every file kept (over 4 KiB), still reads.
+        let mut older = m.clone();
+        older.files.truncate(50);
+        let json = serde_json::to_string(&older).unwrap();
+        assert!(json.len() > MARKER_LIMIT);
+        let body = format!("body\n\n{MARKER_OPEN}{json}{MARKER_CLOSE}");
+        assert_eq!(Marker::parse(&body).map(|b| b.files.len()), Some(50));
     }
 }
