@@ -226,7 +226,7 @@ impl Executor {
         // this worker is done), copied files, submodules, setup commands. A failure
         // there fails the worker, and the agent never starts.
         let prepared = self
-            .prepare(w, &at, (confined, ports), live.events, live.stop)
+            .prepare(w, (&at, base), (confined, ports), live.events, live.stop)
             .await;
         for message in &prepared.record.warnings {
             let _ = live.events.send(Event::Warning {
@@ -342,13 +342,14 @@ impl Executor {
     async fn prepare(
         &self,
         w: &PlannedWorker,
-        at: &Paths,
+        (at, start): (&Paths, Oid),
         (confined, ports): (&Confinement, std::io::Result<PortLease>),
         events: &mpsc::UnboundedSender<Event>,
         stop: &watch::Receiver<StopLevel>,
     ) -> crate::run::setup::SetupOutcome {
         let setup_events = events.clone();
         let id = w.id;
+        let start = start.to_string();
         crate::run::setup::prepare(
             &self.plan.setup,
             &crate::run::setup::Worker {
@@ -364,6 +365,7 @@ impl Executor {
                 confine: confined.prepared.as_ref(),
                 extra_env: confined.env(),
                 base: &self.plan.base.commit,
+                start: &start,
             },
             ports,
             stop.clone(),

@@ -78,6 +78,9 @@ pub struct Worker<'a> {
     /// The plan's base commit: the submodules fanout fetches are those its
     /// `.gitmodules` names.
     pub base: &'a str,
+    /// The commit the worktree was made from (the base, or a dependent's merge of its
+    /// dependencies' branches).
+    pub start: &'a str,
 }
 
 /// What setup did.
@@ -182,23 +185,31 @@ fn failed(e: String) -> String {
     format!("setup failed: {e}")
 }
 
-/// The worktree's `.gitmodules` is the plan's base's, byte for byte. Submodules are
-/// fetched by fanout's own git, outside the sandbox, with the user's git credentials
-/// and SSH agent, from what that file names: a dependent starts from branches agents
-/// wrote, and one of them may have named a submodule at any host (or at another of the
-/// user's repositories, by a relative URL) for the next agent to read.
+/// The commit the worktree was made from has the plan's base's `.gitmodules`.
+/// Submodules are fetched by fanout's own git, outside the sandbox, with the user's
+/// git credentials and SSH agent, from what that file names: a dependent starts from
+/// branches agents wrote, and one of them may have named a submodule at any host (or
+/// at another of the user's repositories, by a relative URL) for the next agent to
+/// read.
 fn gitmodules_of_the_base(w: &Worker<'_>) -> Result<(), String> {
-    let here = content_id(&w.worktree.join(".gitmodules"));
-    let base = git2::Repository::open(w.checkout).ok().and_then(|repo| {
-        let commit = repo.find_commit(w.base.parse().ok()?).ok()?;
+    if w.start == w.base {
+        return Ok(());
+    }
+    // The commits' entries, not the worktree's bytes: the checkout ran the user's
+    // filters and line-ending rules, and no agent has run there yet.
+    let entry = |repo: &git2::Repository, commit: &str| -> Option<git2::Oid> {
+        let commit = repo.find_commit(commit.parse().ok()?).ok()?;
         let entry = commit
             .tree()
             .ok()?
             .get_path(Path::new(".gitmodules"))
             .ok()?;
-        Some(entry.id().to_string())
-    });
-    if base.as_deref() == Some(here.as_str()) {
+        Some(entry.id())
+    };
+    let same = git2::Repository::open(w.checkout)
+        .ok()
+        .is_some_and(|repo| entry(&repo, w.start) == entry(&repo, w.base));
+    if same {
         return Ok(());
     }
     Err(failed(
