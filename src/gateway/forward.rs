@@ -390,8 +390,9 @@ async fn whole(
 
 /// A streamed response, its usage read from each event before the event is handed on;
 /// one of the worker's calls in flight until it ends. When the agent hangs up before
-/// that, the rest is read without it (for up to [`DRAIN_WAIT`]): the provider bills the
-/// whole answer, and its usage comes in the last events.
+/// that, the rest is read without it (for up to [`DRAIN_WAIT`], and only while the
+/// worker's door is open): the provider bills the whole answer, and its usage comes in
+/// the last events.
 struct Metered(Option<Stream>);
 
 /// What [`Metered`] reads from.
@@ -425,12 +426,24 @@ impl Stream {
         });
     }
 
-    /// Read what is left of the stream, for its usage, then close it.
+    /// Read what is left of the stream, for its usage, then close it; given up when
+    /// fanout closes the worker's door (a stop, its budget spent, its end): then
+    /// dropping the stream ends the answer upstream, as it should.
     async fn drain(mut self) {
         let until = tokio::time::Instant::now() + DRAIN_WAIT;
-        while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, self.inner.frame()).await {
-            if let Some(data) = frame.data_ref() {
-                self.feed(data);
+        let closed = self.meter.worker().cancel.clone();
+        loop {
+            let frame = tokio::select! {
+                () = closed.cancelled() => break,
+                f = tokio::time::timeout_at(until, self.inner.frame()) => f,
+            };
+            match frame {
+                Ok(Some(Ok(frame))) => {
+                    if let Some(data) = frame.data_ref() {
+                        self.feed(data);
+                    }
+                }
+                _ => break,
             }
         }
         self.close();
@@ -493,7 +506,8 @@ impl Drop for Metered {
         let Some(stream) = self.0.take() else {
             return;
         };
-        if stream.ended || hyper::body::Body::is_end_stream(&stream.inner) {
+        let closed = stream.meter.worker().cancel.is_cancelled();
+        if closed || stream.ended || hyper::body::Body::is_end_stream(&stream.inner) {
             return stream.close();
         }
         // The agent hung up: the rest is read on a task of its own.
