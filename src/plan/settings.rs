@@ -542,6 +542,9 @@ fn unused_models(
     workers: u32,
     run: (bool, &str),
 ) -> Option<String> {
+    if tasks.is_empty() {
+        return None;
+    }
     let planned = super::slots::assign(tasks, models, workers, run);
     let unused: Vec<&str> = models
         .iter()
@@ -1110,12 +1113,17 @@ mod tests {
             "{:?}",
             s.notes
         );
-        let s = resolve(
+        let empty_ok = PlanFlags {
+            allow_empty: true,
+            ..PlanFlags::default()
+        };
+        for no_slot_taken in [
             "parallel_runs: {workers: 2}\nmodels: [a, b]\ntasks: [x, y]\n",
-            &PlanFlags::default(),
-        )
-        .unwrap();
-        assert!(s.notes.is_empty(), "{:?}", s.notes);
+            "models: [a, b]\n",
+        ] {
+            let s = resolve(no_slot_taken, &empty_ok).unwrap();
+            assert!(s.notes.is_empty(), "{no_slot_taken}: {:?}", s.notes);
+        }
     }
 
     #[test]
