@@ -1,5 +1,6 @@
 //! The file side of a tamper check: the shared config (by entry, so the reason names
-//! the keys), hooks and `info/` (restored byte for byte, the replaced bytes kept in
+//! the keys), `commondir` and `objects/info/alternates` (first: opening the repository
+//! follows them), hooks and `info/` (restored byte for byte, the replaced bytes kept in
 //! the run directory's `tamper/`), the checkout (reported only) and the run directory
 //! (planted symlinks and special files removed).
 
@@ -7,6 +8,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::{Change, CheckAt, FileState, Snapshot, from_hex};
+
+/// The files that steer git to another repository or object store, guarded in the
+/// common git directory ([`Snapshot::repo_pointers`]).
+pub(super) const POINTERS: [&str; 2] = ["commondir", "objects/info/alternates"];
 
 /// `section.sub.key=value` for each entry of a git config file (a plain reading of
 /// git's syntax: enough to name keys, never used to write one).
@@ -128,45 +133,74 @@ impl Snapshot {
     pub(super) fn files_changed(&self, now: &Snapshot, mode: CheckAt, out: &mut Vec<Change>) {
         let keys: BTreeSet<&String> = self.files.keys().chain(now.files.keys()).collect();
         for key in keys {
-            let (was, is) = (self.files.get(key), now.files.get(key));
-            if was == is {
+            if POINTERS.contains(&key.as_str()) {
+                // Seen first, by `pointers_changed`.
                 continue;
             }
-            let config = key == "config" || key == "config.worktree";
-            let (how, benign) = match (config, was, is) {
-                (true, _, _) => match self.config_how(key, is) {
-                    Some(h) => (h, false),
-                    None => ("submodule entries fanout's setup added".into(), true),
-                },
-                (false, Some(_), Some(_)) => ("changed".into(), false),
-                (false, Some(_), None) => ("deleted".into(), false),
-                (false, None, _) => ("added".into(), false),
-            };
-            let restore = match mode {
-                CheckAt::Report => false,
-                CheckAt::Worker => !benign,
-                CheckAt::Outside => benign,
-                CheckAt::End | CheckAt::Resume => true,
-            };
-            let done = match restore {
-                false if benign => String::new(),
-                false => " (not restored)".into(),
-                true => match self.restore_file(key, was) {
-                    Ok(None) => " (restored)".into(),
-                    Ok(Some(kept)) => format!(" (restored; what was there is kept in {kept})"),
-                    Err(e) => format!(" (could not restore: {e})"),
-                },
-            };
-            let what = match key.strip_prefix("hooks/") {
-                Some(h) => format!("{}/{h}", self.hooks_dir.display()),
-                None => format!(".git/{key}"),
-            };
-            out.push(Change {
-                what,
-                how: format!("{how}{done}"),
-                benign,
-            });
+            self.file_changed(key, now.files.get(key), mode, out);
         }
+    }
+
+    /// `commondir` and `objects/info/alternates` as they are now against the snapshot,
+    /// each restored as `mode` says: before the repository is opened, which follows
+    /// them.
+    pub(super) fn pointers_changed(&self, mode: CheckAt, out: &mut Vec<Change>) {
+        if !self.repo_pointers {
+            return;
+        }
+        for key in POINTERS {
+            let now = super::file_state(&self.common_dir.join(key));
+            self.file_changed(key, now.as_ref(), mode, out);
+        }
+    }
+
+    /// Guarded file `key`, `is` now: a change when it differs from the snapshot, put
+    /// back as `mode` says.
+    fn file_changed(
+        &self,
+        key: &str,
+        is: Option<&FileState>,
+        mode: CheckAt,
+        out: &mut Vec<Change>,
+    ) {
+        let was = self.files.get(key);
+        if was == is {
+            return;
+        }
+        let config = key == "config" || key == "config.worktree";
+        let (how, benign) = match (config, was, is) {
+            (true, _, _) => match self.config_how(key, is) {
+                Some(h) => (h, false),
+                None => ("submodule entries fanout's setup added".into(), true),
+            },
+            (false, Some(_), Some(_)) => ("changed".into(), false),
+            (false, Some(_), None) => ("deleted".into(), false),
+            (false, None, _) => ("added".into(), false),
+        };
+        let restore = match mode {
+            CheckAt::Report => false,
+            CheckAt::Worker => !benign,
+            CheckAt::Outside => benign,
+            CheckAt::End | CheckAt::Resume => true,
+        };
+        let done = match restore {
+            false if benign => String::new(),
+            false => " (not restored)".into(),
+            true => match self.restore_file(key, was) {
+                Ok(None) => " (restored)".into(),
+                Ok(Some(kept)) => format!(" (restored; what was there is kept in {kept})"),
+                Err(e) => format!(" (could not restore: {e})"),
+            },
+        };
+        let what = match key.strip_prefix("hooks/") {
+            Some(h) => format!("{}/{h}", self.hooks_dir.display()),
+            None => format!(".git/{key}"),
+        };
+        out.push(Change {
+            what,
+            how: format!("{how}{done}"),
+            benign,
+        });
     }
 
     /// Put guarded file `key` back as it was (`None`: remove it), keeping what is there

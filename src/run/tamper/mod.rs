@@ -2,7 +2,9 @@
 //! starts ([`Snapshot::take`]) and compared after each worker and before resume
 //! ([`Snapshot::check`]): every ref outside this run's namespace, HEAD of the user's
 //! checkout and of the user's own linked worktrees, the shared `config` (and
-//! `config.worktree`), the hooks directory (`core.hooksPath` resolved) and `info/`,
+//! `config.worktree`), `commondir` and `objects/info/alternates` (which would steer
+//! git to another repository or object store), the hooks directory (`core.hooksPath`
+//! resolved) and `info/`,
 //! the checkout's status (a hash of each dirty or untracked file, the index's
 //! entries) and the run directory (no symlink or special file may appear in it).
 //!
@@ -99,6 +101,11 @@ pub struct Snapshot {
     pub checkout: BTreeMap<String, String>,
     /// Hash of the index's entries (path, mode, object, stage).
     pub index: String,
+    /// Whether `files` guards `commondir` and `objects/info/alternates` too (which
+    /// steer git to another repository or object store): snapshots of a fanout from
+    /// before 2026-11-29 do not, and a resume of their run compares without them.
+    #[serde(default)]
+    pub repo_pointers: bool,
 }
 
 /// One thing that differs from the snapshot.
@@ -251,6 +258,7 @@ impl Snapshot {
             files: BTreeMap::new(),
             checkout: BTreeMap::new(),
             index: String::new(),
+            repo_pointers: true,
         };
         s.observe(&repo)
     }
@@ -264,9 +272,14 @@ impl Snapshot {
             self.hooks_dir.clone()
         };
         let mut files = BTreeMap::new();
-        for name in ["config", "config.worktree"] {
+        let pointers: &[&str] = if self.repo_pointers {
+            &files::POINTERS
+        } else {
+            &[]
+        };
+        for name in ["config", "config.worktree"].iter().chain(pointers) {
             if let Some(st) = file_state(&self.common_dir.join(name)) {
-                files.insert(name.to_owned(), st);
+                files.insert((*name).to_owned(), st);
             }
         }
         dir_files(&hooks_dir, "hooks", &mut files);
@@ -391,10 +404,12 @@ impl Snapshot {
 
     /// Compare with now, restoring what `mode` says; one [`Change`] per difference.
     pub fn check(&self, mode: CheckAt) -> Result<Vec<Change>, String> {
+        let mut changes = Vec::new();
+        // First what steers git elsewhere: opening the repository follows it.
+        self.pointers_changed(mode, &mut changes);
         let repo = git2::Repository::open(&self.workdir).map_err(git_err)?;
         let now = self.observe(&repo)?;
         let restore_refs = matches!(mode, CheckAt::Worker | CheckAt::End);
-        let mut changes = Vec::new();
         self.refs_changed(&repo, &now, restore_refs, &mut changes);
         self.heads_changed(&now, &mut changes);
         self.files_changed(&now, mode, &mut changes);
@@ -422,7 +437,11 @@ impl Snapshot {
             let kept = restore
                 .then(|| self.keep_ref_aside(repo, name, is))
                 .flatten();
-            let fixed = restore && restore_ref(repo, name, was).is_ok();
+            // Never restored when what it points at could not be kept: that commit
+            // would be reachable from nothing.
+            let names_commit = is.is_some_and(|i| git2::Oid::from_str(i).is_ok());
+            let keepable = !names_commit || kept.is_some();
+            let fixed = restore && keepable && restore_ref(repo, name, was).is_ok();
             let aside = kept.map_or(String::new(), |k| format!("; kept as {k}"));
             let how = match (was, is, fixed) {
                 (Some(w), Some(i), true) => format!("moved to {i} (restored to {w}{aside})"),
@@ -441,8 +460,9 @@ impl Snapshot {
         }
     }
 
-    /// Branch `<namespace>kept/<name without refs/>` at the commit `is` names (none
-    /// for a symbolic ref or a deleted one): the branch's short name.
+    /// Branch `<namespace>kept/<name without refs/>-<commit>` at the commit `is` names
+    /// (none for a symbolic ref or a deleted one): the branch's short name; `None` when
+    /// it cannot be made.
     fn keep_ref_aside(
         &self,
         repo: &git2::Repository,
@@ -456,20 +476,20 @@ impl Snapshot {
             name.strip_prefix("refs/").unwrap_or(name)
         );
         let msg = "fanout: kept what a restored ref pointed at";
-        // A ref moved twice keeps both commits: an earlier keep is never overwritten.
-        (1..100).find_map(|n| {
-            let short = if n == 1 {
-                base.clone()
-            } else {
-                format!("{base}-{n}")
-            };
-            let full = format!("refs/heads/{short}");
-            match repo.refname_to_id(&full) {
-                Ok(there) if there == oid => Some(short),
-                Ok(_) => None,
-                Err(_) => repo.reference(&full, oid, false, msg).ok().map(|_| short),
-            }
-        })
+        // Named by the commit (an earlier keep is never overwritten, and no name can
+        // be taken in advance of a commit not made yet).
+        let hex = oid.to_string();
+        [crate::util::head(&hex, 12), hex.as_str()]
+            .into_iter()
+            .find_map(|id| {
+                let short = format!("{base}-{id}");
+                let full = format!("refs/heads/{short}");
+                match repo.refname_to_id(&full) {
+                    Ok(there) if there == oid => Some(short),
+                    Ok(_) => None,
+                    Err(_) => repo.reference(&full, oid, false, msg).ok().map(|_| short),
+                }
+            })
     }
 
     fn heads_changed(&self, now: &Snapshot, out: &mut Vec<Change>) {

@@ -74,7 +74,8 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     let said = named(&s.check(CheckAt::Worker).unwrap());
     assert!(
         said.contains(&format!(
-            "refs/heads/main moved to {agent} (restored to {main}; kept as fanout/r1/kept/heads/main)"
+            "refs/heads/main moved to {agent} (restored to {main}; kept as fanout/r1/kept/heads/main-{})",
+            &agent[..12]
         )),
         "{said}"
     );
@@ -86,7 +87,8 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     );
     assert!(
         said.contains(&format!(
-            "refs/heads/planted created at {agent} (removed; kept as fanout/r1/kept/heads/planted)"
+            "refs/heads/planted created at {agent} (removed; kept as fanout/r1/kept/heads/planted-{})",
+            &agent[..12]
         )),
         "{said}"
     );
@@ -96,7 +98,8 @@ fn moved_deleted_and_created_refs_are_named_with_their_commits_and_restored() {
     // nothing is lost: what main and the new branch pointed at stays reachable, in the
     // run's namespace (never compared, never published)
     for kept in ["fanout/r1/kept/heads/main", "fanout/r1/kept/heads/planted"] {
-        assert_eq!(git(&repo, &["rev-parse", kept]).trim(), agent);
+        let kept = format!("{kept}-{}", &agent[..12]);
+        assert_eq!(git(&repo, &["rev-parse", &kept]).trim(), agent);
     }
     let again = named(&s.check(CheckAt::Worker).unwrap());
     assert!(!again.contains("refs/"), "{again}");
@@ -117,10 +120,30 @@ fn a_ref_moved_twice_keeps_both_commits_aside() {
         assert!(said.contains("refs/heads/main moved to"), "{said}");
     }
     // the second move does not overwrite what the first one kept
-    let first = git(&repo, &["rev-parse", "fanout/r1/kept/heads/main"]);
-    let second = git(&repo, &["rev-parse", "fanout/r1/kept/heads/main-2"]);
-    assert_eq!(first.trim(), agents[0]);
-    assert_eq!(second.trim(), agents[1]);
+    for a in &agents {
+        let kept = format!("fanout/r1/kept/heads/main-{}", &a[..12]);
+        assert_eq!(git(&repo, &["rev-parse", &kept]).trim(), a);
+    }
+}
+
+#[test]
+fn a_ref_whose_commit_cannot_be_kept_is_not_restored() {
+    let (_t, repo, s) = setup();
+    std::fs::write(repo.join("b.txt"), "b\n").unwrap();
+    git(&repo, &["add", "b.txt"]);
+    git(&repo, &["commit", "-q", "-m", "mine"]);
+    let mine = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    // Both names the commit would be kept under are taken, at another commit.
+    for id in [&mine[..12], mine.as_str()] {
+        let name = format!("refs/heads/fanout/r1/kept/heads/main-{id}");
+        git(&repo, &["update-ref", &name, "HEAD~1"]);
+    }
+    let said = named(&s.check(CheckAt::Worker).unwrap());
+    assert!(
+        said.contains(&format!("refs/heads/main moved to {mine} (not restored)")),
+        "{said}"
+    );
+    assert_eq!(git(&repo, &["rev-parse", "main"]).trim(), mine);
 }
 
 #[test]
@@ -385,4 +408,38 @@ fn fanouts_worktrees_are_no_users_head_and_big_files_are_hashed_in_pieces() {
         "{heads:?}"
     );
     assert_eq!(s.checkout["big.bin"], crate::util::sha256_hex(&big));
+}
+
+#[test]
+fn a_planted_commondir_or_alternates_is_found_and_put_aside_but_not_for_an_older_snapshot() {
+    let (t, repo, s) = setup();
+    let evil = t.path().join("evil.git");
+    git(t.path(), &["init", "-q", "--bare", "evil.git"]);
+    let common = repo.join(".git");
+    std::fs::write(common.join("commondir"), format!("{}\n", evil.display())).unwrap();
+    std::fs::write(
+        common.join("objects/info/alternates"),
+        format!("{}\n", evil.join("objects").display()),
+    )
+    .unwrap();
+    let said = named(&s.check(CheckAt::Worker).unwrap());
+    assert!(said.contains(".git/commondir added (restored"), "{said}");
+    assert!(
+        said.contains(".git/objects/info/alternates added (restored"),
+        "{said}"
+    );
+    assert!(!common.join("commondir").exists() && !common.join("objects/info/alternates").exists());
+    // A snapshot from before these were guarded (as a resumed older run has) leaves a
+    // store the user named (`git clone --reference`) as it is.
+    let older = Snapshot {
+        repo_pointers: false,
+        ..s.clone()
+    };
+    std::fs::write(
+        common.join("objects/info/alternates"),
+        "/elsewhere/objects\n",
+    )
+    .unwrap();
+    assert_eq!(older.check(CheckAt::Worker).unwrap(), Vec::new());
+    assert!(common.join("objects/info/alternates").exists());
 }
