@@ -7,11 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::{Change, CheckAt, FileState, Snapshot, from_hex};
-
-/// The files that steer git to another repository or object store, guarded in the
-/// common git directory ([`Snapshot::repo_pointers`]).
-pub(super) const POINTERS: [&str; 2] = ["commondir", "objects/info/alternates"];
+use super::{Change, CheckAt, FileState, POINTERS, Snapshot, from_hex};
 
 /// `section.sub.key=value` for each entry of a git config file (a plain reading of
 /// git's syntax: enough to name keys, never used to write one).

@@ -59,6 +59,10 @@ use sha2::{Digest, Sha256};
 /// restore it); larger ones are compared by hash and reported only.
 const KEEP_BYTES: u64 = 1 << 20;
 
+/// The files that steer git to another repository or object store, guarded in the
+/// common git directory ([`Snapshot::repo_pointers`]).
+const POINTERS: [&str; 2] = ["commondir", "objects/info/alternates"];
+
 /// A file fanout guards: its mode and hash, and its bytes when small enough.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileState {
@@ -272,11 +276,7 @@ impl Snapshot {
             self.hooks_dir.clone()
         };
         let mut files = BTreeMap::new();
-        let pointers: &[&str] = if self.repo_pointers {
-            &files::POINTERS
-        } else {
-            &[]
-        };
+        let pointers: &[&str] = if self.repo_pointers { &POINTERS } else { &[] };
         for name in ["config", "config.worktree"].iter().chain(pointers) {
             if let Some(st) = file_state(&self.common_dir.join(name)) {
                 files.insert((*name).to_owned(), st);
