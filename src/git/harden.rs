@@ -207,7 +207,10 @@ pub type Trusted = [(String, String)];
 /// - `core.sshCommand` set by the repository: the user's own (protected) value, else `ssh`;
 /// - `core.alternateRefsCommand`: empty;
 /// - `remote.<name>.uploadpack`/`receivepack` and `core.gitProxy` set by the repository
-///   (git reads the first of these, so no later option overrides them): refused.
+///   (git reads the first of these, so no later option overrides them): refused;
+/// - Git LFS's programs set by the repository (`lfs.extension.<name>.clean`/`smudge`,
+///   `lfs.customtransfer.<name>.path`/`args`, `lfs.standalonetransferagent`): git-lfs
+///   reads them itself, under the user's trusted `filter.lfs` driver: refused.
 ///
 /// Entries in `trusted` are neither overridden nor refused (the caller appends them).
 pub fn neutralise(
@@ -277,6 +280,14 @@ pub fn neutralise(
                      fanout runs no git command with it (remove it with `git config --unset remote.{r}.{var}`)"
                 ));
             }
+            ("lfs", sub, v) if untrusted && lfs_program(sub, v) => {
+                return Err(format!(
+                    "the repository's configuration sets {}, a program Git LFS would run; \
+                     fanout runs no git command with it (remove it with `git config --unset {}`, \
+                     or set it in your global configuration)",
+                    e.key, e.key
+                ));
+            }
             ("core", None, "gitproxy") if untrusted => {
                 return Err(
                     "the repository's configuration sets core.gitProxy, a program git would run; \
@@ -289,6 +300,16 @@ pub fn neutralise(
     }
     pin_submodules(entries, submodules, &mut |k, v| put(&mut out, k, v))?;
     Ok(out)
+}
+
+/// Whether `lfs.<sub>.<var>` names a program Git LFS runs (or its arguments).
+fn lfs_program(sub: Option<&str>, var: &str) -> bool {
+    match sub {
+        None => var == "standalonetransferagent",
+        Some(s) if s.starts_with("extension.") => matches!(var, "clean" | "smudge"),
+        Some(s) if s.starts_with("customtransfer.") => matches!(var, "path" | "args"),
+        Some(_) => false,
+    }
 }
 
 /// Whether `trusted` names any key of filter driver `driver`.
@@ -517,6 +538,22 @@ mod tests {
         assert!(neutralise(&[repo("remote.origin.uploadpack", "plant")], &[], &trusted).is_ok());
         let eq = neutralise(&[repo("filter.a=b.clean", "plant")], &[], &[]).unwrap_err();
         assert!(eq.contains("filter.a=b.clean"), "{eq}");
+        for key in [
+            "lfs.extension.x.clean",
+            "lfs.extension.x.smudge",
+            "lfs.customtransfer.y.path",
+            "lfs.customtransfer.y.args",
+            "lfs.standalonetransferagent",
+        ] {
+            let err = neutralise(&[repo(key, "plant")], &[], &[]).unwrap_err();
+            assert!(err.contains(key) && err.contains("Git LFS"), "{err}");
+            let users = Entry {
+                scope: Scope::Protected,
+                ..repo(key, "/usr/bin/lfs-thing")
+            };
+            assert!(neutralise(&[users], &[], &[]).is_ok(), "{key}");
+        }
+        assert!(neutralise(&[repo("lfs.url", "https://lfs.example")], &[], &[]).is_ok());
     }
 
     #[test]
