@@ -280,7 +280,7 @@ pub fn neutralise(
                      fanout runs no git command with it (remove it with `git config --unset remote.{r}.{var}`)"
                 ));
             }
-            ("lfs", sub, v) if untrusted && lfs_program(sub, v) => {
+            _ if untrusted && trusts_driver(trusted, "lfs") && lfs_program(&e.key) => {
                 return Err(format!(
                     "the repository's configuration sets {}, a program Git LFS would run; \
                      fanout runs no git command with it (remove it with `git config --unset {}`, \
@@ -302,14 +302,15 @@ pub fn neutralise(
     Ok(out)
 }
 
-/// Whether `lfs.<sub>.<var>` names a program Git LFS runs (or its arguments).
-fn lfs_program(sub: Option<&str>, var: &str) -> bool {
-    match sub {
-        None => var == "standalonetransferagent",
-        Some(s) if s.starts_with("extension.") => matches!(var, "clean" | "smudge"),
-        Some(s) if s.starts_with("customtransfer.") => matches!(var, "path" | "args"),
-        Some(_) => false,
-    }
+/// Whether configuration key `key` names a program Git LFS runs (or its arguments),
+/// as git-lfs reads keys: lower-cased whole, and custom transfer agents found by an
+/// unanchored match (`lfs.customtransfer.<name>.path` anywhere in the key).
+fn lfs_program(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    let ends = |tails: &[&str]| tails.iter().any(|t| k.ends_with(t));
+    (k.contains("lfs.customtransfer.") && ends(&[".path", ".args"]))
+        || (k.contains("lfs.extension.") && ends(&[".clean", ".smudge"]))
+        || (k.starts_with("lfs.") && k.ends_with(".standalonetransferagent"))
 }
 
 /// Whether `trusted` names any key of filter driver `driver`.
@@ -538,22 +539,32 @@ mod tests {
         assert!(neutralise(&[repo("remote.origin.uploadpack", "plant")], &[], &trusted).is_ok());
         let eq = neutralise(&[repo("filter.a=b.clean", "plant")], &[], &[]).unwrap_err();
         assert!(eq.contains("filter.a=b.clean"), "{eq}");
+        // Git LFS's programs, where the user's own LFS driver runs (git-lfs reads
+        // them itself): refused from the repository, however the key is spelt.
+        let lfs = [(
+            "filter.lfs.process".to_owned(),
+            "git-lfs filter-process".to_owned(),
+        )];
         for key in [
             "lfs.extension.x.clean",
-            "lfs.extension.x.smudge",
+            "lfs.Extension.x.smudge",
             "lfs.customtransfer.y.path",
             "lfs.customtransfer.y.args",
+            "foo.lfs.customtransfer.y.path",
             "lfs.standalonetransferagent",
+            "lfs.https://h/.standalonetransferagent",
         ] {
-            let err = neutralise(&[repo(key, "plant")], &[], &[]).unwrap_err();
+            let err = neutralise(&[repo(key, "plant")], &[], &lfs).unwrap_err();
             assert!(err.contains(key) && err.contains("Git LFS"), "{err}");
             let users = Entry {
                 scope: Scope::Protected,
                 ..repo(key, "/usr/bin/lfs-thing")
             };
-            assert!(neutralise(&[users], &[], &[]).is_ok(), "{key}");
+            assert!(neutralise(&[users], &[], &lfs).is_ok(), "{key}");
+            // Without the user's LFS driver nothing runs them: left alone.
+            assert!(neutralise(&[repo(key, "plant")], &[], &[]).is_ok(), "{key}");
         }
-        assert!(neutralise(&[repo("lfs.url", "https://lfs.example")], &[], &[]).is_ok());
+        assert!(neutralise(&[repo("lfs.url", "https://lfs.example")], &[], &lfs).is_ok());
     }
 
     #[test]
