@@ -437,10 +437,12 @@ impl Snapshot {
             let kept = restore
                 .then(|| self.keep_ref_aside(repo, name, is))
                 .flatten();
-            // Never restored when what it points at could not be kept: that commit
-            // would be reachable from nothing.
-            let names_commit = is.is_some_and(|i| git2::Oid::from_str(i).is_ok());
-            let keepable = !names_commit || kept.is_some();
+            // Never restored when what it points at (an object of the repository) could
+            // not be kept: that commit would be reachable from nothing.
+            let names_object = is
+                .and_then(|i| git2::Oid::from_str(i).ok())
+                .is_some_and(|o| repo.find_object(o, None).is_ok());
+            let keepable = !names_object || kept.is_some();
             let fixed = restore && keepable && restore_ref(repo, name, was).is_ok();
             let aside = kept.map_or(String::new(), |k| format!("; kept as {k}"));
             let how = match (was, is, fixed) {
@@ -476,10 +478,15 @@ impl Snapshot {
             name.strip_prefix("refs/").unwrap_or(name)
         );
         let msg = "fanout: kept what a restored ref pointed at";
-        // Named by the commit (an earlier keep is never overwritten, and no name can
-        // be taken in advance of a commit not made yet).
+        // Named by the commit (an earlier keep is never overwritten), else, should an
+        // agent have taken those names in advance, by the time too.
         let hex = oid.to_string();
-        [crate::util::head(&hex, 12), hex.as_str()]
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let timed = format!("{hex}-{stamp}");
+        [crate::util::head(&hex, 12), hex.as_str(), timed.as_str()]
             .into_iter()
             .find_map(|id| {
                 let short = format!("{base}-{id}");

@@ -127,23 +127,37 @@ fn a_ref_moved_twice_keeps_both_commits_aside() {
 }
 
 #[test]
-fn a_ref_whose_commit_cannot_be_kept_is_not_restored() {
+fn a_refs_commit_is_kept_though_its_names_were_taken_and_a_missing_one_needs_none() {
     let (_t, repo, s) = setup();
     std::fs::write(repo.join("b.txt"), "b\n").unwrap();
     git(&repo, &["add", "b.txt"]);
     git(&repo, &["commit", "-q", "-m", "mine"]);
     let mine = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    // Both names the commit would be kept under are taken, at another commit.
+    // The names the commit would be kept under are taken, at another commit: it is
+    // kept under one named by the time too, and main is restored.
     for id in [&mine[..12], mine.as_str()] {
         let name = format!("refs/heads/fanout/r1/kept/heads/main-{id}");
         git(&repo, &["update-ref", &name, "HEAD~1"]);
     }
     let said = named(&s.check(CheckAt::Worker).unwrap());
     assert!(
-        said.contains(&format!("refs/heads/main moved to {mine} (not restored)")),
+        said.contains(&format!("refs/heads/main moved to {mine} (restored to")),
         "{said}"
     );
-    assert_eq!(git(&repo, &["rev-parse", "main"]).trim(), mine);
+    let kept = git(
+        &repo,
+        &["for-each-ref", "--points-at", &mine, "--format=%(refname)"],
+    );
+    assert!(kept.contains(&format!("kept/heads/main-{mine}-")), "{kept}");
+    // A ref moved to an object the repository does not have (a commit only in a
+    // worker's own object store) is restored: nothing of the repository is lost.
+    let missing = "1".repeat(40);
+    std::fs::write(repo.join(".git/refs/heads/main"), format!("{missing}\n")).unwrap();
+    let said = named(&s.check(CheckAt::Worker).unwrap());
+    assert!(
+        said.contains(&format!("refs/heads/main moved to {missing} (restored")),
+        "{said}"
+    );
 }
 
 #[test]
