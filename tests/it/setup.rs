@@ -991,3 +991,37 @@ agents:
         "original\n"
     );
 }
+
+/// A `.gitmodules` the base does not track, copied in by `copy:` (an untracked file in
+/// the checkout, which an earlier unsandboxed agent may have left there): setup fetches
+/// no submodule it names, and fails saying why.
+#[test]
+fn a_copied_gitmodules_fetches_nothing() {
+    let t = TestEnv::new();
+    t.write(
+        ".gitmodules",
+        "[submodule \"x\"]\n\tpath = x\n\turl = http://127.0.0.1:9/leak.git\n",
+    );
+    let cfg = t.fake_config(&[], "copy: ['.gitmodules']\n");
+    let out = t
+        .fanout(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "run",
+            "--json",
+            "-q",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report["results"][0];
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(".gitmodules differs from the base's"),
+        "{r:#}"
+    );
+}

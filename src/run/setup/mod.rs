@@ -192,11 +192,9 @@ fn failed(e: String) -> String {
 /// at another of the user's repositories, by a relative URL) for the next agent to
 /// read.
 fn gitmodules_of_the_base(w: &Worker<'_>) -> Result<(), String> {
-    if w.start == w.base {
-        return Ok(());
-    }
     // The commits' entries, not the worktree's bytes: the checkout ran the user's
-    // filters and line-ending rules, and no agent has run there yet.
+    // filters and line-ending rules, and no agent has run there yet. The commit the
+    // worktree was made from must have one (else the file was copied in by setup).
     let entry = |repo: &git2::Repository, commit: &str| -> Option<git2::Oid> {
         let commit = repo.find_commit(commit.parse().ok()?).ok()?;
         let entry = commit
@@ -206,9 +204,10 @@ fn gitmodules_of_the_base(w: &Worker<'_>) -> Result<(), String> {
             .ok()?;
         Some(entry.id())
     };
-    let same = git2::Repository::open(w.checkout)
-        .ok()
-        .is_some_and(|repo| entry(&repo, w.start) == entry(&repo, w.base));
+    let same = git2::Repository::open(w.checkout).ok().is_some_and(|repo| {
+        let start = entry(&repo, w.start);
+        start.is_some() && start == entry(&repo, w.base)
+    });
     if same {
         return Ok(());
     }
