@@ -443,15 +443,20 @@ impl Stream {
                         self.feed(data);
                     }
                 }
+                Ok(None) => {
+                    self.ended = true;
+                    break;
+                }
                 _ => break,
             }
         }
         self.close();
     }
 
-    /// A stream that ended (or was cut) without any usage read is counted as such.
+    /// A stream cut before its end, or that ended without any usage read, is counted
+    /// as unmetered (what a cut one's first events named is counted too).
     fn close(self) {
-        if !self.meter.seen || self.scan.overflowed {
+        if !self.ended || !self.meter.seen || self.scan.overflowed {
             self.meter.worker().with_usage(|u| u.unmetered += 1);
         }
     }
