@@ -551,11 +551,9 @@ impl PidFile {
     pub fn create(run_dir: &Path) -> PidFile {
         let path = run_dir.join(PID_FILE);
         let pid = std::process::id();
-        let start = crate::util::procfs::stat(pid as i32).map(|s| s.start);
-        let boot = crate::util::procfs::boot_id();
-        let text = match (start, boot) {
-            (Some(start), Some(boot)) => format!("{pid} {start} {boot}"),
-            _ => pid.to_string(),
+        let text = match crate::util::procfs::identity(pid as i32) {
+            Some(who) => format!("{pid} {who}"),
+            None => pid.to_string(),
         };
         let _ = std::fs::write(&path, text);
         PidFile(path)

@@ -89,7 +89,7 @@ pub fn harvest(
     let shared = git2::Repository::open(wt.common)?;
     // git reads a `commondir` file in any git directory: one an agent planted in the
     // repository's own would have the branch made in another repository.
-    if !same_dir(shared.commondir(), wt.common) {
+    if !super::worktree::same_path(shared.commondir(), wt.common) {
         return Err(git2::Error::from_str(&format!(
             "the repository's git directory names another as its common one ({}): nothing is committed there",
             shared.commondir().display()
@@ -168,12 +168,6 @@ fn plain_store(store: &Path) -> Result<(), git2::Error> {
         }
     }
     Ok(())
-}
-
-/// Whether `a` and `b` are one directory (their real paths).
-fn same_dir(a: &Path, b: &Path) -> bool {
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
-    real(a) == real(b)
 }
 
 /// Write a fresh file at `path` (whatever was there removed first; never through a

@@ -403,7 +403,8 @@ fn remove_admin(repo: &Repository, name: &str) -> bool {
         && std::fs::remove_dir_all(&admin).is_ok()
 }
 
-fn same_path(a: &Path, b: &Path) -> bool {
+/// Whether `a` and `b` name one place (their real paths, trailing slashes aside).
+pub fn same_path(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
     let trim = |p: PathBuf| PathBuf::from(p.to_string_lossy().trim_end_matches('/').to_owned());
     trim(canon(a)) == trim(canon(b))

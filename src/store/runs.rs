@@ -37,18 +37,13 @@ pub fn newest_with_results(runs_dir: &Path) -> Option<String> {
 /// boot (a pid reused after a crash or a reboot is not the run's).
 pub fn live_pid(run_dir: &Path) -> Option<i32> {
     let text = read_capped_string(&run_dir.join(PID_FILE), 128).ok()?;
-    let mut fields = text.split_whitespace();
-    let pid: i32 = fields.next()?.parse().ok()?;
+    let (pid, who) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    let pid: i32 = pid.parse().ok()?;
     if pid <= 0 || pid == std::process::id() as i32 {
         return None;
     }
-    if let (Some(start), Some(boot)) = (fields.next(), fields.next()) {
-        let same_start =
-            crate::util::procfs::stat(pid).is_some_and(|s| s.start.to_string() == start);
-        let same_boot = crate::util::procfs::boot_id().is_some_and(|b| b == boot);
-        if !(same_start && same_boot) {
-            return None;
-        }
+    if !who.is_empty() && crate::util::procfs::identity(pid).as_deref() != Some(who) {
+        return None;
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
         .is_ok()

@@ -87,6 +87,12 @@ pub fn environ(pid: i32) -> Option<Environ> {
         .map(Environ)
 }
 
+/// Who process `pid` is, beyond its pid: `<start time> <boot id>` (another process
+/// that gets the pid later, in this boot or another, has another).
+pub fn identity(pid: i32) -> Option<String> {
+    Some(format!("{} {}", stat(pid)?.start, boot_id()?))
+}
+
 /// This boot's id (`/proc/sys/kernel/random/boot_id`).
 pub fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")

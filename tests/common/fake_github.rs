@@ -384,36 +384,31 @@ impl FakeGitHub {
 
     /// Retitles a pull request as a person would in the web interface.
     pub fn set_pull_title(&self, number: u64, title: &str) {
-        let mut state = self.lock();
-        let pr = state
-            .pulls
-            .iter_mut()
-            .find(|p| p.number == number)
-            .expect("a pull request");
-        pr.title = title.into();
+        self.edit_pull(number, |pr| pr.title = title.into());
     }
 
     /// Rewrites a pull request's body as its author would.
     pub fn set_pull_body(&self, number: u64, body: &str) {
+        self.edit_pull(number, |pr| pr.body = Some(body.into()));
+    }
+
+    fn edit_pull(&self, number: u64, edit: impl FnOnce(&mut PullRequest)) {
         let mut state = self.lock();
-        let pr = state
-            .pulls
-            .iter_mut()
-            .find(|p| p.number == number)
-            .expect("a pull request");
-        pr.body = Some(body.into());
+        edit(
+            state
+                .pulls
+                .iter_mut()
+                .find(|p| p.number == number)
+                .expect("a pull request"),
+        );
     }
 
     /// Closes a pull request as a human would (without merging).
     pub fn close_pull(&self, number: u64) {
-        let mut state = self.lock();
-        let pr = state
-            .pulls
-            .iter_mut()
-            .find(|p| p.number == number)
-            .expect("a pull request");
-        pr.state = "closed".into();
-        pr.closed_at = Some(now_secs());
+        self.edit_pull(number, |pr| {
+            pr.state = "closed".into();
+            pr.closed_at = Some(now_secs());
+        });
     }
 
     /// Merges a pull request (its state becomes `closed`, `merged_at` is set); with a
@@ -426,13 +421,7 @@ impl FakeGitHub {
             state.merge_in_git(&pr);
         }
         self.close_pull(number);
-        let mut state = self.lock();
-        let pr = state
-            .pulls
-            .iter_mut()
-            .find(|p| p.number == number)
-            .expect("a pull request");
-        pr.merged = true;
+        self.edit_pull(number, |pr| pr.merged = true);
     }
 
     /// A human closes issue `number`.

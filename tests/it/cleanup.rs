@@ -128,30 +128,16 @@ fn cleanup_removes_a_tampered_worktrees_admin_directory() {
 #[test]
 fn a_locked_worktree_is_kept_until_unlocked() {
     let t = TestEnv::new();
-    let cfg = t.fake_config(&[], "");
-    let cfg = cfg.to_str().unwrap();
-    t.run_ok(&[
-        "--config", cfg, "run", "-q", "-w", "1", "--run-id", "run-l", "-t", "x",
-    ]);
-    let admin = t.repo.join(".git/worktrees/fanout-run-l-w1");
+    let (admin, wt) = one_worker_run(&t, "run-l");
     std::fs::write(admin.join("locked"), "planted\n").unwrap();
-    let out = t.fanout(&["cleanup", "--run", "run-l"]).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{said}");
+    let (code, said) = cleanup(&t, "run-l");
+    assert_ne!(code, Some(0), "{said}");
     assert!(said.contains("locked"), "{said}");
     assert!(admin.is_dir(), "{said}");
     assert_eq!(t.git(&["worktree", "list"]).lines().count(), 2, "{said}");
-    let path = t.git(&["worktree", "list", "--porcelain"]);
-    let wt = path
-        .lines()
-        .filter_map(|l| l.strip_prefix("worktree "))
-        .find(|p| p.contains("run-l"))
-        .unwrap()
-        .to_owned();
-    t.git(&["worktree", "unlock", &wt]);
-    let out = t.fanout(&["cleanup", "--run", "run-l"]).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{said}");
+    t.git(&["worktree", "unlock", wt.to_str().unwrap()]);
+    let (code, said) = cleanup(&t, "run-l");
+    assert_eq!(code, Some(0), "{said}");
     assert!(!admin.exists(), "{said}");
     assert_eq!(t.git(&["worktree", "list"]).lines().count(), 1, "{said}");
 }
@@ -163,30 +149,40 @@ fn a_locked_worktree_is_kept_until_unlocked() {
 #[test]
 fn a_worktree_whose_admin_directory_is_gone_is_still_cleaned_up() {
     let t = TestEnv::new();
+    let (admin, wt) = one_worker_run(&t, "run-o");
+    std::fs::remove_dir_all(&admin).unwrap();
+    let readme = std::fs::read(wt.join("README.md")).unwrap();
+    std::fs::write(wt.join("README.md"), "the user's edit\n").unwrap();
+    let (code, said) = cleanup(&t, "run-o");
+    assert_ne!(code, Some(0), "{said}");
+    assert!(said.contains("uncommitted work (README.md)"), "{said}");
+    assert!(wt.join("README.md").exists(), "{said}");
+    std::fs::write(wt.join("README.md"), readme).unwrap();
+    let (code, said) = cleanup(&t, "run-o");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(!wt.exists(), "{said}");
+}
+
+/// A one-worker run `id` of the fake agent: its worktree's admin directory and path.
+fn one_worker_run(t: &TestEnv, id: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let cfg = t.fake_config(&[], "");
     let cfg = cfg.to_str().unwrap();
     t.run_ok(&[
-        "--config", cfg, "run", "-q", "-w", "1", "--run-id", "run-o", "-t", "x",
+        "--config", cfg, "run", "-q", "-w", "1", "--run-id", id, "-t", "x",
     ]);
-    let admin = t.repo.join(".git/worktrees/fanout-run-o-w1");
     let wt = t
         .git(&["worktree", "list", "--porcelain"])
         .lines()
         .filter_map(|l| l.strip_prefix("worktree "))
-        .find(|p| p.contains("run-o"))
+        .find(|p| p.contains(id))
         .map(std::path::PathBuf::from)
         .unwrap();
-    std::fs::remove_dir_all(&admin).unwrap();
-    let readme = std::fs::read(wt.join("README.md")).unwrap();
-    std::fs::write(wt.join("README.md"), "the user's edit\n").unwrap();
-    let out = t.fanout(&["cleanup", "--run", "run-o"]).output().unwrap();
+    (t.repo.join(format!(".git/worktrees/fanout-{id}-w1")), wt)
+}
+
+/// `fanout cleanup --run id`: its exit code and all it said.
+fn cleanup(t: &TestEnv, id: &str) -> (Option<i32>, String) {
+    let out = t.fanout(&["cleanup", "--run", id]).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{said}");
-    assert!(said.contains("uncommitted work (README.md)"), "{said}");
-    assert!(wt.join("README.md").exists(), "{said}");
-    std::fs::write(wt.join("README.md"), readme).unwrap();
-    let out = t.fanout(&["cleanup", "--run", "run-o"]).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{said}");
-    assert!(!wt.exists(), "{said}");
+    (out.status.code(), said.into_owned())
 }

@@ -1014,7 +1014,7 @@ fn a_copied_gitmodules_fetches_nothing() {
         ])
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = json(&out);
     let r = &report["results"][0];
     assert_eq!(r["status"], "failed", "{r:#}");
     assert!(
